@@ -1,0 +1,39 @@
+# The two commands of the README:
+#   make quickstart   install everything, then run the quickstart on a local store
+#   make test         install everything, then lint and run the test suite
+# Installing means: a virtualenv in .venv with lakelog and its Python
+# dependencies, and Delta Lake's jars plus lakelog's own JVM classes in .jars/.
+
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+JARS := .jars/.complete
+JAVA_SOURCES := $(shell find jvm/src -name '*.java')
+
+.PHONY: setup quickstart test lint clean
+
+setup: $(STAMP) $(JARS)
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "lakelog needs Python 3.11 or newer")'
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $@
+
+$(JARS): $(STAMP) jvm/pom.xml jvm/build.sh $(JAVA_SOURCES)
+	bash jvm/build.sh "$(CURDIR)" "$(CURDIR)/$(PY)"
+
+quickstart: setup
+	$(VENV)/bin/lakelog --store quickstart-store quickstart
+
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+test: lint
+	$(PY) -m pytest
+
+clean:
+	rm -rf $(VENV) .jars quickstart-store .pytest_cache

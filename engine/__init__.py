@@ -1,0 +1,36 @@
+"""lakelog's engine: Kafka-style topics stored in one Delta Lake table.
+
+``from engine import LogStore``; see README.md for a tour.
+"""
+
+from __future__ import annotations
+
+from engine.errors import (
+    CommitConflictError,
+    CommitStateUnknownError,
+    FatalError,
+    LakelogError,
+    RetriableError,
+)
+from engine.offsets import OffsetRange, TopicPartition
+from engine.producer import Producer, RecordFuture
+from engine.records import RecordMetadata
+from engine.store import LogStore, OffsetAndTimestamp, WriteResult
+from engine.topics import TopicMetadata
+
+__all__ = [
+    "CommitConflictError",
+    "CommitStateUnknownError",
+    "FatalError",
+    "LakelogError",
+    "LogStore",
+    "OffsetAndTimestamp",
+    "OffsetRange",
+    "Producer",
+    "RecordFuture",
+    "RecordMetadata",
+    "RetriableError",
+    "TopicMetadata",
+    "TopicPartition",
+    "WriteResult",
+]

@@ -1,0 +1,413 @@
+"""The ``lakelog`` command line, modelled on Kafka's tools.
+
+Exit codes scripts can rely on:
+
+====  =========================================================
+0     success
+1     fatal error (the request cannot succeed as given)
+2     usage error, invalid name, config, offset or record
+3     retriable: conflicts or timeouts exhausted, nothing committed
+4     outcome unknown: a commit may have landed, re-read the log
+5     topic already exists
+6     unknown topic or partition
+====  =========================================================
+
+Errors go to stderr as ``error: <message>``; results go to stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from engine.errors import InvalidConfigError, InvalidOffsetError, LakelogError
+from engine.offsets import EARLIEST, LATEST
+from engine.topics import TOPIC_CONFIG_KEYS
+
+STORE_ENV = "LAKELOG_STORE"
+
+
+def _pairs(items: Iterable[str] | None, what: str) -> dict[str, str]:
+    """``k=v`` arguments (each may hold several, comma-separated) as a dict."""
+    result: dict[str, str] = {}
+    for item in items or []:
+        for part in _split_configs(item):
+            key, sep, value = part.partition("=")
+            if not sep or not key.strip():
+                raise InvalidConfigError(f"{what} must look like key=value, got {part!r}")
+            result[key.strip()] = value.strip()
+    return result
+
+
+def _split_configs(text: str) -> list[str]:
+    # cleanup.policy=compact,delete holds a comma: split only before "key=".
+    parts: list[str] = []
+    for piece in text.split(","):
+        if parts and "=" not in piece:
+            parts[-1] += "," + piece
+        else:
+            parts.append(piece)
+    return [p for p in parts if p.strip()]
+
+
+def _table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    rows = [[("" if v is None else str(v)) for v in row] for row in rows]
+    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
+    lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    return "\n".join(lines)
+
+
+def _ms_to_text(ms: int | None) -> str:
+    if ms is None:
+        return ""
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="milliseconds")
+
+
+def _open_store(args: argparse.Namespace):
+    from engine.store import LogStore
+
+    path = args.store or os.environ.get(STORE_ENV)
+    if not path:
+        raise InvalidConfigError(f"no store: pass --store PATH or set {STORE_ENV}")
+    return LogStore.open(path)
+
+
+# -- topics --------------------------------------------------------------------
+
+
+def cmd_topics_create(args: argparse.Namespace, out: Callable[[str], None]) -> None:
+    store = _open_store(args)
+    topic = store.create_topic(args.topic, partitions=args.partitions, config=_pairs(args.config, "--config"))
+    out(f"Created topic {topic.name} with {topic.partitions} partition(s), id {topic.topic_id}.")
+
+
+def cmd_topics_list(args: argparse.Namespace, out: Callable[[str], None]) -> None:
+    for name in _open_store(args).list_topics(include_internal=args.internal):
+        out(name)
+
+
+def cmd_topics_describe(args: argparse.Namespace, out: Callable[[str], None]) -> None:
+    store = _open_store(args)
+    names = [args.topic] if args.topic else store.list_topics(include_internal=True)
+    for name in names:
+        topic = store.describe_topic(name)
+        configs = ",".join(f"{k}={TOPIC_CONFIG_KEYS[k].render(v)}" for k, v in sorted(topic.overrides.items()))
+        out(f"Topic: {topic.name}\tTopicId: {topic.topic_id}\tPartitionCount: {topic.partitions}\tConfigs: {configs}")
+        start = store.beginning_offsets(name)
+        end = store.end_offsets(name)
+        for p in range(topic.partitions):
+            out(f"\tTopic: {topic.name}\tPartition: {p}\tLogStartOffset: {start[p]}\tLogEndOffset: {end[p]}")
+        if args.all_configs:
+            for key, value in sorted(topic.config().items()):
+                source = "TOPIC_CONFIG" if key in topic.overrides else "DEFAULT_CONFIG"
+                out(f"\t{key}={TOPIC_CONFIG_KEYS[key].render(value)}\t{source}")
+
+
+def cmd_topics_delete(args: argparse.Namespace, out: Callable[[str], None]) -> None:
+    _open_store(args).delete_topic(args.topic)
+    out(f"Deleted topic {args.topic}.")
+
+
+def cmd_topics_alter(args: argparse.Namespace, out: Callable[[str], None]) -> None:
+    store = _open_store(args)
+    to_set = _pairs(args.add_config, "--add-config")
+    to_delete = [k.strip() for item in args.delete_config or [] for k in item.split(",") if k.strip()]
+    if args.partitions is None and not to_set and not to_delete:
+        raise InvalidConfigError("nothing to alter: give --partitions, --add-config or --delete-config")
+    if args.partitions is not None:
+        topic = store.create_partitions(args.topic, args.partitions)
+        out(f"Topic {topic.name} now has {topic.partitions} partitions.")
+    if to_set or to_delete:
+        topic = store.alter_topic_config(args.topic, to_set, to_delete)
+        out(f"Altered configs of topic {topic.name}: set {sorted(to_set)}, reset {sorted(to_delete)}.")
+
+
+# -- produce / consume -----------------------------------------------------------
+
+
+def cmd_produce(args: argparse.Namespace, out: Callable[[str], None], stdin=None) -> int:
+    stdin = stdin or sys.stdin
+    store = _open_store(args)
+    config = _pairs(args.producer_property, "--producer-property")
+    failures = 0
+    sent = 0
+    with store.producer(**config) as producer:
+        futures = []
+        for line in stdin:
+            line = line.rstrip("\n")
+            if not line and args.skip_empty:
+                continue
+            key = None
+            value = line
+            if args.parse_key:
+                key, sep, value = line.partition(args.key_separator)
+                if not sep:
+                    raise InvalidConfigError(
+                        f"line {sent + 1} has no key separator {args.key_separator!r}: {line[:60]!r}"
+                    )
+            futures.append(producer.send(args.topic, value, key=key, partition=args.partition))
+            sent += 1
+        producer.flush()
+        for i, future in enumerate(futures, 1):
+            error = future.exception()
+            if error is not None:
+                failures += 1
+                print(f"error: record {i}: {error}", file=sys.stderr)
+    out(f"{sent - failures} record(s) produced to {args.topic}" + (f", {failures} failed" if failures else ""))
+    return 1 if failures else 0
+
+
+def _starting_offsets(args: argparse.Namespace, store: Any, partitions: int) -> Any:
+    if args.offset is not None:
+        if args.partition is None:
+            raise InvalidOffsetError("--offset needs --partition, as in kafka-console-consumer")
+        if args.offset in ("earliest", "latest"):
+            return {args.topic: {args.partition: EARLIEST if args.offset == "earliest" else LATEST}}
+        try:
+            return {args.topic: {args.partition: int(args.offset)}}
+        except ValueError as exc:
+            raise InvalidOffsetError(f"--offset must be earliest, latest or a number, got {args.offset!r}") from exc
+    if args.from_timestamp is not None:
+        found = store.offsets_for_times(args.topic, dict.fromkeys(range(partitions), args.from_timestamp))
+        return {args.topic: {p: (hit.offset if hit else LATEST) for p, hit in found.items()}}
+    return "earliest" if args.from_beginning else "latest"
+
+
+def cmd_consume(args: argparse.Namespace, out: Callable[[str], None]) -> None:
+    store = _open_store(args)
+    partitions = store.describe_topic(args.topic).partitions
+    start = _starting_offsets(args, store, partitions)
+    if isinstance(start, dict):
+        chosen = set(start[args.topic])
+        start[args.topic].update({p: LATEST for p in range(partitions) if p not in chosen})
+    elif args.partition is not None:
+        start = {
+            args.topic: {
+                p: (EARLIEST if (p == args.partition and start == "earliest") else LATEST) for p in range(partitions)
+            }
+        }
+        if args.partition >= partitions:
+            raise InvalidOffsetError(f"topic {args.topic!r} has no partition {args.partition}")
+    df = store.read(args.topic, starting_offsets=start)
+    if args.partition is not None:
+        df = df.where(f"partition = {args.partition}")
+    df = df.orderBy("partition", "offset")
+    if args.max_messages is not None:
+        df = df.limit(args.max_messages)
+    count = 0
+    for row in df.toLocalIterator():
+        value = _decode(row.value)
+        if args.value_only:
+            out(value)
+        else:
+            kind = "CreateTime" if row.timestampType == 0 else "LogAppendTime"
+            stamp = int(row.timestamp.replace(tzinfo=UTC).timestamp() * 1000)
+            out(f"{kind}:{stamp}\tPartition:{row.partition}\tOffset:{row.offset}\t{_decode(row.key)}\t{value}")
+        count += 1
+    print(f"Processed a total of {count} messages", file=sys.stderr)
+
+
+def _decode(data: bytes | bytearray | None) -> str:
+    if data is None:
+        return "null"
+    return bytes(data).decode("utf-8", errors="backslashreplace")
+
+
+def cmd_offsets(args: argparse.Namespace, out: Callable[[str], None]) -> None:
+    store = _open_store(args)
+    begin = store.beginning_offsets(args.topic)
+    end = store.end_offsets(args.topic)
+    out(
+        _table(
+            ["TOPIC", "PARTITION", "EARLIEST", "LATEST", "RECORDS"],
+            [[args.topic, p, begin[p], end[p], end[p] - begin[p]] for p in sorted(end)],
+        )
+    )
+
+
+def cmd_history(args: argparse.Namespace, out: Callable[[str], None]) -> None:
+    store = _open_store(args)
+    rows = []
+    for e in store.history_entries(args.topic):
+        ranges = " ".join(f"{t}-{p}:{s}..{end - 1}" for t, p, s, end in e.ranges if end > s)
+        what = ranges or (f"{e.topic} {e.details or ''}".strip() if e.topic else "")
+        stamp = e.timestamp.isoformat(timespec="seconds") if e.timestamp else ""
+        rows.append([e.version, stamp, e.operation, e.client_id or "", what])
+    out(_table(["VERSION", "TIME", "OPERATION", "CLIENT", "DETAILS"], rows))
+
+
+# -- perf ------------------------------------------------------------------------
+
+
+def cmd_perf_produce(args: argparse.Namespace, out: Callable[[str], None]) -> None:
+    from engine.perf import perf_produce_dataframe, perf_produce_producer, ratio
+
+    store = _open_store(args)
+    if args.topic not in store.list_topics():
+        store.create_topic(args.topic, partitions=args.partitions)
+    partitions = store.describe_topic(args.topic).partitions
+    progress = (lambda msg: print(msg, file=sys.stderr)) if args.progress else (lambda _msg: None)
+    if args.api == "producer":
+        result = perf_produce_producer(
+            store,
+            args.topic,
+            num_records=args.num_records,
+            record_size=args.record_size,
+            batch_size=args.batch_size,
+            keys=args.keys,
+            progress=progress,
+        )
+        out(result.producer_summary())
+        return
+    ours, plain = perf_produce_dataframe(
+        store,
+        args.topic,
+        num_records=args.num_records,
+        record_size=args.record_size,
+        batch_size=args.batch_size,
+        keys=args.keys,
+        partitions=partitions,
+        compare_plain=args.compare_plain,
+        plain_path=store.uri.rstrip("/") + "-plain-delta",
+        warmup_batches=args.warmup_batches,
+        progress=progress,
+    )
+    out(f"lakelog:     {ours.producer_summary()}")
+    if plain is not None:
+        out(f"plain delta: {plain.producer_summary()}")
+        out(f"throughput ratio lakelog/plain delta: {ratio(ours, plain):.2f}")
+
+
+def cmd_perf_consume(args: argparse.Namespace, out: Callable[[str], None]) -> None:
+    from engine.perf import perf_consume, ratio
+
+    store = _open_store(args)
+    ours, plain = perf_consume(
+        store, args.topic, partition=args.partition, compare_plain=args.compare_plain, repeats=args.repeats
+    )
+    started = datetime.now(tz=UTC).timestamp() - ours.seconds
+    out("lakelog:\n" + ours.consumer_summary(started))
+    if plain is not None:
+        out("plain delta:\n" + plain.consumer_summary(started))
+        out(f"throughput ratio lakelog/plain delta: {ratio(ours, plain):.2f}")
+
+
+def cmd_quickstart(args: argparse.Namespace, out: Callable[[str], None]) -> None:
+    from engine.quickstart import run_quickstart
+
+    run_quickstart(args.store or os.environ.get(STORE_ENV) or "quickstart-store", out)
+
+
+# -- parser ----------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="lakelog",
+        description="Kafka-style topics in a Delta Lake table.",
+        epilog="Exit codes: 0 ok, 1 fatal, 2 invalid input, 3 retriable, 4 outcome unknown, "
+        "5 topic exists, 6 unknown topic or partition.",
+    )
+    parser.add_argument("--store", help=f"store path or URI (default: ${STORE_ENV})")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log what lakelog does")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    topics = commands.add_parser("topics", help="create, list, describe, delete, alter topics")
+    tsub = topics.add_subparsers(dest="action", required=True)
+    p = tsub.add_parser("create", help="create a topic")
+    p.add_argument("topic")
+    p.add_argument("--partitions", type=int, default=1)
+    p.add_argument("--config", action="append", metavar="KEY=VALUE", help="topic config (repeatable)")
+    p.set_defaults(func=cmd_topics_create)
+    p = tsub.add_parser("list", help="list topics")
+    p.add_argument("--internal", action="store_true", help="include internal topics")
+    p.set_defaults(func=cmd_topics_list)
+    p = tsub.add_parser("describe", help="partitions, offsets and configs of a topic (all topics if none given)")
+    p.add_argument("topic", nargs="?")
+    p.add_argument("--all-configs", action="store_true", help="also list defaults")
+    p.set_defaults(func=cmd_topics_describe)
+    p = tsub.add_parser("delete", help="delete a topic and its records")
+    p.add_argument("topic")
+    p.set_defaults(func=cmd_topics_delete)
+    p = tsub.add_parser("alter", help="add partitions or change configs")
+    p.add_argument("topic")
+    p.add_argument("--partitions", type=int, help="new (larger) partition count")
+    p.add_argument("--add-config", action="append", metavar="KEY=VALUE")
+    p.add_argument("--delete-config", action="append", metavar="KEY")
+    p.set_defaults(func=cmd_topics_alter)
+
+    p = commands.add_parser("produce", help="send stdin lines as records")
+    p.add_argument("topic")
+    p.add_argument("--parse-key", action="store_true", help="split each line into key and value")
+    p.add_argument("--key-separator", default="\t", help="separator for --parse-key (default: tab)")
+    p.add_argument("--partition", type=int)
+    p.add_argument("--skip-empty", action="store_true", help="ignore empty lines")
+    p.add_argument("--producer-property", action="append", metavar="KEY=VALUE")
+    p.set_defaults(func=cmd_produce)
+
+    p = commands.add_parser("consume", help="print records of a topic")
+    p.add_argument("topic")
+    p.add_argument("--from-beginning", action="store_true")
+    p.add_argument("--partition", type=int)
+    p.add_argument("--offset", help="earliest, latest or a number (needs --partition)")
+    p.add_argument("--from-timestamp", type=int, metavar="MS", help="start at the first record at or after MS")
+    p.add_argument("--max-messages", type=int)
+    p.add_argument("--value-only", action="store_true", help="print values only")
+    p.set_defaults(func=cmd_consume)
+
+    p = commands.add_parser("offsets", help="earliest and latest offset of each partition")
+    p.add_argument("topic")
+    p.set_defaults(func=cmd_offsets)
+
+    p = commands.add_parser("history", help="the store's commits")
+    p.add_argument("--topic")
+    p.set_defaults(func=cmd_history)
+
+    perf = commands.add_parser("perf", help="throughput tests like kafka-*-perf-test")
+    psub = perf.add_subparsers(dest="action", required=True)
+    p = psub.add_parser("produce")
+    p.add_argument("--topic", default="perf-test")
+    p.add_argument("--num-records", type=int, required=True)
+    p.add_argument("--record-size", type=int, default=100)
+    p.add_argument("--partitions", type=int, default=8, help="partitions of the topic if it is created")
+    p.add_argument("--batch-size", type=int, default=100_000, help="records per commit")
+    p.add_argument("--keys", type=int, default=0, help="distinct keys (0: keyless records)")
+    p.add_argument("--api", choices=["dataframe", "producer"], default="dataframe")
+    p.add_argument("--compare-plain", action="store_true", help="also append the same rows with plain Delta")
+    p.add_argument("--warmup-batches", type=int, default=1)
+    p.add_argument("--progress", action="store_true")
+    p.set_defaults(func=cmd_perf_produce)
+    p = psub.add_parser("consume")
+    p.add_argument("--topic", default="perf-test")
+    p.add_argument("--partition", type=int, help="read one partition (default: all)")
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--compare-plain", action="store_true", help="also read with plain Delta and the same filter")
+    p.set_defaults(func=cmd_perf_consume)
+
+    p = commands.add_parser("quickstart", help="create a topic, produce, consume, show offsets and history")
+    p.set_defaults(func=cmd_quickstart)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(message)s")
+    try:
+        code = args.func(args, print)
+        return int(code or 0)
+    except LakelogError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,336 @@
+"""The optimistic-commit writer: every append and topic change of the log table.
+
+An append, attempt by attempt:
+
+1. start a Delta transaction at the latest version V;
+2. bring the writer's :class:`LogView` to V (nothing to do when the last
+   commit at V was its own; otherwise read the commit files in between);
+3. plan offsets from the view's end offsets, have Spark write the data
+   files, check the files carry exactly the planned offsets;
+4. record a read of the target partitions and commit.
+
+A concurrent commit that added files to one of those partitions makes Delta
+fail the commit with a conflict; nothing became visible, so the attempt is
+retried from (1) within the :class:`RetryPolicy`. A commit call that fails
+in any other way may still have landed: the writer looks for its own data
+files in the commits after V, and reports :class:`CommitStateUnknownError`
+only if it cannot tell.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from pyspark.sql import DataFrame
+
+from engine.commit_info import append_tags, user_metadata
+from engine.delta_jvm import (
+    JVM_ERRORS,
+    DeltaTableHandle,
+    DeltaTxn,
+    is_conflict,
+    java_class_chain,
+    java_message,
+    topic_predicate,
+)
+from engine.delta_log import DeltaLogReader
+from engine.errors import (
+    CommitConflictError,
+    CommitStateUnknownError,
+    DeliveryTimeoutError,
+    InconsistentWriteError,
+    LakelogError,
+    RetriableError,
+    error_from_text,
+)
+from engine.log_view import CommitChanges, LogView, apply_commit
+from engine.offsets import OffsetRange, TopicPartition, counts_by_partition, plan_ranges, verify_written
+from engine.topics import TopicMetadata
+
+log = logging.getLogger(__name__)
+
+# Reading more commit files than this to catch up is slower than a snapshot.
+_MAX_TAIL = 200
+
+
+class DataWriteError(RetriableError):
+    """Writing the data files or the commit failed; nothing was committed."""
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How often and how long a conflicting commit is retried.
+
+    ``retries`` bounds the number of retries after the first attempt and
+    ``timeout_ms`` (when set) the total time; backoff doubles from
+    ``backoff_ms`` up to ``backoff_max_ms`` with 20% jitter, as Kafka's
+    ``retry.backoff.ms`` / ``retry.backoff.max.ms``.
+    """
+
+    retries: int = 10
+    backoff_ms: int = 100
+    backoff_max_ms: int = 1000
+    timeout_ms: int | None = None
+
+    def delay_s(self, retry: int, rng: random.Random) -> float:
+        base = min(self.backoff_max_ms, self.backoff_ms * (2 ** max(0, retry - 1)))
+        return base * rng.uniform(0.8, 1.2) / 1000.0
+
+    def exhausted(self, conflicts: int, started: float, now: float) -> bool:
+        """Whether, after ``conflicts`` failed attempts, no further attempt may be made."""
+        if conflicts > self.retries:
+            return True
+        return self.timeout_ms is not None and (now - started) * 1000 >= self.timeout_ms
+
+
+class AppendBatch(Protocol):
+    """Records to append in one commit."""
+
+    operation: str
+
+    def prepare(self, view: LogView) -> Mapping[TopicPartition, int] | None:
+        """Validate against the view's topics; the record count per partition if known now.
+
+        A batch whose counts are only known after Spark wrote it returns None.
+        """
+
+    def target_partitions(self, view: LogView) -> list[TopicPartition]:
+        """Every partition the batch may write to."""
+
+    def build(
+        self, ends: Mapping[TopicPartition, int], topics: Mapping[str, TopicMetadata], append_time_ms: int
+    ) -> DataFrame:
+        """The rows to write, each partition's numbered from its end offset in ``ends``."""
+
+
+@dataclass(frozen=True)
+class AppendResult:
+    version: int | None  # None when the batch had nothing to commit
+    ranges: dict[TopicPartition, OffsetRange]
+    append_time_ms: int
+    attempts: int
+
+
+@dataclass(frozen=True)
+class TopicChange:
+    """A planned change of topic metadata: the table's new configuration."""
+
+    properties: dict[str, str]
+    tags: dict[str, str]
+    delete_topic: str | None = None
+
+
+class LogWriter:
+    """Commits appends and topic changes. One thread at a time per writer."""
+
+    def __init__(
+        self,
+        table: DeltaTableHandle,
+        reader: DeltaLogReader,
+        *,
+        client_id: str,
+        scan_end_offsets: Callable[[int, Iterable[TopicPartition]], dict[TopicPartition, int]],
+        seed: int | None = None,
+    ) -> None:
+        self.table = table
+        self.reader = reader
+        self.client_id = client_id
+        self._scan_end_offsets = scan_end_offsets
+        self._view: LogView | None = None
+        self._rng = random.Random(seed)
+        self._lock = threading.Lock()
+
+    # -- the view ---------------------------------------------------------
+
+    def view_at(self, version: int) -> LogView:
+        """The writer's view brought to ``version`` (reading only what it lacks)."""
+        view = self._view
+        if view is not None and view.version > version:
+            view = None
+        if view is not None and version - view.version > _MAX_TAIL:
+            view = None
+        if view is not None:
+            for v in range(view.version + 1, version + 1):
+                changes = self.reader.read_commit(v)
+                if changes is None:
+                    view = None
+                    break
+                view = apply_commit(view, v, changes)
+        if view is None:
+            view = self.reader.view(version)
+        self._view = view
+        return view
+
+    def topics(self) -> dict[str, TopicMetadata]:
+        """Topics as of the latest version."""
+        with self._lock:
+            return dict(self.view_at(self.table.latest_version()).topics)
+
+    def _ends_for(self, view: LogView, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        tps = list(tps)
+        ends = {tp: view.end_offset(tp) for tp in tps}
+        unknown = [tp for tp in tps if tp in view.unknown_ends]
+        if unknown:
+            ends.update(self._scan_end_offsets(view.version, unknown))
+        return ends
+
+    # -- appends -----------------------------------------------------------
+
+    def append(self, batch: AppendBatch, policy: RetryPolicy) -> AppendResult:
+        """Commit ``batch`` with dense offsets after each partition's end offset.
+
+        Raises CommitConflictError when retries are exhausted (nothing was
+        committed), CommitStateUnknownError when a commit may have landed
+        but it cannot be told, FatalError subclasses for invalid batches.
+        """
+        with self._lock:
+            return self._append(batch, policy)
+
+    def _append(self, batch: AppendBatch, policy: RetryPolicy) -> AppendResult:
+        started = time.monotonic()
+        conflicts = 0
+        while True:
+            txn = self.table.start()
+            view = self.view_at(txn.read_version)
+            expected = batch.prepare(view)
+            if expected is not None and not any(expected.values()):
+                return AppendResult(None, {}, 0, conflicts + 1)
+            ends = self._ends_for(view, batch.target_partitions(view))
+            append_time_ms = int(time.time() * 1000)
+            try:
+                written = txn.write_files(batch.build(ends, view.topics, append_time_ms))
+            except JVM_ERRORS as exc:
+                message = java_message(exc)
+                raise error_from_text(message) or DataWriteError(
+                    f"writing data files failed, nothing was committed: {message}"
+                ) from exc
+            counts = counts_by_partition(written.stats)
+            if expected is not None and counts != {tp: n for tp, n in expected.items() if n}:
+                raise InconsistentWriteError(f"planned {dict(expected)} records per partition, files hold {counts}")
+            if not counts:
+                return AppendResult(None, {}, append_time_ms, conflicts + 1)
+            plan = plan_ranges(ends, counts)
+            verify_written(plan, written.stats)
+            txn.track_partitions(plan)
+            tags = append_tags(batch.operation, self.client_id, plan)
+            operation = self.table.append_operation(user_metadata(tags))
+            version = self._commit(txn, txn.actions_of(written), operation, tags, [f.path for f in written.stats])
+            if version is None:
+                conflicts += 1
+                if policy.exhausted(conflicts, started, time.monotonic()):
+                    raise self._exhausted(policy, conflicts, started)
+                time.sleep(policy.delay_s(conflicts, self._rng))
+                continue
+            self._applied_own_commit(txn.read_version, version, CommitChanges(None, tuple(written.stats)))
+            return AppendResult(version, plan, append_time_ms, conflicts + 1)
+
+    def _exhausted(self, policy: RetryPolicy, conflicts: int, started: float) -> LakelogError:
+        elapsed_ms = int((time.monotonic() - started) * 1000)
+        if conflicts <= policy.retries:
+            return DeliveryTimeoutError(
+                f"commit not done after {elapsed_ms} ms ({conflicts} conflicting attempts); nothing was committed"
+            )
+        return CommitConflictError(
+            f"commit conflicted with concurrent writers {conflicts} times (retries={policy.retries}); "
+            "nothing was committed, the call can be repeated",
+            attempts=conflicts,
+        )
+
+    def _commit(
+        self, txn: DeltaTxn, actions: list[Any], operation: Any, tags: Mapping[str, str], paths: list[str]
+    ) -> int | None:
+        """Commit; the new version, or None on a conflict (nothing committed)."""
+        try:
+            return txn.commit(actions, operation, tags)
+        except JVM_ERRORS as exc:
+            chain = java_class_chain(exc)
+            if is_conflict(chain):
+                log.debug("commit conflict at read version %s: %s", txn.read_version, chain[:1])
+                return None
+            found = self._find_own_commit(txn.read_version, paths, exc)
+            if found is None:
+                raise DataWriteError(f"commit failed and did not land: {java_message(exc)}") from exc
+            return found
+
+    def _find_own_commit(self, read_version: int, paths: list[str], cause: BaseException) -> int | None:
+        """After a failed commit call: the version that holds our files, or None if none does."""
+        try:
+            latest = self.reader.latest_version()
+            wanted = set(paths)
+            for v in range(read_version + 1, latest + 1):
+                lines = self.reader.read_commit_lines(v)
+                if lines is None:
+                    raise CommitStateUnknownError(f"commit {v} is no longer readable")
+                if any(path in line for line in lines for path in wanted):
+                    return v
+        except CommitStateUnknownError:
+            raise
+        except Exception as exc:
+            raise CommitStateUnknownError(
+                f"a commit failed ({java_message(cause)}) and the log could not be re-read to find out "
+                f"whether it landed ({exc}); read the log before retrying"
+            ) from exc
+        if not paths:
+            raise CommitStateUnknownError(f"a commit without data files failed: {java_message(cause)}")
+        return None
+
+    def _applied_own_commit(self, read_version: int, version: int, changes: CommitChanges) -> None:
+        # Only when nobody committed in between can the view skip re-reading.
+        if self._view is not None and self._view.version == read_version and version == read_version + 1:
+            self._view = apply_commit(self._view, version, changes)
+
+    # -- topic metadata ----------------------------------------------------
+
+    def change_topics(
+        self, plan: Callable[[dict[str, TopicMetadata], dict[str, str]], TopicChange], policy: RetryPolicy
+    ) -> int:
+        """Commit a topic metadata change planned against the latest topics.
+
+        ``plan`` is called again after each conflict, so its validation
+        (topic exists / does not exist) always runs against what commits.
+        """
+        with self._lock:
+            started = time.monotonic()
+            conflicts = 0
+            while True:
+                txn = self.table.start()
+                properties = txn.configuration()
+                view = self.view_at(txn.read_version)
+                change = plan(dict(view.topics), properties)
+                actions: list[Any] = []
+                if change.delete_topic is not None:
+                    actions = txn.removes(txn.files_of_topic(change.delete_topic))
+                    operation = self.table.delete_operation(
+                        topic_predicate(change.delete_topic), user_metadata(change.tags)
+                    )
+                else:
+                    changed = {k: v for k, v in change.properties.items() if properties.get(k) != v}
+                    operation = self.table.set_properties_operation(changed)
+                txn.update_configuration(change.properties)
+                version = self._commit_metadata(txn, actions, operation, change.tags)
+                if version is None:
+                    conflicts += 1
+                    if policy.exhausted(conflicts, started, time.monotonic()):
+                        raise self._exhausted(policy, conflicts, started)
+                    time.sleep(policy.delay_s(conflicts, self._rng))
+                    continue
+                self._applied_own_commit(txn.read_version, version, CommitChanges(dict(change.properties), ()))
+                return version
+
+    def _commit_metadata(
+        self, txn: DeltaTxn, actions: list[Any], operation: Any, tags: Mapping[str, str]
+    ) -> int | None:
+        try:
+            return txn.commit(actions, operation, tags)
+        except JVM_ERRORS as exc:
+            if is_conflict(java_class_chain(exc)):
+                return None
+            raise CommitStateUnknownError(
+                f"topic metadata commit failed ({java_message(exc)}); describe the topic to see whether it applied"
+            ) from exc

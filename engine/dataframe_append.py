@@ -1,0 +1,239 @@
+"""``LogStore.write(df)``: append a DataFrame with the Kafka sink's columns.
+
+Offsets are assigned inside Spark in one job, without collecting rows:
+each row is placed in its partition (explicit ``partition`` column, else
+murmur2 of the key, else round-robin), rows are shuffled so that each
+partition's rows meet in one task, and there a window numbers them in input
+order (``monotonically_increasing_id()`` taken before the shuffle) from the
+partition's end offset. The shuffle materializes the input once, so a
+nondeterministic source cannot hand two different versions of itself to
+the numbering.
+
+Unknown topics, partitions outside a topic and records over
+``max.message.bytes`` fail the job (``raise_error``) before anything is
+committed; the driver turns the marked message back into the right
+LakelogError. How many records each partition got is read from the written
+files' statistics, and the commit loop checks they tile the offsets from
+each end offset without gap or overlap before it commits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+)
+
+from engine.delta_jvm import sql_string
+from engine.errors import (
+    InvalidRecordError,
+    InvalidTopicError,
+    RecordTooLargeError,
+    UnknownTopicOrPartitionError,
+    marked,
+)
+from engine.log_view import LogView
+from engine.offsets import TopicPartition
+from engine.schema import SINK_COLUMN_TYPES
+from engine.topics import TIMESTAMP_TYPE_CODES, TopicMetadata, validate_topic_name
+
+HEADERS_TYPE = ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())]))
+
+
+KAFKA_PARTITION_FUNCTION = "lakelog_kafka_partition"
+KAFKA_PARTITION_CLASS = "io.lakelog.udf.KafkaPartition"
+
+
+def register_functions(spark: SparkSession) -> None:
+    """Register lakelog's JVM functions (from lakelog-jvm.jar) in the session."""
+    spark.udf.registerJavaFunction(KAFKA_PARTITION_FUNCTION, KAFKA_PARTITION_CLASS, IntegerType())
+
+
+def normalize_sink_frame(df: DataFrame, topic: str | None) -> DataFrame:
+    """The input as (topic, partition, key, value, headers, timestamp), types checked.
+
+    ``topic`` (when given) overrides a topic column, as the Kafka sink's
+    ``topic`` option does.
+    """
+    fields = {f.name: f.dataType for f in df.schema.fields}
+    unknown = sorted(set(fields) - set(SINK_COLUMN_TYPES))
+    if unknown:
+        raise InvalidRecordError(
+            f"unexpected column(s) {unknown}; a topic DataFrame has the Kafka sink's columns: "
+            + ", ".join(SINK_COLUMN_TYPES)
+        )
+    if "value" not in fields:
+        raise InvalidRecordError("the DataFrame needs a 'value' column (binary or string)")
+    for name, kind in fields.items():
+        if kind.simpleString() not in SINK_COLUMN_TYPES[name]:
+            raise InvalidRecordError(
+                f"column {name!r} has type {kind.simpleString()}; expected " + " or ".join(SINK_COLUMN_TYPES[name])
+            )
+    if topic is not None:
+        topic_col = F.lit(validate_topic_name(topic))
+    elif "topic" in fields:
+        topic_col = F.col("topic")
+    else:
+        raise InvalidTopicError("no topic: pass topic=... or give the DataFrame a 'topic' column")
+
+    def column(name: str, cast: str) -> Column:
+        return F.col(name).cast(cast) if name in fields else F.lit(None).cast(cast)
+
+    if "timestamp" in fields and isinstance(fields["timestamp"], LongType):
+        timestamp = F.timestamp_millis(F.col("timestamp"))
+    else:
+        timestamp = column("timestamp", "timestamp")
+    return df.select(
+        topic_col.alias("topic"),
+        column("partition", "int").alias("partition"),
+        column("key", "binary").alias("key"),
+        column("value", "binary").alias("value"),
+        (F.col("headers") if "headers" in fields else F.lit(None).cast(HEADERS_TYPE)).alias("headers"),
+        timestamp.alias("timestamp"),
+    )
+
+
+class DataFrameAppend:
+    """One ``LogStore.write`` call, as an :class:`engine.commit.AppendBatch`."""
+
+    operation = "write"
+
+    def __init__(self, spark: SparkSession, df: DataFrame, topic: str | None) -> None:
+        self._spark = spark
+        register_functions(spark)
+        self._topic = topic
+        self._has_headers = "headers" in df.columns
+        self._source = normalize_sink_frame(df, topic)
+
+    def prepare(self, view: LogView) -> None:
+        """Counts are only known once Spark has written the files."""
+        if self._topic is not None and self._topic not in view.topics:
+            raise UnknownTopicOrPartitionError(f"topic {self._topic!r} does not exist")
+        return None
+
+    def target_partitions(self, view: LogView) -> list[TopicPartition]:
+        names = [self._topic] if self._topic is not None else sorted(view.topics)
+        return [TopicPartition(name, p) for name in names for p in range(view.topics[name].partitions)]
+
+    def build(
+        self, ends: Mapping[TopicPartition, int], topics: Mapping[str, TopicMetadata], append_time_ms: int
+    ) -> DataFrame:
+        # Expressions go to Spark as SQL text: a few py4j calls per batch instead
+        # of one per Column operation.
+        names = sorted({tp.topic for tp in ends})
+        count = _topic_lookup({n: str(topics[n].partitions) for n in names}, "INT")
+        limit = _topic_lookup({n: str(topics[n].max_message_bytes) for n in names}, "INT")
+        firsts = {
+            n: "array(" + ", ".join(f"{ends[TopicPartition(n, p)]}L" for p in range(topics[n].partitions)) + ")"
+            for n in names
+        }
+        first = f"element_at({_topic_lookup(firsts, 'ARRAY<BIGINT>')}, partition + 1)"
+        placed = self._source.selectExpr(
+            "topic",
+            f"coalesce(partition, CASE WHEN key IS NOT NULL THEN {KAFKA_PARTITION_FUNCTION}(key, {count}) "
+            f"ELSE CAST(pmod(monotonically_increasing_id(), {count}) AS INT) END) AS partition",
+            "key",
+            "value",
+            "headers",
+            "timestamp",
+        ).selectExpr("*", "monotonically_increasing_id() AS _seq")
+        size = _record_size_sql(self._has_headers)
+        null_topic = _fail(InvalidRecordError, "a row has a null topic")
+        unknown_topic = _fail(UnknownTopicOrPartitionError, "topic '", "topic", "' does not exist")
+        checked = placed.selectExpr(
+            f"CASE WHEN topic IS NULL THEN {null_topic} WHEN {count} IS NULL THEN {unknown_topic} "
+            "ELSE topic END AS topic",
+            f"CASE WHEN partition IS NULL OR partition < 0 OR partition >= {count} THEN "
+            + _fail(
+                UnknownTopicOrPartitionError,
+                "partition ",
+                "coalesce(CAST(partition AS STRING), 'null')",
+                " of topic '",
+                "topic",
+                "' does not exist (partitions: ",
+                f"CAST({count} AS STRING)",
+                ")",
+            )
+            + " ELSE partition END AS partition",
+            "key",
+            f"CASE WHEN {size} > {limit} THEN "
+            + _fail(
+                RecordTooLargeError,
+                "a record of ",
+                f"CAST({size} AS STRING)",
+                " bytes for topic '",
+                "topic",
+                "' is larger than its max.message.bytes=",
+                f"CAST({limit} AS STRING)",
+            )
+            + " ELSE value END AS value",
+            "headers",
+            "timestamp",
+            "_seq",
+        )
+        # A constant topic (topic=...) is folded away by the optimizer; keying
+        # the shuffle on it too would make Spark shuffle twice.
+        keys = ["partition"] if self._topic is not None else ["topic", "partition"]
+        tasks = max(1, min(len(ends), max(8, 4 * self._spark.sparkContext.defaultParallelism)))
+        numbered = (
+            checked.repartition(tasks, *keys)
+            .sortWithinPartitions(*keys, "_seq")
+            .withColumn("_n", F.row_number().over(Window.partitionBy(*keys).orderBy("_seq")))
+        )
+        log_append = [sql_string(n) for n in names if topics[n].log_append_time]
+        is_log_append = f"topic IN ({', '.join(log_append)})" if log_append else "false"
+        append_ts = f"timestamp_micros({append_time_ms * 1000}L)"
+        return numbered.selectExpr(
+            "topic",
+            "partition",
+            f"{first} + _n - 1 AS offset",
+            f"CASE WHEN {is_log_append} THEN {append_ts} ELSE coalesce(timestamp, {append_ts}) END AS timestamp",
+            f"CASE WHEN {is_log_append} THEN {TIMESTAMP_TYPE_CODES['LogAppendTime']} "
+            f"ELSE {TIMESTAMP_TYPE_CODES['CreateTime']} END AS timestamp_type",
+            "key",
+            "value",
+            "headers",
+            "CAST(NULL AS BIGINT) AS producer_id",
+            "CAST(NULL AS INT) AS producer_epoch",
+            "CAST(NULL AS INT) AS sequence",
+        )
+
+
+def _topic_lookup(values: Mapping[str, str], value_type: str) -> str:
+    """SQL for the value of the row's topic in a map literal (values are SQL); null if absent."""
+    if not values:
+        return f"CAST(NULL AS {value_type})"
+    pairs = ", ".join(f"{sql_string(k)}, {v}" for k, v in sorted(values.items()))
+    return f"try_element_at(map({pairs}), topic)"
+
+
+def _fail(error: type, *parts: str) -> str:
+    """SQL that fails the job with a marked error message.
+
+    ``parts`` alternate between literal text (even positions) and SQL
+    expressions (odd positions).
+    """
+    pieces = [sql_string(marked(error, ""))]
+    for i, part in enumerate(parts):
+        pieces.append(sql_string(part) if i % 2 == 0 else part)
+    pieces.append(sql_string("; nothing was committed"))
+    return f"raise_error(concat({', '.join(pieces)}))"
+
+
+def _record_size_sql(has_headers: bool) -> str:
+    """Bytes counted against max.message.bytes: key, value, header keys and values."""
+    size = "coalesce(length(key), 0) + coalesce(length(value), 0)"
+    if has_headers:
+        # A higher-order function turns whole-stage codegen off, so only when there are headers.
+        size += " + coalesce(aggregate(headers, 0L, (acc, h) -> acc + octet_length(h.key)"
+        size += " + coalesce(length(h.value), 0)), 0)"
+    return size

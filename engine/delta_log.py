@@ -1,0 +1,114 @@
+"""Reading the log table's Delta log from Python, without Spark.
+
+Snapshots (live files with their statistics, table properties) come from
+delta-rs (the ``deltalake`` package), single commit files are read with
+fsspec. Both are cheap next to a Spark job and work where no SparkSession
+exists (Python data source workers). Writing always goes through Delta's
+JVM transaction (:mod:`engine.delta_jvm`).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass
+from urllib.parse import urlparse
+
+import fsspec
+import pyarrow as pa
+from deltalake import DeltaTable
+
+from engine.log_view import CommitChanges, LogView, parse_commit, view_from_snapshot
+from engine.offsets import FileStats, TopicPartition
+
+
+def normalize_uri(path: str) -> str:
+    """An absolute local path, or the URI unchanged when it has a scheme."""
+    parsed = urlparse(str(path))
+    if parsed.scheme in ("", "file"):
+        local = parsed.path if parsed.scheme == "file" else str(path)
+        return os.path.abspath(os.path.expanduser(local))
+    return str(path)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    version: int
+    properties: dict[str, str]
+    files: list[FileStats]
+
+
+class DeltaLogReader:
+    """Reads one table's log. Thread-safe."""
+
+    def __init__(self, uri: str, storage_options: dict[str, str] | None = None) -> None:
+        self.uri = normalize_uri(uri)
+        self._storage_options = storage_options or None
+        self._fs, self._root = fsspec.core.url_to_fs(self.uri)
+        self._lock = threading.Lock()
+        self._table: DeltaTable | None = None
+
+    def _commit_path(self, version: int) -> str:
+        return f"{self._root.rstrip('/')}/_delta_log/{version:020d}.json"
+
+    def read_commit_lines(self, version: int) -> list[str] | None:
+        """The JSON lines of commit ``version``, or None if that file is gone (log cleanup)."""
+        try:
+            with self._fs.open(self._commit_path(version), "rt", encoding="utf-8") as handle:
+                return handle.read().splitlines()
+        except FileNotFoundError:
+            return None
+
+    def read_commit(self, version: int) -> CommitChanges | None:
+        lines = self.read_commit_lines(version)
+        return None if lines is None else parse_commit(lines)
+
+    def _load_locked(self, version: int | None) -> DeltaTable:
+        if self._table is None:
+            self._table = DeltaTable(self.uri, version=version, storage_options=self._storage_options)
+        elif version is None:
+            self._table.update_incremental()
+        elif self._table.version() != version:
+            self._table.load_as_version(version)
+        return self._table
+
+    def latest_version(self) -> int:
+        with self._lock:
+            return self._load_locked(None).version()
+
+    def properties(self) -> tuple[int, dict[str, str]]:
+        """The latest version and its table properties (no file listing)."""
+        with self._lock:
+            table = self._load_locked(None)
+            return table.version(), dict(table.metadata().configuration)
+
+    def snapshot(self, version: int | None = None) -> Snapshot:
+        """Live files and table properties at ``version`` (the latest when None)."""
+        with self._lock:
+            table = self._load_locked(version)
+            actions = pa.table(table.get_add_actions(flatten=True))
+            return Snapshot(table.version(), dict(table.metadata().configuration), files_from_add_actions(actions))
+
+    def view(self, version: int) -> LogView:
+        snap = self.snapshot(version)
+        return view_from_snapshot(snap.version, snap.properties, snap.files)
+
+
+def files_from_add_actions(actions: pa.Table) -> list[FileStats]:
+    """FileStats for each row of delta-rs' flattened add actions."""
+    cols = actions.column_names
+    n = actions.num_rows
+
+    def column(name: str) -> list:
+        return actions.column(name).to_pylist() if name in cols else [None] * n
+
+    paths = column("path")
+    topics = column("partition.topic")
+    partitions = column("partition.partition")
+    records = column("num_records")
+    lows = column("min.offset")
+    highs = column("max.offset")
+    return [
+        FileStats(path, TopicPartition(topic, int(partition)), nrec, lo, hi)
+        for path, topic, partition, nrec, lo, hi in zip(paths, topics, partitions, records, lows, highs, strict=True)
+    ]

@@ -1,0 +1,155 @@
+"""lakelog's one exception hierarchy.
+
+Three outcomes are kept apart, as Kafka clients and pyiceberg do:
+
+* :class:`RetriableError` -- the operation failed and nothing was committed;
+  doing it again is safe (a commit conflict whose retries ran out, a timeout
+  before anything was written).
+* :class:`CommitStateUnknownError` -- a commit may or may not have landed; the
+  caller must re-read the log before deciding what to do.
+* :class:`FatalError` -- retrying cannot help: invalid configuration, unknown
+  topic, a record over ``max.message.bytes``, a closed producer.
+
+Every class carries ``exit_code``, which the ``lakelog`` CLI returns, so that
+scripts can tell the outcomes apart without parsing messages.
+"""
+
+from __future__ import annotations
+
+
+class LakelogError(Exception):
+    """Base class of every error lakelog raises on purpose."""
+
+    exit_code = 1
+
+
+class RetriableError(LakelogError):
+    """Failed without committing anything; the same call may succeed if repeated."""
+
+    exit_code = 3
+
+
+class CommitConflictError(RetriableError):
+    """Concurrent commits kept conflicting with ours until the retry budget ran out.
+
+    Nothing of the attempted commit is visible. ``attempts`` is how many
+    commits were tried.
+    """
+
+    def __init__(self, message: str, attempts: int = 0) -> None:
+        super().__init__(message)
+        self.attempts = attempts
+
+
+class DeliveryTimeoutError(RetriableError):
+    """A record was not committed within ``delivery.timeout.ms``; it was not written."""
+
+
+class CommitStateUnknownError(LakelogError):
+    """A commit was attempted and its outcome could not be determined.
+
+    The records may or may not be in the log: re-read it (``end_offsets``,
+    ``read``) before producing them again.
+    """
+
+    exit_code = 4
+
+
+class FatalError(LakelogError):
+    """Retrying cannot succeed; the request itself is wrong or the client is unusable."""
+
+    exit_code = 1
+
+
+class InvalidConfigError(FatalError, ValueError):
+    """A configuration key is unknown or its value has the wrong type or range."""
+
+    exit_code = 2
+
+
+class InvalidTopicError(FatalError, ValueError):
+    """A topic name breaks Kafka's naming rules or collides with an existing topic."""
+
+    exit_code = 2
+
+
+class TopicExistsError(FatalError):
+    """``create_topic`` was asked for a topic that already exists."""
+
+    exit_code = 5
+
+
+class UnknownTopicOrPartitionError(FatalError):
+    """The topic does not exist, or the partition is outside its partition count."""
+
+    exit_code = 6
+
+
+class InvalidPartitionsError(FatalError, ValueError):
+    """A partition count is not a positive integer, or would shrink a topic."""
+
+    exit_code = 2
+
+
+class RecordTooLargeError(FatalError):
+    """A record is larger than the topic's ``max.message.bytes``."""
+
+
+class InvalidRecordError(FatalError, TypeError):
+    """A record's key, value, headers or timestamp has a type lakelog cannot store."""
+
+    exit_code = 2
+
+
+class InvalidOffsetError(FatalError, ValueError):
+    """An offset specification (starting/ending offsets, a seek) is malformed or out of range."""
+
+    exit_code = 2
+
+
+class StoreError(FatalError):
+    """The path does not hold a usable lakelog store, or the Spark session cannot serve it."""
+
+
+class InconsistentWriteError(FatalError):
+    """Files written for a commit do not carry exactly the offsets that were planned.
+
+    Raised before committing, so nothing became visible. It would mean a
+    bug in offset assignment; it exists so that such a bug can never commit.
+    """
+
+
+class ProducerClosedError(FatalError):
+    """``send`` or ``flush`` was called on a producer after ``close``."""
+
+
+# Errors raised inside Spark tasks (``raise_error``) cross the JVM as text;
+# this marker lets the driver turn them back into the right class.
+_MARKER = "[lakelog:"
+
+
+def marked(error_class: type[LakelogError], message: str) -> str:
+    """Text for Spark's ``raise_error`` that :func:`error_from_text` maps back to ``error_class``."""
+    return f"{_MARKER}{error_class.__name__}] {message}"
+
+
+def error_from_text(text: str) -> LakelogError | None:
+    """The LakelogError a :func:`marked` message inside ``text`` names, if any."""
+    start = text.find(_MARKER)
+    if start < 0:
+        return None
+    end = text.find("]", start)
+    name = text[start + len(_MARKER) : end]
+    message = text[end + 1 :].strip().splitlines()[0] if end > 0 else text
+    for cls in [LakelogError, *_all_subclasses(LakelogError)]:
+        if cls.__name__ == name:
+            return cls(message)
+    return None
+
+
+def _all_subclasses(cls: type) -> list[type]:
+    found = []
+    for sub in cls.__subclasses__():
+        found.append(sub)
+        found.extend(_all_subclasses(sub))
+    return found

@@ -1,0 +1,65 @@
+"""Reading topics as DataFrames with the schema of Spark's Kafka source.
+
+A read is pinned to one Delta version: the offsets it resolves
+("earliest"/"latest") and the rows it returns come from the same snapshot.
+Its filter has a partition-only part (so Delta prunes partition
+directories) and per-partition offset ranges (so Delta skips files by their
+``offset`` min/max statistics).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+
+from engine.delta_jvm import partition_predicate, sql_string
+from engine.errors import InvalidTopicError, UnknownTopicOrPartitionError
+from engine.offsets import OffsetRange
+from engine.schema import KAFKA_SOURCE_SELECT
+from engine.topics import TopicMetadata
+
+
+def resolve_topic_names(spec: Any, topics: Mapping[str, TopicMetadata]) -> list[str]:
+    """Topics named by ``spec``: a name, a list of names, or a compiled regex.
+
+    Names must exist; a pattern selects the existing non-internal topics it
+    matches in full (Kafka's subscribePattern), possibly none.
+    """
+    if isinstance(spec, re.Pattern):
+        return sorted(name for name, t in topics.items() if not t.internal and spec.fullmatch(name))
+    names = [spec] if isinstance(spec, str) else list(spec) if isinstance(spec, Iterable) else None
+    if not names or not all(isinstance(n, str) for n in names):
+        raise InvalidTopicError(f"topics must be a name, a list of names or a re.Pattern, got {spec!r}")
+    for name in names:
+        if name not in topics:
+            raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
+    return sorted(set(names))
+
+
+def range_filter(ranges: Iterable[OffsetRange]) -> str | None:
+    """SQL selecting exactly the rows of ``ranges``; None when they are all empty."""
+    ranges = [r for r in ranges if r.count > 0]
+    if not ranges:
+        return None
+    partitions = partition_predicate(r.tp for r in ranges)
+    offsets = " OR ".join(
+        f"(`topic` = {sql_string(r.tp.topic)} AND `partition` = {r.tp.partition} "
+        f"AND `offset` >= {r.start} AND `offset` < {r.end})"
+        for r in sorted(ranges, key=lambda r: r.tp)
+    )
+    return f"({partitions}) AND ({offsets})"
+
+
+def log_table(spark: SparkSession, uri: str, version: int) -> DataFrame:
+    return spark.read.format("delta").option("versionAsOf", version).load(uri)
+
+
+def topic_frame(spark: SparkSession, uri: str, version: int, ranges: Iterable[OffsetRange]) -> DataFrame:
+    """The records of ``ranges`` at ``version``, as Spark's Kafka source shapes them."""
+    condition = range_filter(ranges)
+    table = log_table(spark, uri, version)
+    table = table.where("false") if condition is None else table.where(condition)
+    return table.selectExpr(*KAFKA_SOURCE_SELECT)

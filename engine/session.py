@@ -1,0 +1,65 @@
+"""The local SparkSession lakelog builds when none is given.
+
+Settings come from ``conf/spark-defaults.conf``; Delta's jars and lakelog's
+LogStore come from ``.jars/`` (filled by ``make setup``, see jvm/build.sh) or
+the directory named by ``LAKELOG_JARS_DIR``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+from conf import conf_path, read_properties
+from engine.errors import StoreError
+
+LOCAL_LOG_STORE = "io.lakelog.storage.AtomicLocalLogStore"
+
+
+def jars_dir() -> Path:
+    """Where Delta's jars and lakelog-jvm.jar were put by the setup."""
+    env = os.environ.get("LAKELOG_JARS_DIR")
+    if env:
+        return Path(env)
+    return Path(__file__).resolve().parent.parent / ".jars"
+
+
+def session_conf(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The Spark configuration of a lakelog-built session (defaults, jars, overrides)."""
+    directory = jars_dir()
+    jars = sorted(str(p) for p in directory.glob("*.jar"))
+    if not (directory / ".complete").exists() or not jars:
+        raise StoreError(
+            f"Delta Lake's jars are missing from {directory}: run `make setup` in the lakelog checkout "
+            "(or set LAKELOG_JARS_DIR to a directory holding them)"
+        )
+    values = read_properties("spark-defaults.conf")
+    values["spark.jars"] = ",".join(jars)
+    log4j = f"-Dlog4j2.configurationFile=file:{conf_path('log4j2.properties')}"
+    values["spark.driver.extraJavaOptions"] = (log4j + " " + values.get("spark.driver.extraJavaOptions", "")).strip()
+    values.update(extra or {})
+    return values
+
+
+def build_session(extra: Mapping[str, str] | None = None) -> SparkSession:
+    """Get or create the process's SparkSession configured for lakelog.
+
+    Python workers run the interpreter running this code, so UDFs see the
+    same installed packages.
+    """
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    builder = SparkSession.builder
+    for key, value in session_conf(extra).items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
+
+
+def uses_safe_local_log_store(spark: SparkSession) -> bool:
+    """Whether local-path commits from several processes are safe in this session."""
+    return spark.conf.get("spark.delta.logStore.file.impl", "") == LOCAL_LOG_STORE

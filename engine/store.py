@@ -1,0 +1,443 @@
+"""LogStore: a lakelog store -- one Delta log table plus its topic metadata.
+
+The log table is partitioned by ``topic`` and ``partition``; topic
+metadata lives in its Delta properties (:mod:`engine.topics`). All writes go
+through :class:`engine.commit.LogWriter`; reads pin a Delta version.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from deltalake import DeltaTable
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import ArrayType, IntegerType, LongType, StringType, StructField, StructType, TimestampType
+
+from engine.commit import LogWriter, RetryPolicy
+from engine.dataframe_append import DataFrameAppend
+from engine.delta_jvm import JVM_ERRORS, DeltaTableHandle, java_message, partition_predicate, sql_string
+from engine.delta_log import DeltaLogReader, normalize_uri
+from engine.errors import InvalidOffsetError, StoreError, UnknownTopicOrPartitionError
+from engine.history import HistoryEntry, history_entry
+from engine.offsets import (
+    OffsetRange,
+    PartitionBounds,
+    TopicPartition,
+    parse_offset_spec,
+    partition_bounds,
+    read_ranges,
+    resolve_offsets,
+)
+from engine.producer import Producer
+from engine.reads import log_table, resolve_topic_names, topic_frame
+from engine.schema import LOG_TABLE_DDL, PARTITION_COLUMNS, STATS_COLUMNS
+from engine.session import LOCAL_LOG_STORE, build_session, uses_safe_local_log_store
+from engine.topic_admin import (
+    plan_alter_config,
+    plan_create,
+    plan_create_partitions,
+    plan_delete,
+    require_topic,
+)
+from engine.topics import STORE_FORMAT_PROPERTY, STORE_FORMAT_VERSION, TopicMetadata, topics_from_properties
+
+log = logging.getLogger(__name__)
+
+TABLE_PROPERTIES = {
+    STORE_FORMAT_PROPERTY: STORE_FORMAT_VERSION,
+    "delta.dataSkippingStatsColumns": ",".join(STATS_COLUMNS),
+    # Serializable: a concurrent blind append to a partition we read still
+    # conflicts with us (WriteSerializable would let it through).
+    "delta.isolationLevel": "Serializable",
+}
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    """What a ``LogStore.write`` committed: the Delta version and each partition's offsets."""
+
+    version: int | None
+    ranges: dict[TopicPartition, OffsetRange]
+
+    @property
+    def records(self) -> int:
+        return sum(r.count for r in self.ranges.values())
+
+
+@dataclass(frozen=True)
+class OffsetAndTimestamp:
+    offset: int
+    timestamp: int  # ms
+
+
+class LogStore:
+    """A store of Kafka-style topics in one Delta table. Thread-safe."""
+
+    def __init__(self, uri: str, spark: SparkSession | None) -> None:
+        self.uri = uri
+        self._spark = spark
+        self._owns_spark = spark is None
+        self.reader = DeltaLogReader(uri)
+        self._lock = threading.Lock()
+        self._table: DeltaTableHandle | None = None
+        self._admin: LogWriter | None = None
+
+    @property
+    def spark(self) -> SparkSession:
+        """The store's SparkSession: the one given, else the process's active one, else one
+        built from conf/ on first use (then ``close`` stops it)."""
+        with self._lock:
+            if self._spark is None:
+                active = SparkSession.getActiveSession()
+                self._owns_spark = active is None
+                self._spark = active if active is not None else build_session()
+                _warn_if_unsafe(self._spark, self.uri)
+            return self._spark
+
+    @property
+    def table(self) -> DeltaTableHandle:
+        """Delta's JVM handle on the log table (needs the SparkSession)."""
+        spark = self.spark
+        with self._lock:
+            if self._table is None:
+                self._table = DeltaTableHandle(spark, self.uri)
+            return self._table
+
+    @property
+    def _writer(self) -> LogWriter:
+        table = self.table
+        with self._lock:
+            if self._admin is None:
+                self._admin = LogWriter(
+                    table, self.reader, client_id=f"lakelog-{os.getpid()}", scan_end_offsets=self._scan_end_offsets
+                )
+            return self._admin
+
+    # -- opening -------------------------------------------------------------
+
+    @classmethod
+    def open(cls, path: str | os.PathLike[str], spark: SparkSession | None = None) -> LogStore:
+        """Open the store at ``path`` (a local path or URI), creating it if absent.
+
+        With ``spark=None`` a local SparkSession is built from ``conf/``.
+        Raises StoreError if the path holds something that is not a lakelog
+        store.
+        """
+        uri = normalize_uri(os.fspath(path))
+        store = cls(uri, spark)
+        if spark is not None:
+            _warn_if_unsafe(spark, uri)
+        if not DeltaTable.is_deltatable(uri):
+            _create_log_table(store.spark, uri)
+        _check_store(uri)
+        return store
+
+    def close(self) -> None:
+        """Stop the SparkSession if this store built it."""
+        with self._lock:
+            if self._owns_spark and self._spark is not None:
+                self._spark.stop()
+                self._spark = None
+                self._table = None
+                self._admin = None
+
+    def __enter__(self) -> LogStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _new_writer(self, client_id: str) -> LogWriter:
+        return LogWriter(self.table, self.reader, client_id=client_id, scan_end_offsets=self._scan_end_offsets)
+
+    def _latest_topics(self) -> dict[str, TopicMetadata]:
+        return topics_from_properties(self.reader.properties()[1])
+
+    # -- topic administration --------------------------------------------------
+
+    def create_topic(self, name: str, partitions: int = 1, config: Mapping[str, Any] | None = None) -> TopicMetadata:
+        """Create a topic (one Delta metadata commit).
+
+        Raises InvalidTopicError (bad or colliding name), TopicExistsError,
+        InvalidPartitionsError, InvalidConfigError (unknown key, bad value).
+        """
+        now = int(time.time() * 1000)
+        self._writer.change_topics(
+            lambda topics, props: plan_create(
+                topics,
+                props,
+                name=name,
+                partitions=partitions,
+                config=config,
+                now_ms=now,
+                client_id=self._writer.client_id,
+            ),
+            RetryPolicy(),
+        )
+        return self.describe_topic(name)
+
+    def list_topics(self, include_internal: bool = False) -> list[str]:
+        """Names of the topics, sorted."""
+        return sorted(n for n, t in self._latest_topics().items() if include_internal or not t.internal)
+
+    def describe_topic(self, name: str) -> TopicMetadata:
+        """The topic's id, partition count and configuration (UnknownTopicOrPartitionError if absent)."""
+        return require_topic(self._latest_topics(), name)
+
+    def delete_topic(self, name: str) -> None:
+        """Delete a topic and all its records in one commit; its name can then be reused."""
+        self._writer.change_topics(
+            lambda topics, props: plan_delete(topics, props, name=name, client_id=self._writer.client_id),
+            RetryPolicy(),
+        )
+
+    def create_partitions(self, name: str, new_total: int) -> TopicMetadata:
+        """Grow a topic to ``new_total`` partitions (never shrink, as in Kafka).
+
+        Keys hash over the new count from then on, so a key's later records
+        may land in a different partition than its earlier ones.
+        """
+        self._writer.change_topics(
+            lambda topics, props: plan_create_partitions(
+                topics, props, name=name, new_total=new_total, client_id=self._writer.client_id
+            ),
+            RetryPolicy(),
+        )
+        return self.describe_topic(name)
+
+    def alter_topic_config(
+        self,
+        name: str,
+        set_config: Mapping[str, Any] | None = None,
+        delete_config: Iterable[str] | None = None,
+    ) -> TopicMetadata:
+        """Set and/or reset (to default) topic configs, Kafka's incremental alter."""
+        self._writer.change_topics(
+            lambda topics, props: plan_alter_config(
+                topics,
+                props,
+                name=name,
+                set_config=set_config,
+                delete_config=delete_config,
+                client_id=self._writer.client_id,
+            ),
+            RetryPolicy(),
+        )
+        return self.describe_topic(name)
+
+    # -- writing -------------------------------------------------------------
+
+    def producer(self, **config: Any) -> Producer:
+        """A new :class:`Producer`; config keys are Kafka's (``linger.ms``) or their
+        underscore spellings (``linger_ms``)."""
+        return Producer(self, config)
+
+    def write(self, df: DataFrame, topic: str | None = None, *, retries: int = 10) -> WriteResult:
+        """Append a batch DataFrame with the Kafka sink's columns in one commit.
+
+        ``value`` is required; ``key``, ``topic``, ``partition``, ``headers``
+        and ``timestamp`` are optional; ``topic=`` overrides a topic column.
+        Offsets are assigned inside Spark, per partition in each Spark task's
+        row order. All rows become visible at once or none do. Raises
+        InvalidRecordError / UnknownTopicOrPartitionError / RecordTooLargeError
+        before writing anything, CommitConflictError when ``retries``
+        conflicting attempts were used up.
+        """
+        batch = DataFrameAppend(self.spark, df, topic)
+        result = self._writer.append(batch, RetryPolicy(retries=retries))
+        return WriteResult(result.version, result.ranges)
+
+    # -- offsets -------------------------------------------------------------
+
+    def _bounds(self, version: int | None, topics: Mapping[str, TopicMetadata], names: Iterable[str]):
+        snapshot = self.reader.snapshot(version)
+        wanted = set(names)
+        bounds, missing = partition_bounds(f for f in snapshot.files if f.tp.topic in wanted)
+        if missing:
+            bounds.update(self._scan_bounds(snapshot.version, missing))
+        result = {}
+        for name in sorted(wanted):
+            for p in range(topics[name].partitions):
+                tp = TopicPartition(name, p)
+                result[tp] = bounds.get(tp, PartitionBounds(0, 0))
+        return snapshot.version, result
+
+    def _scan_bounds(self, version: int, tps: Iterable[TopicPartition]) -> dict[TopicPartition, PartitionBounds]:
+        """Bounds computed from the data, for partitions with files lacking statistics."""
+        rows = (
+            log_table(self.spark, self.uri, version)
+            .where(partition_predicate(tps))
+            .groupBy("topic", "partition")
+            .agg(F.min("offset").alias("lo"), F.max("offset").alias("hi"), F.count(F.lit(1)).alias("n"))
+            .collect()
+        )
+        return {TopicPartition(r.topic, r.partition): PartitionBounds(r.lo, r.hi + 1, r.n) for r in rows}
+
+    def _scan_end_offsets(self, version: int, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        tps = list(tps)
+        found = self._scan_bounds(version, tps)
+        return {tp: found[tp].end if tp in found else 0 for tp in tps}
+
+    def _topic_bounds(self, topic: str) -> dict[int, PartitionBounds]:
+        snapshot_topics = self._latest_topics()
+        require_topic(snapshot_topics, topic)
+        _, bounds = self._bounds(None, snapshot_topics, [topic])
+        return {tp.partition: b for tp, b in bounds.items()}
+
+    def end_offsets(self, topic: str) -> dict[int, int]:
+        """Per partition, the offset the next record will get (Kafka's log end offset)."""
+        return {p: b.end for p, b in self._topic_bounds(topic).items()}
+
+    def beginning_offsets(self, topic: str) -> dict[int, int]:
+        """Per partition, the first offset still in the log (Kafka's log start offset)."""
+        return {p: b.start for p, b in self._topic_bounds(topic).items()}
+
+    def offsets_for_times(self, topic: str, timestamps: Mapping[int, int]) -> dict[int, OffsetAndTimestamp | None]:
+        """Per partition, the earliest offset whose timestamp is >= the given ms, or None.
+
+        Kafka's ``offsetsForTimes``: None when every record of the partition
+        is older. Files are pruned by their timestamp statistics.
+        """
+        topics = self._latest_topics()
+        meta = require_topic(topics, topic)
+        for p, ts in timestamps.items():
+            if not 0 <= p < meta.partitions:
+                raise UnknownTopicOrPartitionError(f"partition {p} of topic {topic!r} does not exist")
+            if isinstance(ts, bool) or not isinstance(ts, int) or ts < 0:
+                raise InvalidOffsetError(f"timestamp for {topic}-{p} must be a non-negative int (ms), got {ts!r}")
+        result: dict[int, OffsetAndTimestamp | None] = {p: None for p in timestamps}
+        if not timestamps:
+            return result
+        version = self.reader.latest_version()
+        condition = " OR ".join(
+            f"(`partition` = {p} AND `timestamp` >= timestamp_millis({ts}))" for p, ts in sorted(timestamps.items())
+        )
+        rows = (
+            log_table(self.spark, self.uri, version)
+            .where(f"`topic` = {sql_string(topic)} AND `partition` IN ({', '.join(map(str, timestamps))})")
+            .where(condition)
+            .groupBy("partition")
+            .agg(F.min(F.struct("offset", F.unix_millis("timestamp").alias("ms"))).alias("first"))
+            .collect()
+        )
+        for row in rows:
+            result[row.partition] = OffsetAndTimestamp(row.first.offset, row.first.ms)
+        return result
+
+    # -- reading -------------------------------------------------------------
+
+    def read(
+        self,
+        topics: Any,
+        starting_offsets: Any = "earliest",
+        ending_offsets: Any = "latest",
+    ) -> DataFrame:
+        """Records of ``topics`` as a DataFrame with Spark's Kafka source schema.
+
+        ``topics``: a name, a list of names, or a compiled ``re.Pattern``.
+        Offsets: "earliest", "latest", ``{topic: {partition: offset}}`` or its
+        JSON (-2 earliest, -1 latest); unlisted partitions take the default.
+        Ending offsets are exclusive. The read is pinned to the current Delta
+        version, so "latest" and the rows agree. Raises InvalidOffsetError for
+        offsets outside a partition's log.
+        """
+        start_spec = parse_offset_spec(starting_offsets, option="starting_offsets")
+        end_spec = parse_offset_spec(ending_offsets, option="ending_offsets")
+        snapshot = self.reader.snapshot()
+        topic_map = topics_from_properties(snapshot.properties)
+        names = resolve_topic_names(topics, topic_map)
+        version, bounds = self._bounds(snapshot.version, topic_map, names)
+        starts = resolve_offsets(start_spec, bounds, default="earliest", option="starting_offsets")
+        ends = resolve_offsets(end_spec, bounds, default="latest", option="ending_offsets")
+        return topic_frame(self.spark, self.uri, version, read_ranges(starts, ends).values())
+
+    # -- history -------------------------------------------------------------
+
+    def history_entries(self, topic: str | None = None) -> list[HistoryEntry]:
+        """Every commit still in the Delta log, oldest first (optionally those touching ``topic``)."""
+        entries = []
+        for version in range(0, self.reader.latest_version() + 1):
+            lines = self.reader.read_commit_lines(version)
+            if lines is None:
+                continue  # removed by log cleanup
+            entry = history_entry(version, lines)
+            if topic is None or entry.touches(topic):
+                entries.append(entry)
+        return entries
+
+    def history(self, topic: str | None = None) -> DataFrame:
+        """The store's commits as a DataFrame: version, timestamp, operation, client, offset ranges."""
+        schema = StructType(
+            [
+                StructField("version", LongType()),
+                StructField("timestamp", TimestampType()),
+                StructField("operation", StringType()),
+                StructField("delta_operation", StringType()),
+                StructField("client_id", StringType()),
+                StructField("topic", StringType()),
+                StructField(
+                    "ranges",
+                    ArrayType(
+                        StructType(
+                            [
+                                StructField("topic", StringType()),
+                                StructField("partition", IntegerType()),
+                                StructField("start_offset", LongType()),
+                                StructField("end_offset", LongType()),
+                            ]
+                        )
+                    ),
+                ),
+                StructField("details", StringType()),
+            ]
+        )
+        rows = [
+            (e.version, e.timestamp, e.operation, e.delta_operation, e.client_id, e.topic, e.ranges, e.details)
+            for e in self.history_entries(topic)
+        ]
+        return self.spark.createDataFrame(rows, schema)
+
+
+def _warn_if_unsafe(spark: SparkSession, uri: str) -> None:
+    if uri.startswith("/") and not uses_safe_local_log_store(spark):
+        log.warning(
+            "spark.delta.logStore.file.impl is not %s: commits to %s from several processes may overwrite each other",
+            LOCAL_LOG_STORE,
+            uri,
+        )
+
+
+def _create_log_table(spark: SparkSession, uri: str) -> None:
+    """Create the log table at ``uri``; tolerate another process creating it first."""
+    if uri.startswith("/") and os.path.isdir(uri) and os.listdir(uri):
+        raise StoreError(f"{uri} is a non-empty directory that is not a lakelog store")
+    properties = ", ".join(f"{sql_string(k)} = {sql_string(v)}" for k, v in TABLE_PROPERTIES.items())
+    location = uri.replace("`", "``")
+    statement = (
+        f"CREATE TABLE IF NOT EXISTS delta.`{location}` ({LOG_TABLE_DDL}) USING delta "
+        f"PARTITIONED BY ({', '.join(f'`{c}`' for c in PARTITION_COLUMNS)}) TBLPROPERTIES ({properties})"
+    )
+    try:
+        spark.sql(statement)
+    except Exception as exc:
+        if not DeltaTable.is_deltatable(uri):
+            detail = java_message(exc) if isinstance(exc, JVM_ERRORS) else str(exc)
+            raise StoreError(f"cannot create a store at {uri}: {detail}") from exc
+
+
+def _check_store(uri: str) -> None:
+    configuration = DeltaTable(uri).metadata().configuration
+    version = configuration.get(STORE_FORMAT_PROPERTY)
+    if version is None:
+        raise StoreError(f"{uri} is a Delta table but not a lakelog store (no {STORE_FORMAT_PROPERTY} property)")
+    if version != STORE_FORMAT_VERSION:
+        raise StoreError(
+            f"{uri} is a lakelog store of format {version}; this lakelog reads format {STORE_FORMAT_VERSION}"
+        )

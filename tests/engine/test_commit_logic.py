@@ -1,0 +1,56 @@
+"""The parts of the commit loop that are plain functions over values."""
+
+from __future__ import annotations
+
+import random
+
+from engine.commit import RetryPolicy
+from engine.commit_info import append_tags, parse_ranges, user_metadata
+from engine.delta_jvm import is_conflict, partition_predicate
+from engine.offsets import OffsetRange, TopicPartition
+
+
+def test_backoff_doubles_with_jitter_up_to_the_cap():
+    policy = RetryPolicy(retries=10, backoff_ms=100, backoff_max_ms=1000)
+    rng = random.Random(1)
+    delays = [policy.delay_s(n, rng) for n in range(1, 7)]
+    assert 0.08 <= delays[0] <= 0.12
+    assert 0.16 <= delays[1] <= 0.24
+    assert all(0.8 <= d <= 1.2 for d in delays[4:])
+
+
+def test_retries_are_bounded_by_count_and_time():
+    policy = RetryPolicy(retries=3, timeout_ms=1000)
+    assert not policy.exhausted(3, started=0.0, now=0.5)  # 3 retries after the first attempt
+    assert policy.exhausted(4, started=0.0, now=0.5)
+    assert policy.exhausted(1, started=0.0, now=1.0)
+    assert not RetryPolicy(retries=3).exhausted(3, started=0.0, now=1e9)
+    assert RetryPolicy(retries=0).exhausted(1, started=0.0, now=0.0)
+
+
+def test_conflicts_are_recognised_by_their_jvm_class_chain():
+    assert is_conflict(
+        [
+            "io.delta.exceptions.ConcurrentAppendException",
+            "org.apache.spark.sql.delta.DeltaConcurrentModificationException",
+            "java.util.ConcurrentModificationException",
+            "java.lang.RuntimeException",
+        ]
+    )
+    assert is_conflict(["org.apache.spark.sql.delta.MetadataChangedException"])
+    assert not is_conflict(["java.io.IOException", "java.lang.Exception"])
+    assert not is_conflict([])
+
+
+def test_partition_predicate_matches_exactly_the_partitions():
+    sql = partition_predicate([TopicPartition("b", 2), TopicPartition("a", 1), TopicPartition("b", 0)])
+    assert sql == "(`topic` = 'a' AND `partition` IN (1)) OR (`topic` = 'b' AND `partition` IN (0, 2))"
+    assert partition_predicate([]) == "false"
+
+
+def test_append_tags_record_each_partition_range():
+    a0, b1 = TopicPartition("a", 0), TopicPartition("b", 1)
+    tags = append_tags("produce", "p-1", {b1: OffsetRange(b1, 5, 7), a0: OffsetRange(a0, 0, 3)})
+    assert tags["lakelog.client.id"] == "p-1"
+    assert parse_ranges(tags["lakelog.ranges"]) == [("a", 0, 0, 3), ("b", 1, 5, 7)]
+    assert '"lakelog.operation":"produce"' in user_metadata(tags)

@@ -1,0 +1,125 @@
+"""LogStore.write: DataFrames with the Kafka sink's columns, offsets assigned inside Spark."""
+
+from __future__ import annotations
+
+import pytest
+from pyspark.sql import functions as F
+
+from engine.dataframe_append import KAFKA_PARTITION_FUNCTION, register_functions
+from engine.errors import InvalidRecordError, InvalidTopicError, RecordTooLargeError, UnknownTopicOrPartitionError
+from engine.offsets import TopicPartition
+from engine.partitioner import partition_for_key
+
+pytestmark = pytest.mark.spark
+
+
+def dense(store, topic):
+    rows = store.read(topic).select("partition", "offset").collect()
+    by_partition = {}
+    for r in rows:
+        by_partition.setdefault(r.partition, []).append(r.offset)
+    for offsets in by_partition.values():
+        assert sorted(offsets) == list(range(len(offsets)))
+    return {p: len(v) for p, v in by_partition.items()}
+
+
+def test_jvm_partition_function_is_kafkas(spark):
+    register_functions(spark)
+    keys = [f"key-{i}".encode() * (i % 5) for i in range(300)] + [b"foobar", b"21"]
+    df = spark.createDataFrame([(k,) for k in keys], "key binary")
+    got = df.select("key", F.call_function(KAFKA_PARTITION_FUNCTION, "key", F.lit(13)).alias("p")).collect()
+    assert [r.p for r in got] == [partition_for_key(bytes(r.key), 13) for r in got]
+
+
+def test_write_assigns_dense_offsets_in_input_order(store, spark):
+    store.create_topic("t", partitions=4)
+    df = spark.range(0, 2000, numPartitions=3).select(
+        (F.col("id") % 17).cast("string").alias("key"), F.col("id").cast("string").alias("value")
+    )
+    result = store.write(df, topic="t")
+    assert result.records == 2000
+    counts = dense(store, "t")
+    assert sum(counts.values()) == 2000
+    assert {tp.partition: r.count for tp, r in result.ranges.items()} == counts
+    rows = store.read("t").collect()
+    for r in rows:
+        assert r.partition == partition_for_key(bytes(r.key), 4)
+    # Within a partition, offsets follow the input order (ids increase with it).
+    by_partition = {}
+    for r in sorted(rows, key=lambda r: (r.partition, r.offset)):
+        by_partition.setdefault(r.partition, []).append(int(bytes(r.value)))
+    for ids in by_partition.values():
+        assert ids == sorted(ids)
+
+    second = store.write(df.limit(10), topic="t")
+    assert all(r.start == counts[tp.partition] for tp, r in second.ranges.items())
+    dense(store, "t")
+
+
+def test_write_takes_all_kafka_sink_columns(store, spark):
+    store.create_topic("a", partitions=2)
+    store.create_topic("b", partitions=3, config={"message.timestamp.type": "LogAppendTime"})
+    df = spark.createDataFrame(
+        [
+            ("a", 1, b"k1", b"v1", [("h", b"x")], 1000),
+            ("b", None, None, b"v2", None, 2000),
+            ("a", None, b"k3", None, None, None),
+        ],
+        "topic string, partition int, key binary, value binary, "
+        "headers array<struct<key:string,value:binary>>, timestamp bigint",
+    )
+    result = store.write(df)
+    assert set(result.ranges) == {TopicPartition("a", 1), TopicPartition("b", result_partition(result, "b"))} | {
+        TopicPartition("a", partition_for_key(b"k3", 2))
+    }
+    a = {bytes(r.key) if r.key else None: r for r in store.read("a").collect()}
+    assert a[b"k1"].partition == 1 and a[b"k1"].headers[0].key == "h"
+    assert int(a[b"k1"].timestamp.timestamp() * 1000) == 1000 and a[b"k1"].timestampType == 0
+    assert a[b"k3"].value is None
+    b = store.read("b").first()
+    assert b.timestampType == 1 and int(b.timestamp.timestamp() * 1000) != 2000
+
+
+def result_partition(result, topic):
+    return next(tp.partition for tp in result.ranges if tp.topic == topic)
+
+
+def test_string_columns_and_topic_argument_override(store, spark):
+    store.create_topic("x")
+    df = spark.createDataFrame([("ignored", "k", "v")], "topic string, key string, value string")
+    store.write(df, topic="x")
+    row = store.read("x").first()
+    assert (bytes(row.key), bytes(row.value)) == (b"k", b"v")
+
+
+def test_empty_dataframe_commits_nothing(store, spark):
+    store.create_topic("t")
+    version = store.reader.latest_version()
+    result = store.write(spark.createDataFrame([], "value binary"), topic="t")
+    assert result.version is None and result.records == 0
+    assert store.reader.latest_version() == version
+
+
+@pytest.mark.parametrize(
+    ("rows", "schema", "topic", "error", "fragment"),
+    [
+        ([("k",)], "key string", "t", InvalidRecordError, "needs a 'value' column"),
+        ([("v", 1)], "value string, extra int", "t", InvalidRecordError, r"unexpected column\(s\) \['extra'\]"),
+        ([(1,)], "value int", "t", InvalidRecordError, "column 'value' has type int"),
+        ([("v",)], "value string", None, InvalidTopicError, "no topic"),
+        ([("v",)], "value string", "missing", UnknownTopicOrPartitionError, "'missing' does not exist"),
+        ([("v", "missing")], "value string, topic string", None, UnknownTopicOrPartitionError, "'missing' does not"),
+        ([("v", None)], "value string, topic string", None, InvalidRecordError, "null topic"),
+        ([("v", 9)], "value string, partition int", "t", UnknownTopicOrPartitionError, "partition 9 of topic 't'"),
+        ([("x" * 200,)], "value string", "t", RecordTooLargeError, "a record of 200 bytes for topic 't'"),
+    ],
+)
+def test_bad_input_is_refused_and_nothing_is_committed(store, spark, rows, schema, topic, error, fragment):
+    store.create_topic("t", partitions=2, config={"max.message.bytes": 100})
+    store.write(spark.createDataFrame([("before",)], "value string"), topic="t")
+    version = store.reader.latest_version()
+    df = spark.createDataFrame(rows, schema)
+    with pytest.raises(error, match=fragment):
+        store.write(df, topic=topic)
+    assert store.reader.latest_version() == version
+    assert [bytes(r.value) for r in store.read("t").collect()] == [b"before"]
