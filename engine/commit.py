@@ -196,8 +196,7 @@ class LogWriter:
         started = time.monotonic()
         conflicts = 0
         while True:
-            txn = self.table.start()
-            view = self.view_at(txn.read_version)
+            txn, view = self._start()
             expected = batch.prepare(view)
             if expected is not None and not any(expected.values()):
                 return AppendResult(None, {}, 0, conflicts + 1)
@@ -229,6 +228,14 @@ class LogWriter:
                 continue
             self._applied_own_commit(txn.read_version, version, CommitChanges(None, tuple(written.stats)))
             return AppendResult(version, plan, append_time_ms, conflicts + 1)
+
+    def _start(self) -> tuple[DeltaTxn, LogView]:
+        """A new transaction at the latest version, and the view at that version."""
+        try:
+            txn = self.table.start()
+            return txn, self.view_at(txn.read_version)
+        except JVM_ERRORS as exc:
+            raise DataWriteError(f"reading the Delta log failed, nothing was committed: {java_message(exc)}") from exc
 
     def _exhausted(self, policy: RetryPolicy, conflicts: int, started: float) -> LakelogError:
         elapsed_ms = int((time.monotonic() - started) * 1000)
@@ -299,9 +306,8 @@ class LogWriter:
             started = time.monotonic()
             conflicts = 0
             while True:
-                txn = self.table.start()
+                txn, view = self._start()
                 properties = txn.configuration()
-                view = self.view_at(txn.read_version)
                 change = plan(dict(view.topics), properties)
                 actions: list[Any] = []
                 if change.delete_topic is not None:

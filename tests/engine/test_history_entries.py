@@ -29,7 +29,9 @@ def test_user_metadata_is_enough_when_tags_are_missing():
 
 
 def test_admin_and_foreign_commits():
-    admin = history_entry(2, commit({"operation": "SET TBLPROPERTIES", "tags": admin_tags("create_topic", "c", "t", {})}))
+    admin = history_entry(
+        2, commit({"operation": "SET TBLPROPERTIES", "tags": admin_tags("create_topic", "c", "t", {})})
+    )
     assert admin.operation == "create_topic" and admin.topic == "t" and admin.touches("t")
     foreign = history_entry(3, commit({"operation": "OPTIMIZE", "userMetadata": "nightly run"}))
     assert foreign.operation == "optimize" and foreign.client_id is None and foreign.ranges == []

@@ -80,9 +80,7 @@ def test_parse_commit_reads_adds_and_metadata():
                 }
             }
         ),
-        json.dumps(
-            {"add": {"path": "p2", "partitionValues": {"topic": "t", "partition": "0"}, "dataChange": False}}
-        ),
+        json.dumps({"add": {"path": "p2", "partitionValues": {"topic": "t", "partition": "0"}, "dataChange": False}}),
         json.dumps({"remove": {"path": "p0", "dataChange": True}}),
         "",
     ]

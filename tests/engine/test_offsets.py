@@ -71,7 +71,13 @@ def test_file_stats_from_a_delta_add_action():
 
 def test_partition_bounds_from_file_stats():
     bounds, missing = partition_bounds(
-        [f(A0, 5, 9), f(A0, 10, 19), f(A1, 0, 0), FileStats("e", B0, 0, None, None), FileStats("x", A1, None, None, None)]
+        [
+            f(A0, 5, 9),
+            f(A0, 10, 19),
+            f(A1, 0, 0),
+            FileStats("e", B0, 0, None, None),
+            FileStats("x", A1, None, None, None),
+        ]
     )
     assert bounds[A0] == PartitionBounds(5, 20, 2)
     assert bounds[A1] == PartitionBounds(0, 1, 2)

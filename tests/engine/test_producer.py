@@ -113,7 +113,7 @@ def test_argument_errors_raise_and_closed_producers_refuse(store):
     producer.close()
     with pytest.raises(ProducerClosedError):
         producer.send("t", "x")
-    with pytest.raises(InvalidConfigError, match="unknown producer config key 'bootstrap.servers'"):
+    with pytest.raises(InvalidConfigError, match=r"unknown producer config key 'bootstrap\.servers'"):
         store.producer(**{"bootstrap.servers": "x:9092"})
     with pytest.raises(InvalidConfigError, match="acks"):
         store.producer(acks="0")

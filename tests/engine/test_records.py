@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -29,7 +29,7 @@ def test_headers_as_pairs_or_mapping():
 
 def test_timestamps():
     assert to_timestamp_ms(5) == 5
-    assert to_timestamp_ms(datetime(2020, 1, 1, tzinfo=timezone.utc)) == 1577836800000
+    assert to_timestamp_ms(datetime(2020, 1, 1, tzinfo=UTC)) == 1577836800000
     assert to_timestamp_ms(None) > 1577836800000
     with pytest.raises(InvalidRecordError, match="must not be negative"):
         to_timestamp_ms(-1)

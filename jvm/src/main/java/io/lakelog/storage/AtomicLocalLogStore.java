@@ -64,8 +64,14 @@ public class AtomicLocalLogStore extends HadoopFileSystemLogStore {
         }
     }
 
+    /**
+     * True, as for every local file system: this only concerns files Delta
+     * writes by other means than {@link #write} (checkpoints), which Delta
+     * then writes to a temporary name and renames. Commit files written here
+     * are never partially visible.
+     */
     @Override
     public Boolean isPartialWriteVisible(Path path, Configuration hadoopConf) {
-        return false;
+        return true;
     }
 }

@@ -1,0 +1,36 @@
+"""The quickstart job and the perf tools run end to end (small sizes)."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.cli import main
+from engine.quickstart import run_quickstart
+
+pytestmark = pytest.mark.spark
+
+
+def test_quickstart_runs_end_to_end_and_can_run_again(spark, tmp_path):
+    lines = []
+    run_quickstart(str(tmp_path / "qs"), lines.append)
+    run_quickstart(str(tmp_path / "qs"), lines.append)
+    text = "\n".join(lines)
+    assert text.count("acknowledged: partition") == 18
+    assert "end offsets: {0: " in text
+    assert "produce" in text and "create_topic" in text
+
+
+def test_perf_produce_and_consume_compare_with_plain_delta(spark, tmp_path, capsys):
+    store = str(tmp_path / "perf")
+    code = main(["--store", store, "perf", "produce", "--num-records", "3000", "--batch-size", "1000",
+                 "--partitions", "3", "--keys", "10", "--compare-plain"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "lakelog:     3000 records sent" in out and "plain delta: 3000 records sent" in out
+    assert "throughput ratio lakelog/plain delta:" in out
+    code = main(["--store", store, "perf", "produce", "--num-records", "500", "--batch-size", "100", "--api",
+                 "producer"])
+    assert code == 0 and "500 records sent" in capsys.readouterr().out
+    code = main(["--store", store, "perf", "consume", "--partition", "0", "--repeats", "1", "--compare-plain"])
+    out = capsys.readouterr().out
+    assert code == 0 and "data.consumed.in.nMsg" in out and "throughput ratio" in out
