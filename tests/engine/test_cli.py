@@ -29,8 +29,18 @@ def test_config_lists_keep_commas_inside_values():
 
 def test_topic_commands_and_exit_codes(spark, tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("LAKELOG_STORE", str(tmp_path / "s"))
-    code, out, _ = run(capsys, "topics", "create", "orders", "--partitions", "3", "--config",
-                       "cleanup.policy=compact,delete", "--config", "retention.ms=1000")
+    code, out, _ = run(
+        capsys,
+        "topics",
+        "create",
+        "orders",
+        "--partitions",
+        "3",
+        "--config",
+        "cleanup.policy=compact,delete",
+        "--config",
+        "retention.ms=1000",
+    )
     assert code == 0 and "Created topic orders with 3 partition(s)" in out
     assert run(capsys, "topics", "create", "orders")[0] == 5
     code, _, err = run(capsys, "topics", "create", "x", "--config", "colour=blue")
@@ -70,8 +80,9 @@ def test_produce_consume_offsets_history(spark, tmp_path, capsys, monkeypatch):
         by_key.setdefault(key, []).append((partition, offset, value))
     assert by_key["alice"] == [(f"Partition:{alice}", "Offset:0", "first"), (f"Partition:{alice}", "Offset:1", "third")]
 
-    code, out, _ = run(capsys, "--store", store, "consume", "t", "--partition", str(alice), "--offset", "1",
-                       "--value-only")
+    code, out, _ = run(
+        capsys, "--store", store, "consume", "t", "--partition", str(alice), "--offset", "1", "--value-only"
+    )
     assert out.splitlines() == ["third"]
     code, out, _ = run(capsys, "--store", store, "consume", "t", "--from-beginning", "--max-messages", "1")
     assert len(out.splitlines()) == 1
@@ -83,6 +94,7 @@ def test_produce_consume_offsets_history(spark, tmp_path, capsys, monkeypatch):
     code, out, _ = run(capsys, "--store", store, "history")
     assert "create_topic" in out and "produce" in out and f"t-{alice}:0..1" in out
 
-    code, out, err = run(capsys, "--store", store, "produce", "t", "--partition", "7", stdin="x\n",
-                         monkeypatch=monkeypatch)
+    code, out, err = run(
+        capsys, "--store", store, "produce", "t", "--partition", "7", stdin="x\n", monkeypatch=monkeypatch
+    )
     assert code == 1 and "partition 7 of topic 't' does not exist" in err

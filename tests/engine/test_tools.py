@@ -22,14 +22,30 @@ def test_quickstart_runs_end_to_end_and_can_run_again(spark, tmp_path):
 
 def test_perf_produce_and_consume_compare_with_plain_delta(spark, tmp_path, capsys):
     store = str(tmp_path / "perf")
-    code = main(["--store", store, "perf", "produce", "--num-records", "3000", "--batch-size", "1000",
-                 "--partitions", "3", "--keys", "10", "--compare-plain"])
+    code = main(
+        [
+            "--store",
+            store,
+            "perf",
+            "produce",
+            "--num-records",
+            "3000",
+            "--batch-size",
+            "1000",
+            "--partitions",
+            "3",
+            "--keys",
+            "10",
+            "--compare-plain",
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 0
     assert "lakelog:     3000 records sent" in out and "plain delta: 3000 records sent" in out
     assert "throughput ratio lakelog/plain delta:" in out
-    code = main(["--store", store, "perf", "produce", "--num-records", "500", "--batch-size", "100", "--api",
-                 "producer"])
+    code = main(
+        ["--store", store, "perf", "produce", "--num-records", "500", "--batch-size", "100", "--api", "producer"]
+    )
     assert code == 0 and "500 records sent" in capsys.readouterr().out
     code = main(["--store", store, "perf", "consume", "--partition", "0", "--repeats", "1", "--compare-plain"])
     out = capsys.readouterr().out
