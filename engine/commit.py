@@ -167,11 +167,6 @@ class LogWriter:
         self._view = view
         return view
 
-    def topics(self) -> dict[str, TopicMetadata]:
-        """Topics as of the latest version."""
-        with self._lock:
-            return dict(self.view_at(self.table.latest_version()).topics)
-
     def _ends_for(self, view: LogView, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         tps = list(tps)
         ends = {tp: view.end_offset(tp) for tp in tps}

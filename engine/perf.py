@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -177,34 +178,86 @@ def perf_produce_producer(
     record_size: int,
     batch_size: int,
     keys: int,
+    compare_plain: bool = False,
+    plain_path: str = "",
+    warmup_batches: int = 1,
     progress: Callable[[str], None] = lambda _: None,
-) -> PerfResult:
-    """Send ``num_records`` through a Producer; latency is per record, send to acknowledgement."""
+) -> tuple[PerfResult, PerfResult | None]:
+    """Send ``num_records`` through a Producer, ``batch_size`` records per commit.
+
+    Alone, records stream in and latency is per record, send to
+    acknowledgement (kafka-producer-perf-test's). With ``compare_plain``, each
+    batch is sent and flushed, then the same records are appended from the
+    driver with plain Delta (arrow table, ``createDataFrame``, append); latency
+    is then per commit on both sides.
+    """
     payload = bytes(range(256)) * (record_size // 256 + 1)
-    result = PerfResult("lakelog producer", 0, 0)
-    latencies = result.latencies_ms
+
+    def value(i: int) -> bytes:
+        return payload[i % 256 : i % 256 + record_size]
+
+    def key(i: int) -> bytes | None:
+        return str(i % keys).encode() if keys > 0 else None
+
+    ours = PerfResult("lakelog producer", 0, 0)
     config = {"batch.num.messages": batch_size, "linger.ms": 50, "batch.size": 2**31 - 1}
+    if not compare_plain:
+        latencies = ours.latencies_ms
+        with store.producer(**config) as producer:
+            started = time.perf_counter()
+            futures = []
+            for i in range(num_records):
+                sent = time.perf_counter()
+                future = producer.send(topic, value(i), key=key(i))
+                future.add_callback(lambda _md, sent=sent: latencies.append((time.perf_counter() - sent) * 1000))
+                futures.append(future)
+                if (i + 1) % batch_size == 0:
+                    progress(f"{i + 1} records sent")
+            producer.flush()
+            ours.seconds = time.perf_counter() - started
+        _raise_failures(futures)
+        ours.records, ours.bytes = num_records, num_records * record_size
+        return ours, None
+
+    spark = store.spark
+    plain = PerfResult("plain delta", 0, 0)
+    plain_table(spark, plain_path)
+    batches = -(-num_records // batch_size)
     with store.producer(**config) as producer:
-        started = time.perf_counter()
-        futures = []
-        for i in range(num_records):
-            sent = time.perf_counter()
-            key = str(i % keys).encode() if keys > 0 else None
-            future = producer.send(topic, payload[i % 256 : i % 256 + record_size], key=key)
-            future.add_callback(lambda _md, sent=sent: latencies.append((time.perf_counter() - sent) * 1000))
-            futures.append(future)
-            if (i + 1) % batch_size == 0:
-                progress(f"{i + 1} records sent")
-        producer.flush()
-        result.seconds = time.perf_counter() - started
-    failed = sum(1 for f in futures if f.failed())
+        for b in range(-warmup_batches, batches):
+            first = max(b, 0) * batch_size
+            count = min(batch_size, num_records - first)
+            t0 = time.perf_counter()
+            futures = [producer.send(topic, value(i), key=key(i)) for i in range(first, first + count)]
+            producer.flush()
+            elapsed = time.perf_counter() - t0
+            _raise_failures(futures)
+            placed = [f.get() for f in futures]
+            t0 = time.perf_counter()
+            table = pa.table(
+                {
+                    "topic": [topic] * count,
+                    "partition": pa.array([md.partition for md in placed], pa.int32()),
+                    "offset": pa.nulls(count, pa.int64()),
+                    "timestamp": pa.array([md.timestamp * 1000 for md in placed], pa.timestamp("us", tz="UTC")),
+                    "timestamp_type": pa.array([0] * count, pa.int32()),
+                    "key": pa.array([key(i) for i in range(first, first + count)], pa.binary()),
+                    "value": pa.array([value(i) for i in range(first, first + count)], pa.binary()),
+                },
+            )
+            spark.createDataFrame(table).coalesce(1).write.format("delta").mode("append").save(plain_path)
+            elapsed_plain = time.perf_counter() - t0
+            if b >= 0:
+                _add(ours, count, count * record_size, elapsed)
+                _add(plain, count, count * record_size, elapsed_plain)
+            progress(f"batch {b + 1}/{batches}" if b >= 0 else "warm-up batch")
+    return ours, plain
+
+
+def _raise_failures(futures) -> None:
+    failed = [f for f in futures if f.failed()]
     if failed:
-        raise RuntimeError(
-            f"{failed} of {num_records} records failed: {next(f for f in futures if f.failed()).exception()}"
-        )
-    result.records = num_records
-    result.bytes = num_records * record_size
-    return result
+        raise RuntimeError(f"{len(failed)} of {len(futures)} records failed: {failed[0].exception()}")
 
 
 def perf_consume(

@@ -23,7 +23,7 @@ from pyspark.sql.types import ArrayType, IntegerType, LongType, StringType, Stru
 from engine.commit import LogWriter, RetryPolicy
 from engine.dataframe_append import DataFrameAppend
 from engine.delta_jvm import JVM_ERRORS, DeltaTableHandle, java_message, partition_predicate, sql_string
-from engine.delta_log import DeltaLogReader, normalize_uri
+from engine.delta_log import DeltaLogReader, Snapshot, normalize_uri
 from engine.errors import InvalidOffsetError, StoreError, UnknownTopicOrPartitionError
 from engine.history import HistoryEntry, history_entry
 from engine.offsets import (
@@ -256,8 +256,9 @@ class LogStore:
 
     # -- offsets -------------------------------------------------------------
 
-    def _bounds(self, version: int | None, topics: Mapping[str, TopicMetadata], names: Iterable[str]):
-        snapshot = self.reader.snapshot(version)
+    def _bounds(self, snapshot: Snapshot, names: Iterable[str]) -> dict[TopicPartition, PartitionBounds]:
+        """Log start/end offsets of every partition of ``names`` in ``snapshot``."""
+        topics = topics_from_properties(snapshot.properties)
         wanted = set(names)
         bounds, missing = partition_bounds(f for f in snapshot.files if f.tp.topic in wanted)
         if missing:
@@ -267,7 +268,7 @@ class LogStore:
             for p in range(topics[name].partitions):
                 tp = TopicPartition(name, p)
                 result[tp] = bounds.get(tp, PartitionBounds(0, 0))
-        return snapshot.version, result
+        return result
 
     def _scan_bounds(self, version: int, tps: Iterable[TopicPartition]) -> dict[TopicPartition, PartitionBounds]:
         """Bounds computed from the data, for partitions with files lacking statistics."""
@@ -286,10 +287,9 @@ class LogStore:
         return {tp: found[tp].end if tp in found else 0 for tp in tps}
 
     def _topic_bounds(self, topic: str) -> dict[int, PartitionBounds]:
-        snapshot_topics = self._latest_topics()
-        require_topic(snapshot_topics, topic)
-        _, bounds = self._bounds(None, snapshot_topics, [topic])
-        return {tp.partition: b for tp, b in bounds.items()}
+        snapshot = self.reader.snapshot()
+        require_topic(topics_from_properties(snapshot.properties), topic)
+        return {tp.partition: b for tp, b in self._bounds(snapshot, [topic]).items()}
 
     def end_offsets(self, topic: str) -> dict[int, int]:
         """Per partition, the offset the next record will get (Kafka's log end offset)."""
@@ -343,7 +343,8 @@ class LogStore:
 
         ``topics``: a name, a list of names, or a compiled ``re.Pattern``.
         Offsets: "earliest", "latest", ``{topic: {partition: offset}}`` or its
-        JSON (-2 earliest, -1 latest); unlisted partitions take the default.
+        JSON (-2 earliest, -1 latest); a mapping must list every partition
+        of each topic it names, topics it does not name take the default.
         Ending offsets are exclusive. The read is pinned to the current Delta
         version, so "latest" and the rows agree. Raises InvalidOffsetError for
         offsets outside a partition's log.
@@ -351,12 +352,11 @@ class LogStore:
         start_spec = parse_offset_spec(starting_offsets, option="starting_offsets")
         end_spec = parse_offset_spec(ending_offsets, option="ending_offsets")
         snapshot = self.reader.snapshot()
-        topic_map = topics_from_properties(snapshot.properties)
-        names = resolve_topic_names(topics, topic_map)
-        version, bounds = self._bounds(snapshot.version, topic_map, names)
+        names = resolve_topic_names(topics, topics_from_properties(snapshot.properties))
+        bounds = self._bounds(snapshot, names)
         starts = resolve_offsets(start_spec, bounds, default="earliest", option="starting_offsets")
         ends = resolve_offsets(end_spec, bounds, default="latest", option="ending_offsets")
-        return topic_frame(self.spark, self.uri, version, read_ranges(starts, ends).values())
+        return topic_frame(self.spark, self.uri, snapshot.version, read_ranges(starts, ends).values())
 
     # -- history -------------------------------------------------------------
 

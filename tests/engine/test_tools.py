@@ -47,6 +47,25 @@ def test_perf_produce_and_consume_compare_with_plain_delta(spark, tmp_path, caps
         ["--store", store, "perf", "produce", "--num-records", "500", "--batch-size", "100", "--api", "producer"]
     )
     assert code == 0 and "500 records sent" in capsys.readouterr().out
+    code = main(
+        [
+            "--store",
+            store,
+            "perf",
+            "produce",
+            "--num-records",
+            "300",
+            "--batch-size",
+            "100",
+            "--api",
+            "producer",
+            "--keys",
+            "7",
+            "--compare-plain",
+        ]
+    )
+    out = capsys.readouterr().out
+    assert code == 0 and "plain delta: 300 records sent" in out
     code = main(["--store", store, "perf", "consume", "--partition", "0", "--repeats", "1", "--compare-plain"])
     out = capsys.readouterr().out
     assert code == 0 and "data.consumed.in.nMsg" in out and "throughput ratio" in out
