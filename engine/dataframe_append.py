@@ -112,7 +112,11 @@ class DataFrameAppend:
         register_functions(spark)
         self._topic = topic
         self._has_headers = "headers" in df.columns
+        # Rows with neither key nor partition may go anywhere: each Spark task's
+        # rows then fill one partition (the sticky idea at task granularity).
+        self._keyless = topic is not None and "key" not in df.columns and "partition" not in df.columns
         self._source = normalize_sink_frame(df, topic)
+        self._tasks: int | None = None
 
     def prepare(self, view: LogView) -> None:
         """Counts are only known once Spark has written the files."""
@@ -130,13 +134,43 @@ class DataFrameAppend:
         # Expressions go to Spark as SQL text: a few py4j calls per batch instead
         # of one per Column operation.
         names = sorted({tp.topic for tp in ends})
-        count = _topic_lookup({n: str(topics[n].partitions) for n in names}, "INT")
-        limit = _topic_lookup({n: str(topics[n].max_message_bytes) for n in names}, "INT")
         firsts = {
             n: "array(" + ", ".join(f"{ends[TopicPartition(n, p)]}L" for p in range(topics[n].partitions)) + ")"
             for n in names
         }
         first = f"element_at({_topic_lookup(firsts, 'ARRAY<BIGINT>')}, partition + 1)"
+        limit = _topic_lookup({n: str(topics[n].max_message_bytes) for n in names}, "INT")
+        if self._keyless:
+            if self._tasks is None:
+                self._tasks = self._source.rdd.getNumPartitions()
+            partitions = topics[self._topic].partitions
+            if self._tasks <= partitions:
+                numbered = self._sticky_numbering(ends, partitions, limit)
+                return self._final(numbered, first, names, topics, append_time_ms)
+        return self._final(self._shuffled_numbering(ends, topics, names, limit), first, names, topics, append_time_ms)
+
+    def _sticky_numbering(self, ends: Mapping[TopicPartition, int], partitions: int, limit: str) -> DataFrame:
+        """Keyless rows, at most as many Spark tasks as partitions: task i's rows fill
+        the i-th least-filled partition, numbered in task order. No shuffle."""
+        fill = sorted(range(partitions), key=lambda p: (ends[TopicPartition(self._topic, p)], p))
+        chosen = "array(" + ", ".join(str(p) for p in fill[: self._tasks]) + ")"
+        placed = self._source.selectExpr(
+            "topic",
+            f"element_at({chosen}, spark_partition_id() + 1) AS partition",
+            "key",
+            "value",
+            "headers",
+            "timestamp",
+            "monotonically_increasing_id() - shiftleft(CAST(spark_partition_id() AS BIGINT), 33) + 1 AS _n",
+        )
+        return placed.selectExpr("topic", "partition", "key", self._checked_value(limit), "headers", "timestamp", "_n")
+
+    def _shuffled_numbering(
+        self, ends: Mapping[TopicPartition, int], topics: Mapping[str, TopicMetadata], names: list[str], limit: str
+    ) -> DataFrame:
+        """Rows placed by partition column, key or round-robin, then shuffled so that each
+        partition's rows meet in one task and numbered there in input order."""
+        count = _topic_lookup({n: str(topics[n].partitions) for n in names}, "INT")
         placed = self._source.selectExpr(
             "topic",
             f"coalesce(partition, CASE WHEN key IS NOT NULL THEN {KAFKA_PARTITION_FUNCTION}(key, {count}) "
@@ -146,7 +180,6 @@ class DataFrameAppend:
             "headers",
             "timestamp",
         ).selectExpr("*", "monotonically_increasing_id() AS _seq")
-        size = _record_size_sql(self._has_headers)
         null_topic = _fail(InvalidRecordError, "a row has a null topic")
         unknown_topic = _fail(UnknownTopicOrPartitionError, "topic '", "topic", "' does not exist")
         checked = placed.selectExpr(
@@ -165,17 +198,7 @@ class DataFrameAppend:
             )
             + " ELSE partition END AS partition",
             "key",
-            f"CASE WHEN {size} > {limit} THEN "
-            + _fail(
-                RecordTooLargeError,
-                "a record of ",
-                f"CAST({size} AS STRING)",
-                " bytes for topic '",
-                "topic",
-                "' is larger than its max.message.bytes=",
-                f"CAST({limit} AS STRING)",
-            )
-            + " ELSE value END AS value",
+            self._checked_value(limit),
             "headers",
             "timestamp",
             "_seq",
@@ -184,11 +207,31 @@ class DataFrameAppend:
         # the shuffle on it too would make Spark shuffle twice.
         keys = ["partition"] if self._topic is not None else ["topic", "partition"]
         tasks = max(1, min(len(ends), max(8, 4 * self._spark.sparkContext.defaultParallelism)))
-        numbered = (
+        return (
             checked.repartition(tasks, *keys)
             .sortWithinPartitions(*keys, "_seq")
             .withColumn("_n", F.row_number().over(Window.partitionBy(*keys).orderBy("_seq")))
         )
+
+    def _checked_value(self, limit: str) -> str:
+        """``value``, failing the job on a record over its topic's max.message.bytes."""
+        size = _record_size_sql(self._has_headers)
+        too_large = _fail(
+            RecordTooLargeError,
+            "a record of ",
+            f"CAST({size} AS STRING)",
+            " bytes for topic '",
+            "topic",
+            "' is larger than its max.message.bytes=",
+            f"CAST({limit} AS STRING)",
+        )
+        return f"CASE WHEN {size} > {limit} THEN {too_large} ELSE value END AS value"
+
+    @staticmethod
+    def _final(
+        numbered: DataFrame, first: str, names: list[str], topics: Mapping[str, TopicMetadata], append_time_ms: int
+    ) -> DataFrame:
+        """The log table's columns; ``_n`` (1-based) numbers each partition's rows."""
         log_append = [sql_string(n) for n in names if topics[n].log_append_time]
         is_log_append = f"topic IN ({', '.join(log_append)})" if log_append else "false"
         append_ts = f"timestamp_micros({append_time_ms * 1000}L)"

@@ -93,11 +93,13 @@ def plain_table(spark: SparkSession, path: str) -> str:
 
 
 def batch_frame(spark: SparkSession, start: int, count: int, record_size: int, keys: int) -> DataFrame:
-    """``count`` records: deterministic ``record_size``-byte values, keys ``id % keys`` (none if 0)."""
+    """``count`` records: deterministic ``record_size``-byte values, keys ``id % keys`` (no key column if 0)."""
     repeats = record_size // 64 + 1
     value = F.expr(f"substring(repeat(sha2(cast(id as string), 256), {repeats}), 1, {record_size})").cast("binary")
-    key = (F.col("id") % keys).cast("string").cast("binary") if keys > 0 else F.lit(None).cast("binary")
-    return spark.range(start, start + count).select(key.alias("key"), value.alias("value"))
+    columns = [value.alias("value")]
+    if keys > 0:
+        columns.insert(0, (F.col("id") % keys).cast("string").cast("binary").alias("key"))
+    return spark.range(start, start + count).select(*columns)
 
 
 def perf_produce_dataframe(
@@ -144,6 +146,8 @@ def perf_produce_dataframe(
 
 def _plain_rows(df: DataFrame, topic: str, partitions: int) -> DataFrame:
     """The same rows as lakelog writes them, minus offsets and producer fields."""
+    if "key" not in df.columns:
+        df = df.withColumn("key", F.lit(None).cast("binary"))
     count = F.lit(partitions)
     partition = F.when(
         F.col("key").isNotNull(), F.call_function(KAFKA_PARTITION_FUNCTION, F.col("key"), count)

@@ -123,3 +123,27 @@ def test_bad_input_is_refused_and_nothing_is_committed(store, spark, rows, schem
         store.write(df, topic=topic)
     assert store.reader.latest_version() == version
     assert [bytes(r.value) for r in store.read("t").collect()] == [b"before"]
+
+
+def test_keyless_rows_fill_the_least_filled_partitions_one_task_each(store, spark):
+    store.create_topic("t", partitions=4)
+    store.write(spark.createDataFrame([("x", 0), ("y", 0), ("z", 1)], "value string, partition int"), topic="t")
+    # partitions 2 and 3 are empty, 1 holds one record, 0 holds two
+    df = spark.range(0, 300, numPartitions=3).select(F.col("id").cast("string").alias("value"))
+    result = store.write(df, topic="t")
+    assert {tp.partition: (r.start, r.count) for tp, r in result.ranges.items()} == {
+        2: (0, 100),
+        3: (0, 100),
+        1: (1, 100),
+    }
+    dense(store, "t")
+    rows = store.read("t").where("partition = 2").orderBy("offset").collect()
+    assert [int(bytes(r.value)) for r in rows] == list(range(0, 100))  # task 0's rows, in task order
+
+
+def test_keyless_rows_from_more_tasks_than_partitions_are_spread_and_dense(store, spark):
+    store.create_topic("t", partitions=2)
+    df = spark.range(0, 500, numPartitions=5).select(F.col("id").cast("string").alias("value"))
+    result = store.write(df, topic="t")
+    assert result.records == 500 and len(result.ranges) == 2
+    assert sum(dense(store, "t").values()) == 500
