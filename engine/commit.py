@@ -34,6 +34,7 @@ from engine.delta_jvm import (
     JVM_ERRORS,
     DeltaTableHandle,
     DeltaTxn,
+    WrittenFiles,
     is_conflict,
     java_class_chain,
     java_message,
@@ -214,7 +215,7 @@ class LogWriter:
             txn.track_partitions(plan)
             tags = append_tags(batch.operation, self.client_id, plan)
             operation = self.table.append_operation(user_metadata(tags))
-            version = self._commit(txn, txn.actions_of(written), operation, tags, [f.path for f in written.stats])
+            version = self._commit(txn, written, operation, tags, [f.path for f in written.stats])
             if version is None:
                 conflicts += 1
                 if policy.exhausted(conflicts, started, time.monotonic()):
@@ -245,7 +246,7 @@ class LogWriter:
         )
 
     def _commit(
-        self, txn: DeltaTxn, actions: list[Any], operation: Any, tags: Mapping[str, str], paths: list[str]
+        self, txn: DeltaTxn, actions: WrittenFiles, operation: Any, tags: Mapping[str, str], paths: list[str]
     ) -> int | None:
         """Commit; the new version, or None on a conflict (nothing committed)."""
         try:

@@ -54,8 +54,9 @@ KAFKA_PARTITION_CLASS = "io.lakelog.udf.KafkaPartition"
 
 
 def register_functions(spark: SparkSession) -> None:
-    """Register lakelog's JVM functions (from lakelog-jvm.jar) in the session."""
-    spark.udf.registerJavaFunction(KAFKA_PARTITION_FUNCTION, KAFKA_PARTITION_CLASS, IntegerType())
+    """Register lakelog's JVM functions (from lakelog-jvm.jar) in the session, once."""
+    if not spark.catalog.functionExists(KAFKA_PARTITION_FUNCTION):
+        spark.udf.registerJavaFunction(KAFKA_PARTITION_FUNCTION, KAFKA_PARTITION_CLASS, IntegerType())
 
 
 def normalize_sink_frame(df: DataFrame, topic: str | None) -> DataFrame:
@@ -171,38 +172,31 @@ class DataFrameAppend:
         """Rows placed by partition column, key or round-robin, then shuffled so that each
         partition's rows meet in one task and numbered there in input order."""
         count = _topic_lookup({n: str(topics[n].partitions) for n in names}, "INT")
-        placed = self._source.selectExpr(
-            "topic",
-            f"coalesce(partition, CASE WHEN key IS NOT NULL THEN {KAFKA_PARTITION_FUNCTION}(key, {count}) "
-            f"ELSE CAST(pmod(monotonically_increasing_id(), {count}) AS INT) END) AS partition",
-            "key",
-            "value",
-            "headers",
-            "timestamp",
-        ).selectExpr("*", "monotonically_increasing_id() AS _seq")
         null_topic = _fail(InvalidRecordError, "a row has a null topic")
         unknown_topic = _fail(UnknownTopicOrPartitionError, "topic '", "topic", "' does not exist")
-        checked = placed.selectExpr(
+        bad_partition = _fail(
+            UnknownTopicOrPartitionError,
+            "partition ",
+            "coalesce(CAST(_p AS STRING), 'null')",
+            " of topic '",
+            "topic",
+            "' does not exist (partitions: ",
+            f"CAST({count} AS STRING)",
+            ")",
+        )
+        # One projection; later items use earlier aliases (lateral column aliases).
+        checked = self._source.selectExpr(
+            f"coalesce(partition, CASE WHEN key IS NOT NULL THEN {KAFKA_PARTITION_FUNCTION}(key, {count}) "
+            f"ELSE CAST(pmod(monotonically_increasing_id(), {count}) AS INT) END) AS _p",
             f"CASE WHEN topic IS NULL THEN {null_topic} WHEN {count} IS NULL THEN {unknown_topic} "
-            "ELSE topic END AS topic",
-            f"CASE WHEN partition IS NULL OR partition < 0 OR partition >= {count} THEN "
-            + _fail(
-                UnknownTopicOrPartitionError,
-                "partition ",
-                "coalesce(CAST(partition AS STRING), 'null')",
-                " of topic '",
-                "topic",
-                "' does not exist (partitions: ",
-                f"CAST({count} AS STRING)",
-                ")",
-            )
-            + " ELSE partition END AS partition",
+            "ELSE topic END AS _topic",
+            f"CASE WHEN _p IS NULL OR _p < 0 OR _p >= {count} THEN {bad_partition} ELSE _p END AS _partition",
             "key",
             self._checked_value(limit),
             "headers",
             "timestamp",
-            "_seq",
-        )
+            "monotonically_increasing_id() AS _seq",
+        ).withColumnsRenamed({"_topic": "topic", "_partition": "partition"})
         # A constant topic (topic=...) is folded away by the optimizer; keying
         # the shuffle on it too would make Spark shuffle twice.
         keys = ["partition"] if self._topic is not None else ["topic", "partition"]

@@ -246,12 +246,11 @@ class DeltaTxn:
         args[names.index("configuration")] = self._jvm.scala_map(properties)
         self._txn.updateMetadata(self._table._delta.actions.Metadata(*args), False)
 
-    def commit(self, actions: Iterable[Any], operation: Any, tags: Mapping[str, str]) -> int:
-        """Commit; raises Py4JJavaError on conflict or failure (classified by the caller)."""
-        return int(self._txn.commit(self._jvm.seq(actions), operation, self._jvm.scala_map(tags)))
-
-    def actions_of(self, written: WrittenFiles) -> list[Any]:
-        return self._jvm.seq_items(written.actions)
+    def commit(self, actions: Iterable[Any] | WrittenFiles, operation: Any, tags: Mapping[str, str]) -> int:
+        """Commit ``actions`` (JVM actions, or what write_files wrote); raises the JVM's
+        error on conflict or failure (classified by the caller)."""
+        seq = actions.actions if isinstance(actions, WrittenFiles) else self._jvm.seq(actions)
+        return int(self._txn.commit(seq, operation, self._jvm.scala_map(tags)))
 
     @staticmethod
     def removes(add_files: Iterable[Any]) -> list[Any]:
