@@ -13,7 +13,8 @@ from engine.errors import (
     RetriableError,
 )
 from engine.offsets import OffsetRange, TopicPartition
-from engine.producer import Producer, RecordFuture
+from engine.producer import Producer
+from engine.producer_batch import RecordFuture
 from engine.records import RecordMetadata
 from engine.store import LogStore, OffsetAndTimestamp, WriteResult
 from engine.topics import TopicMetadata

@@ -1,0 +1,77 @@
+"""Producer batches without Spark: numbering, per-record refusals, shared futures."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from engine.errors import CommitConflictError, RecordTooLargeError, UnknownTopicOrPartitionError
+from engine.log_view import LogView
+from engine.offsets import TopicPartition
+from engine.producer_batch import ProducerBatch, RecordBatch, RecordFuture, number_records
+from engine.topics import TopicMetadata
+
+A0, A1, B0 = TopicPartition("a", 0), TopicPartition("a", 1), TopicPartition("b", 0)
+
+
+def test_records_are_numbered_per_partition_in_send_order():
+    tp_ids = np.array([0, 1, 0, 1, 0])
+    accepted = np.array([True, True, False, True, True])
+    order, offsets = number_records(tp_ids, accepted, np.array([10, 0]))
+    assert list(order) == [0, 4, 1, 3]
+    assert list(offsets) == [10, 11, 0, 1]
+
+
+def batch_of(*records):
+    batch = RecordBatch()
+    for tp, size in records:
+        batch.add(tp, None, b"x" * size, None, 1000, size, 0)
+    return batch
+
+
+def view(*topics):
+    return LogView(1, {}, {t.name: t for t in topics}, {})
+
+
+def test_prepare_refuses_per_record_what_current_metadata_refuses():
+    records = batch_of((A0, 5), (A1, 50), (A0, 500), (B0, 1))
+    batch = ProducerBatch(None, records, 7)
+    counts = batch.prepare(view(TopicMetadata("a", "id", 1, {"max.message.bytes": 100})))
+    assert counts == {A0: 1}
+    assert isinstance(records.record_errors[1], UnknownTopicOrPartitionError)  # a has 1 partition now
+    assert isinstance(records.record_errors[2], RecordTooLargeError)
+    assert isinstance(records.record_errors[3], UnknownTopicOrPartitionError)  # b is gone
+    assert batch.target_partitions(None) == [A0]
+
+
+def test_futures_share_their_batch_result():
+    records = batch_of((A0, 1), (A1, 1), (A0, 1))
+    futures = [RecordFuture(records, i) for i in range(3)]
+    seen, errors = [], []
+    futures[2].add_callback(seen.append)
+    futures[1].add_errback(errors.append)
+    assert not futures[0].done() and futures[0].exception() is None
+    records.record_errors[1] = UnknownTopicOrPartitionError("gone")
+    records.complete(np.array([4, -1, 5]), {})
+    assert futures[0].get().offset == 4 and futures[2].get().offset == 5
+    assert seen[0].partition == 0 and seen[0].offset == 5
+    assert isinstance(errors[0], UnknownTopicOrPartitionError) and futures[1].failed()
+    with pytest.raises(UnknownTopicOrPartitionError):
+        futures[1].get()
+    late = []
+    futures[0].add_callback(late.append)
+    assert late[0].offset == 4
+
+
+def test_a_failed_batch_fails_every_record():
+    records = batch_of((A0, 1), (A0, 1))
+    futures = [RecordFuture(records, i) for i in range(2)]
+    records.fail(CommitConflictError("lost", attempts=3))
+    assert all(isinstance(f.exception(), CommitConflictError) for f in futures)
+
+
+def test_a_refused_record_fails_at_once():
+    future = RecordFuture(error=RecordTooLargeError("big"))
+    assert future.done() and future.failed()
+    with pytest.raises(RecordTooLargeError):
+        future.get(timeout=0)
