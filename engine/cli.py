@@ -253,34 +253,20 @@ def cmd_perf_produce(args: argparse.Namespace, out: Callable[[str], None]) -> No
         store.create_topic(args.topic, partitions=args.partitions)
     partitions = store.describe_topic(args.topic).partitions
     progress = (lambda msg: print(msg, file=sys.stderr)) if args.progress else (lambda _msg: None)
-    plain_path = store.uri.rstrip("/") + "-plain-delta"
+    workload = {
+        "num_records": args.num_records,
+        "record_size": args.record_size,
+        "batch_size": args.batch_size,
+        "keys": args.keys,
+        "compare_plain": args.compare_plain,
+        "plain_path": store.uri.rstrip("/") + "-plain-delta",
+        "warmup_batches": args.warmup_batches,
+        "progress": progress,
+    }
     if args.api == "producer":
-        ours, plain = perf_produce_producer(
-            store,
-            args.topic,
-            num_records=args.num_records,
-            record_size=args.record_size,
-            batch_size=args.batch_size,
-            keys=args.keys,
-            compare_plain=args.compare_plain,
-            plain_path=plain_path,
-            warmup_batches=args.warmup_batches,
-            progress=progress,
-        )
+        ours, plain = perf_produce_producer(store, args.topic, **workload)
     else:
-        ours, plain = perf_produce_dataframe(
-            store,
-            args.topic,
-            num_records=args.num_records,
-            record_size=args.record_size,
-            batch_size=args.batch_size,
-            keys=args.keys,
-            partitions=partitions,
-            compare_plain=args.compare_plain,
-            plain_path=plain_path,
-            warmup_batches=args.warmup_batches,
-            progress=progress,
-        )
+        ours, plain = perf_produce_dataframe(store, args.topic, partitions=partitions, **workload)
     out(f"lakelog:     {ours.producer_summary()}")
     if plain is not None:
         out(f"plain delta: {plain.producer_summary()}")

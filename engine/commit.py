@@ -218,9 +218,7 @@ class LogWriter:
             version = self._commit(txn, written, operation, tags, [f.path for f in written.stats])
             if version is None:
                 conflicts += 1
-                if policy.exhausted(conflicts, started, time.monotonic()):
-                    raise self._exhausted(policy, conflicts, started)
-                time.sleep(policy.delay_s(conflicts, self._rng))
+                self._back_off(policy, conflicts, started)
                 continue
             self._applied_own_commit(txn.read_version, version, CommitChanges(None, tuple(written.stats)))
             return AppendResult(version, plan, append_time_ms, conflicts + 1)
@@ -232,6 +230,12 @@ class LogWriter:
             return txn, self.view_at(txn.read_version)
         except JVM_ERRORS as exc:
             raise DataWriteError(f"reading the Delta log failed, nothing was committed: {java_message(exc)}") from exc
+
+    def _back_off(self, policy: RetryPolicy, conflicts: int, started: float) -> None:
+        """Wait before the next attempt, or raise when the policy allows none."""
+        if policy.exhausted(conflicts, started, time.monotonic()):
+            raise self._exhausted(policy, conflicts, started)
+        time.sleep(policy.delay_s(conflicts, self._rng))
 
     def _exhausted(self, policy: RetryPolicy, conflicts: int, started: float) -> LakelogError:
         elapsed_ms = int((time.monotonic() - started) * 1000)
@@ -318,9 +322,7 @@ class LogWriter:
                 version = self._commit_metadata(txn, actions, operation, change.tags)
                 if version is None:
                     conflicts += 1
-                    if policy.exhausted(conflicts, started, time.monotonic()):
-                        raise self._exhausted(policy, conflicts, started)
-                    time.sleep(policy.delay_s(conflicts, self._rng))
+                    self._back_off(policy, conflicts, started)
                     continue
                 self._applied_own_commit(txn.read_version, version, CommitChanges(dict(change.properties), ()))
                 return version
