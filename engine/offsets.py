@@ -150,9 +150,6 @@ def partition_bounds(files: Iterable[FileStats]) -> tuple[dict[TopicPartition, P
     return bounds, missing
 
 
-OffsetSpec = str | int | Mapping[str, Mapping[Any, int]]
-
-
 def parse_offset_spec(spec: Any, *, option: str) -> str | dict[str, dict[int, int]]:
     """Normalize ``"earliest"``, ``"latest"``, a dict or its JSON text.
 

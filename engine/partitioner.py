@@ -13,9 +13,6 @@ from __future__ import annotations
 import itertools
 import threading
 
-import numpy as np
-import pyarrow as pa
-
 _SEED = 0x9747B28C
 _M = 0x5BD1E995
 _MASK32 = 0xFFFFFFFF
@@ -51,63 +48,6 @@ def murmur2(data: bytes) -> int:
 def partition_for_key(key: bytes, partitions: int) -> int:
     """The partition Kafka's default partitioner picks for ``key``."""
     return (murmur2(key) & 0x7FFFFFFF) % partitions
-
-
-def murmur2_array(keys: pa.Array) -> np.ndarray:
-    """Vectorized :func:`murmur2` over a binary Arrow array (nulls hash as empty keys).
-
-    Returns unsigned 32-bit hashes; keys of equal length are hashed together
-    so the loop runs over 4-byte blocks, not over records.
-    """
-    keys = keys.cast(pa.large_binary()) if keys.type != pa.large_binary() else keys
-    n = len(keys)
-    out = np.zeros(n, dtype=np.uint32)
-    if n == 0:
-        return out
-    keys = keys.fill_null(b"")
-    offsets = np.frombuffer(keys.buffers()[1], dtype=np.int64)[keys.offset : keys.offset + n + 1]
-    data = np.frombuffer(keys.buffers()[2], dtype=np.uint8) if keys.buffers()[2] else np.zeros(0, np.uint8)
-    lengths = np.diff(offsets)
-    m = np.uint32(_M)
-    for length in np.unique(lengths):
-        rows = np.nonzero(lengths == length)[0]
-        starts = offsets[rows]
-        length = int(length)
-        h = np.full(len(rows), (_SEED ^ length) & _MASK32, dtype=np.uint32)
-        with np.errstate(over="ignore"):
-            for block in range(length // 4):
-                idx = starts + 4 * block
-                k = (
-                    data[idx].astype(np.uint32)
-                    | (data[idx + 1].astype(np.uint32) << 8)
-                    | (data[idx + 2].astype(np.uint32) << 16)
-                    | (data[idx + 3].astype(np.uint32) << 24)
-                )
-                k = k * m
-                k ^= k >> np.uint32(24)
-                k = k * m
-                h = h * m
-                h ^= k
-            tail = length & 3
-            base = starts + (length & ~3)
-            if tail == 3:
-                h ^= data[base + 2].astype(np.uint32) << np.uint32(16)
-            if tail >= 2:
-                h ^= data[base + 1].astype(np.uint32) << np.uint32(8)
-            if tail >= 1:
-                h ^= data[base].astype(np.uint32)
-                h = h * m
-            h ^= h >> np.uint32(13)
-            h = h * m
-            h ^= h >> np.uint32(15)
-        out[rows] = h
-    return out
-
-
-def partitions_for_keys(keys: pa.Array, partitions: int) -> np.ndarray:
-    """Vectorized :func:`partition_for_key` (int32 results)."""
-    hashes = murmur2_array(keys)
-    return ((hashes & np.uint32(0x7FFFFFFF)) % np.uint32(partitions)).astype(np.int32)
 
 
 class KeylessPartitioner:

@@ -25,7 +25,6 @@ LOG_COLUMNS: tuple[tuple[str, str], ...] = (
     ("producer_epoch", "INT"),
     ("sequence", "INT"),
 )
-LOG_COLUMN_NAMES = tuple(name for name, _ in LOG_COLUMNS)
 PARTITION_COLUMNS = ("topic", "partition")
 STATS_COLUMNS = ("offset", "timestamp")
 

@@ -1,11 +1,6 @@
 from __future__ import annotations
 
-import numpy as np
-import pyarrow as pa
-from hypothesis import given
-from hypothesis import strategies as st
-
-from engine.partitioner import KeylessPartitioner, murmur2, murmur2_array, partition_for_key, partitions_for_keys
+from engine.partitioner import KeylessPartitioner, murmur2, partition_for_key
 
 # Kafka's own vectors: clients/src/test/java/org/apache/kafka/common/utils/UtilsTest.java (testMurmur2).
 KAFKA_VECTORS = {
@@ -27,21 +22,6 @@ def test_partition_is_positive_hash_modulo_count():
     # toPositive(-790332482) = 1357151166; 1357151166 % 50 = 16
     assert partition_for_key(b"foobar", 50) == 16
     assert partition_for_key(b"foobar", 1) == 0
-
-
-def _signed(values: np.ndarray) -> list[int]:
-    return [int(v) - (1 << 32) if v >= 1 << 31 else int(v) for v in values]
-
-
-def test_vectorized_murmur2_matches_kafka_vectors():
-    keys = pa.array(list(KAFKA_VECTORS), pa.binary())
-    assert _signed(murmur2_array(keys)) == list(KAFKA_VECTORS.values())
-
-
-@given(st.lists(st.binary(max_size=40), max_size=50), st.integers(1, 1000))
-def test_vectorized_partitions_equal_scalar(keys, partitions):
-    got = partitions_for_keys(pa.array(keys, pa.binary()), partitions)
-    assert list(got) == [partition_for_key(k, partitions) for k in keys]
 
 
 def test_keyless_records_stick_to_a_partition_until_the_batch_switches():

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from pyspark.sql import functions as F
 
 from engine.dataframe_append import KAFKA_PARTITION_FUNCTION, register_functions
@@ -23,12 +25,13 @@ def dense(store, topic):
     return {p: len(v) for p, v in by_partition.items()}
 
 
-def test_jvm_partition_function_is_kafkas(spark):
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(keys=st.lists(st.binary(max_size=64), min_size=1, max_size=300), partitions=st.integers(1, 5000))
+def test_jvm_partition_function_is_the_python_one(spark, keys, partitions):
     register_functions(spark)
-    keys = [f"key-{i}".encode() * (i % 5) for i in range(300)] + [b"foobar", b"21"]
-    df = spark.createDataFrame([(k,) for k in keys], "key binary")
-    got = df.select("key", F.call_function(KAFKA_PARTITION_FUNCTION, "key", F.lit(13)).alias("p")).collect()
-    assert [r.p for r in got] == [partition_for_key(bytes(r.key), 13) for r in got]
+    df = spark.createDataFrame([(k,) for k in [*keys, b"foobar", b"21"]], "key binary")
+    got = df.select("key", F.call_function(KAFKA_PARTITION_FUNCTION, "key", F.lit(partitions)).alias("p")).collect()
+    assert [r.p for r in got] == [partition_for_key(bytes(r.key), partitions) for r in got]
 
 
 def test_write_assigns_dense_offsets_in_input_order(store, spark):
