@@ -19,6 +19,7 @@ only if it cannot tell.
 
 from __future__ import annotations
 
+import json
 import logging
 import random
 import threading
@@ -27,9 +28,11 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import pyarrow as pa
 from pyspark.sql import DataFrame
 
 from engine.commit_info import append_tags, user_metadata
+from engine.data_files import DataFile, DataFileWriter
 from engine.delta_jvm import (
     JVM_ERRORS,
     DeltaTableHandle,
@@ -46,12 +49,21 @@ from engine.errors import (
     CommitStateUnknownError,
     DeliveryTimeoutError,
     InconsistentWriteError,
+    InvalidTxnStateError,
     LakelogError,
     RetriableError,
     error_from_text,
 )
-from engine.log_view import CommitChanges, LogView, apply_commit
-from engine.offsets import OffsetRange, TopicPartition, counts_by_partition, plan_ranges, verify_written
+from engine.log_view import CommitChanges, LogView, apply_commit, parse_commit
+from engine.offsets import (
+    FileStats,
+    OffsetRange,
+    TopicPartition,
+    counts_by_partition,
+    partition_bounds,
+    plan_ranges,
+    verify_written,
+)
 from engine.topics import TopicMetadata
 
 log = logging.getLogger(__name__)
@@ -62,6 +74,27 @@ _MAX_TAIL = 200
 
 class DataWriteError(RetriableError):
     """Writing the data files or the commit failed; nothing was committed."""
+
+
+class _OutcomeUnknown(Exception):
+    """A commit call failed in a way that does not tell whether it landed."""
+
+
+def commit_sets_app(lines: Iterable[str], app: AppTransaction) -> bool:
+    """Whether a commit file's JSON lines hold the ``txn`` action of ``app``."""
+    for line in lines:
+        if '"txn"' not in line:
+            continue
+        txn = json.loads(line).get("txn")
+        if txn and txn.get("appId") == app.app_id and int(txn.get("version", -1)) == app.version:
+            return True
+    return False
+
+
+def plan_ranges_of(files: Iterable[FileStats]) -> dict[TopicPartition, OffsetRange]:
+    """The offset range each partition received from ``files`` (one commit's adds)."""
+    bounds, _ = partition_bounds(files)
+    return {tp: OffsetRange(tp, b.start, b.end) for tp, b in bounds.items()}
 
 
 @dataclass(frozen=True)
@@ -90,10 +123,30 @@ class RetryPolicy:
         return self.timeout_ms is not None and (now - started) * 1000 >= self.timeout_ms
 
 
+@dataclass(frozen=True)
+class AppTransaction:
+    """Delta's application transaction id (``txn`` action: appId, version) a commit sets.
+
+    A commit carrying ``(app_id, version)`` is only made while the table's
+    latest version for ``app_id`` is below ``version``; so an attempt whose
+    outcome was unknown is retried without ever committing twice (Kafka's
+    idempotent producer), and a newer holder of ``app_id`` fences older ones.
+    """
+
+    app_id: str
+    version: int
+
+
 class AppendBatch(Protocol):
     """Records to append in one commit."""
 
     operation: str
+    # The app transaction the commit sets, or None (then an unknown outcome
+    # is resolved by looking for the batch's own files in later commits).
+    app_transaction: AppTransaction | None
+    # Commit even with no records (a transaction that only moves offsets or
+    # bumps an epoch).
+    commit_when_empty: bool
 
     def prepare(self, view: LogView) -> Mapping[TopicPartition, int] | None:
         """Validate against the view's topics; the record count per partition if known now.
@@ -101,13 +154,25 @@ class AppendBatch(Protocol):
         A batch whose counts are only known after Spark wrote it returns None.
         """
 
+    def check(self, committed_app_version: int, view: LogView) -> None:
+        """Raise a FatalError if the batch must not commit at ``view`` (fencing).
+
+        ``committed_app_version`` is the table's version of the batch's app
+        transaction (-1 if none or no app transaction). Runs in every attempt
+        after the read is recorded, so what it checked cannot change unseen.
+        """
+
     def target_partitions(self, view: LogView) -> list[TopicPartition]:
         """Every partition the batch may write to."""
 
     def build(
         self, ends: Mapping[TopicPartition, int], topics: Mapping[str, TopicMetadata], append_time_ms: int
-    ) -> DataFrame:
-        """The rows to write, each partition's numbered from its end offset in ``ends``."""
+    ) -> DataFrame | pa.Table:
+        """The rows to write, each partition's numbered from its end offset in ``ends``.
+
+        A DataFrame is written by Spark; an Arrow table (rows grouped by
+        partition, in offset order) is written from the driver.
+        """
 
 
 @dataclass(frozen=True)
@@ -143,6 +208,7 @@ class LogWriter:
         self.reader = reader
         self.client_id = client_id
         self._scan_end_offsets = scan_end_offsets
+        self._files = DataFileWriter(table.uri)
         self._view: LogView | None = None
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
@@ -190,38 +256,111 @@ class LogWriter:
 
     def _append(self, batch: AppendBatch, policy: RetryPolicy) -> AppendResult:
         started = time.monotonic()
-        conflicts = 0
+        failures = 0  # conflicts, and attempts whose outcome was unknown
+        app = batch.app_transaction
+        since: int | None = None  # read version of the first attempt
+        unknown: BaseException | None = None  # why the last attempt's outcome is unknown
+        last_plan: dict[TopicPartition, OffsetRange] = {}
+        append_time_ms = 0
         while True:
             txn, view = self._start()
+            since = txn.read_version if since is None else since
+            committed_app = self._app_version(txn, view, app)
+            if app is not None and committed_app >= app.version:
+                if unknown is None:
+                    raise InvalidTxnStateError(
+                        f"application transaction {app.app_id!r} is already at version {committed_app}; "
+                        f"version {app.version} was never attempted by this writer"
+                    )
+                return self._landed(app, since, last_plan, append_time_ms, failures + 1)
+            batch.check(committed_app, view)
             expected = batch.prepare(view)
-            if expected is not None and not any(expected.values()):
-                return AppendResult(None, {}, 0, conflicts + 1)
+            if expected is not None and not any(expected.values()) and not batch.commit_when_empty:
+                return AppendResult(None, {}, 0, failures + 1)
             ends = self._ends_for(view, batch.target_partitions(view))
             append_time_ms = int(time.time() * 1000)
-            try:
-                written = txn.write_files(batch.build(ends, view.topics, append_time_ms))
-            except JVM_ERRORS as exc:
-                message = java_message(exc)
-                raise error_from_text(message) or DataWriteError(
-                    f"writing data files failed, nothing was committed: {message}"
-                ) from exc
+            written, direct = self._write(txn, batch.build(ends, view.topics, append_time_ms))
             counts = counts_by_partition(written.stats)
             if expected is not None and counts != {tp: n for tp, n in expected.items() if n}:
                 raise InconsistentWriteError(f"planned {dict(expected)} records per partition, files hold {counts}")
-            if not counts:
-                return AppendResult(None, {}, append_time_ms, conflicts + 1)
-            plan = plan_ranges(ends, counts)
-            verify_written(plan, written.stats)
-            txn.track_partitions(plan)
-            tags = append_tags(batch.operation, self.client_id, plan)
+            if not counts and not batch.commit_when_empty:
+                return AppendResult(None, {}, append_time_ms, failures + 1)
+            last_plan = plan_ranges(ends, counts)
+            verify_written(last_plan, written.stats)
+            if last_plan:
+                txn.track_partitions(last_plan)
+            extra = [] if app is None else [txn.set_transaction(app.app_id, app.version, append_time_ms)]
+            tags = append_tags(batch.operation, self.client_id, last_plan)
             operation = self.table.append_operation(user_metadata(tags))
-            version = self._commit(txn, written, operation, tags, [f.path for f in written.stats])
+            try:
+                version = self._commit(txn, written, operation, tags, extra, resolve=app is None)
+            except _OutcomeUnknown as exc:
+                unknown = exc.__cause__
+                version = None
             if version is None:
-                conflicts += 1
-                self._back_off(policy, conflicts, started)
+                if unknown is None:
+                    self._files.discard(direct)
+                failures += 1
+                self._back_off(policy, failures, started, app if unknown is not None else None)
                 continue
-            self._applied_own_commit(txn.read_version, version, CommitChanges(None, tuple(written.stats)))
-            return AppendResult(version, plan, append_time_ms, conflicts + 1)
+            own = CommitChanges(None, tuple(written.stats), {app.app_id: app.version} if app else {})
+            self._applied_own_commit(txn.read_version, version, own)
+            return AppendResult(version, last_plan, append_time_ms, failures + 1)
+
+    def _write(self, txn: DeltaTxn, rows: DataFrame | pa.Table) -> tuple[WrittenFiles, list[DataFile]]:
+        """Write the batch's data files (not yet committed)."""
+        try:
+            if isinstance(rows, pa.Table):
+                files = self._files.write(rows)
+                return txn.add_files([f.add_json for f in files], [f.stats for f in files]), files
+            return txn.write_files(rows), []
+        except JVM_ERRORS as exc:
+            message = java_message(exc)
+            raise error_from_text(message) or DataWriteError(
+                f"writing data files failed, nothing was committed: {message}"
+            ) from exc
+        except OSError as exc:
+            raise DataWriteError(f"writing data files failed, nothing was committed: {exc}") from exc
+
+    def _app_version(self, txn: DeltaTxn, view: LogView, app: AppTransaction | None) -> int:
+        """The app transaction's version at the view, recording the read in ``txn``."""
+        if app is None:
+            return -1
+        try:
+            txn.read_app(app.app_id)
+            if app.app_id in view.app_versions:
+                return view.app_versions[app.app_id]
+            return self.reader.transaction_version(app.app_id, view.base_version)
+        except Exception as exc:  # py4j or delta-rs: either way nothing was committed yet
+            raise DataWriteError(f"reading the Delta log failed, nothing was committed: {java_message(exc)}") from exc
+
+    def _landed(
+        self,
+        app: AppTransaction,
+        since: int,
+        plan: dict[TopicPartition, OffsetRange],
+        append_time_ms: int,
+        attempts: int,
+    ) -> AppendResult:
+        """An earlier attempt with an unknown outcome did land: find it and what it added."""
+        try:
+            latest = self.reader.latest_version()
+            for v in range(since + 1, latest + 1):
+                lines = self.reader.read_commit_lines(v)
+                if lines is None:
+                    break
+                if not commit_sets_app(lines, app):
+                    continue
+                landed = plan_ranges_of(parse_commit(lines).added)
+                if landed != plan:
+                    raise InconsistentWriteError(f"commit {v} of {app} holds {landed}, the attempt planned {plan}")
+                return AppendResult(v, plan, append_time_ms, attempts)
+        except (OSError, ValueError) as exc:
+            raise CommitStateUnknownError(f"{app} committed, but its commit could not be read: {exc}") from exc
+        raise CommitStateUnknownError(
+            f"{app} committed in an attempt whose outcome was unknown, but no commit after version {since} "
+            "sets it (the log was cleaned up?); read the log to see where its records are"
+        )
 
     def _start(self) -> tuple[DeltaTxn, LogView]:
         """A new transaction at the latest version, and the view at that version."""
@@ -231,9 +370,22 @@ class LogWriter:
         except JVM_ERRORS as exc:
             raise DataWriteError(f"reading the Delta log failed, nothing was committed: {java_message(exc)}") from exc
 
-    def _back_off(self, policy: RetryPolicy, conflicts: int, started: float) -> None:
-        """Wait before the next attempt, or raise when the policy allows none."""
+    def _back_off(
+        self, policy: RetryPolicy, conflicts: int, started: float, unknown: AppTransaction | None = None
+    ) -> None:
+        """Wait before the next attempt, or raise when the policy allows none.
+
+        After an attempt with an unknown outcome (``unknown`` is its app
+        transaction) the budget still bounds retries, but the caller must
+        then be told that the outcome is unknown rather than "nothing
+        committed" -- unless the log says it did not land.
+        """
         if policy.exhausted(conflicts, started, time.monotonic()):
+            if unknown is not None:
+                raise CommitStateUnknownError(
+                    f"a commit of {unknown} failed with an unknown outcome and retries ran out; "
+                    "re-read the log to see whether it landed"
+                )
             raise self._exhausted(policy, conflicts, started)
         time.sleep(policy.delay_s(conflicts, self._rng))
 
@@ -250,17 +402,31 @@ class LogWriter:
         )
 
     def _commit(
-        self, txn: DeltaTxn, actions: WrittenFiles, operation: Any, tags: Mapping[str, str], paths: list[str]
+        self,
+        txn: DeltaTxn,
+        actions: WrittenFiles,
+        operation: Any,
+        tags: Mapping[str, str],
+        extra: list[Any],
+        *,
+        resolve: bool,
     ) -> int | None:
-        """Commit; the new version, or None on a conflict (nothing committed)."""
+        """Commit; the new version, or None on a conflict (nothing committed).
+
+        Any other failure may have landed: with ``resolve`` the log is searched
+        for the attempt's files now; otherwise _OutcomeUnknown is raised and
+        the caller's next attempt finds out through its app transaction.
+        """
         try:
-            return txn.commit(actions, operation, tags)
+            return txn.commit(actions, operation, tags, extra)
         except JVM_ERRORS as exc:
             chain = java_class_chain(exc)
             if is_conflict(chain):
                 log.debug("commit conflict at read version %s: %s", txn.read_version, chain[:1])
                 return None
-            found = self._find_own_commit(txn.read_version, paths, exc)
+            if not resolve:
+                raise _OutcomeUnknown() from exc
+            found = self._find_own_commit(txn.read_version, [f.path for f in actions.stats], exc)
             if found is None:
                 raise DataWriteError(f"commit failed and did not land: {java_message(exc)}") from exc
             return found

@@ -107,6 +107,8 @@ class DataFrameAppend:
     """One ``LogStore.write`` call, as an :class:`engine.commit.AppendBatch`."""
 
     operation = "write"
+    app_transaction = None
+    commit_when_empty = False
 
     def __init__(self, spark: SparkSession, df: DataFrame, topic: str | None) -> None:
         self._spark = spark
@@ -124,6 +126,9 @@ class DataFrameAppend:
         if self._topic is not None and self._topic not in view.topics:
             raise UnknownTopicOrPartitionError(f"topic {self._topic!r} does not exist")
         return None
+
+    def check(self, committed_app_version: int, view: LogView) -> None:
+        """A DataFrame write is never fenced."""
 
     def target_partitions(self, view: LogView) -> list[TopicPartition]:
         names = [self._topic] if self._topic is not None else sorted(view.topics)

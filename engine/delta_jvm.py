@@ -228,6 +228,27 @@ class DeltaTxn:
         files = self._txn.filterFiles(self._jvm.seq([self._jvm.expression(topic_predicate(topic))]), False)
         return self._jvm.seq_items(files)
 
+    def read_app(self, app_id: str) -> None:
+        """Record a read of application transaction ``app_id``: a concurrent commit that
+        sets it makes this transaction fail with ConcurrentTransactionException.
+
+        What ``txnVersion(app_id)`` records, without its cost: that call
+        reconstructs the snapshot's transaction set with a Spark job (~1 s)
+        in every commit, while the version itself is known from the writer's
+        view (:attr:`engine.log_view.LogView.app_versions`).
+        """
+        self._txn.readTxn().append(app_id)
+
+    def set_transaction(self, app_id: str, version: int, now_ms: int) -> Any:
+        """A SetTransaction action (Delta's ``txn``: appId/version) for :meth:`commit`'s ``extra``."""
+        last_updated = self._jvm.some(self._jvm.jvm.java.lang.Long.valueOf(now_ms))
+        return self._table._delta.actions.SetTransaction(app_id, version, last_updated)
+
+    def add_files(self, add_jsons: Iterable[str], stats: list[FileStats]) -> WrittenFiles:
+        """Files written outside Spark (:mod:`engine.data_files`) as actions of this transaction."""
+        from_json = self._table._delta.actions.Action.fromJson
+        return WrittenFiles(self._jvm.seq([from_json(text) for text in add_jsons]), stats)
+
     def write_files(self, df: DataFrame) -> WrittenFiles:
         actions = self._txn.writeFiles(df._jdf)
         stats = []
@@ -246,10 +267,21 @@ class DeltaTxn:
         args[names.index("configuration")] = self._jvm.scala_map(properties)
         self._txn.updateMetadata(self._table._delta.actions.Metadata(*args), False)
 
-    def commit(self, actions: Iterable[Any] | WrittenFiles, operation: Any, tags: Mapping[str, str]) -> int:
-        """Commit ``actions`` (JVM actions, or what write_files wrote); raises the JVM's
-        error on conflict or failure (classified by the caller)."""
-        seq = actions.actions if isinstance(actions, WrittenFiles) else self._jvm.seq(actions)
+    def commit(
+        self,
+        actions: Iterable[Any] | WrittenFiles,
+        operation: Any,
+        tags: Mapping[str, str],
+        extra: Sequence[Any] = (),
+    ) -> int:
+        """Commit ``actions`` (JVM actions, or what write_files wrote) plus ``extra``
+        actions; raises the JVM's error on conflict or failure (classified by the caller)."""
+        if isinstance(actions, WrittenFiles):
+            seq = actions.actions
+            if extra:
+                seq = self._jvm.seq([*self._jvm.seq_items(seq), *extra])
+        else:
+            seq = self._jvm.seq([*actions, *extra])
         return int(self._txn.commit(seq, operation, self._jvm.scala_map(tags)))
 
     @staticmethod

@@ -89,6 +89,12 @@ class DeltaLogReader:
             actions = pa.table(table.get_add_actions(flatten=True))
             return Snapshot(table.version(), dict(table.metadata().configuration), files_from_add_actions(actions))
 
+    def transaction_version(self, app_id: str, version: int) -> int:
+        """Delta's app transaction version of ``app_id`` at table ``version`` (-1 if none)."""
+        with self._lock:
+            found = self._load_locked(version).transaction_version(app_id)
+            return -1 if found is None else int(found)
+
     def view(self, version: int) -> LogView:
         snap = self.snapshot(version)
         return view_from_snapshot(snap.version, snap.properties, snap.files)

@@ -123,6 +123,48 @@ class ProducerClosedError(FatalError):
     """``send`` or ``flush`` was called on a producer after ``close``."""
 
 
+class InvalidTxnStateError(FatalError):
+    """A transactional call made in the wrong state (commit without begin, send outside a
+    transaction, init twice), or an application transaction version reused."""
+
+
+class ProducerFencedError(FatalError):
+    """A newer producer with the same ``transactional.id`` called ``init_transactions``.
+
+    This instance can no longer commit; nothing of its open transaction is
+    visible. Close it.
+    """
+
+
+class CommitFailedError(FatalError):
+    """A consumer offset commit was refused: the member is not (or no longer) in the
+    group's current generation, e.g. after a rebalance took its partitions away.
+
+    Nothing was committed. Rejoin (the next ``poll`` does) and process again
+    from the committed offsets.
+    """
+
+
+class NoOffsetForPartitionError(FatalError):
+    """``auto.offset.reset=none`` and a partition has no usable committed offset."""
+
+
+class OffsetOutOfRangeError(InvalidOffsetError):
+    """A position lies outside the partition's log and ``auto.offset.reset=none``."""
+
+
+class GroupNotEmptyError(FatalError):
+    """A group operation that needs an empty group (reset-offsets, delete) found live members."""
+
+    exit_code = 5
+
+
+class GroupIdNotFoundError(FatalError):
+    """The consumer group has neither members nor committed offsets."""
+
+    exit_code = 6
+
+
 # Errors raised inside Spark tasks (``raise_error``) cross the JVM as text;
 # this marker lets the driver turn them back into the right class.
 _MARKER = "[lakelog:"

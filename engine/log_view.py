@@ -28,6 +28,7 @@ class CommitChanges:
 
     properties: Mapping[str, str] | None  # new table configuration, if metadata changed
     added: tuple[FileStats, ...]  # files added with dataChange=true
+    app_versions: Mapping[str, int] = field(default_factory=dict)  # Delta ``txn`` actions: appId -> version
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,11 @@ class LogView:
     # Partitions with a data file lacking offset statistics: their end offset
     # must be computed from the data before anything is appended to them.
     unknown_ends: frozenset[TopicPartition] = field(default_factory=frozenset)
+    # The snapshot the view was built from, and the app transaction versions
+    # set by the commits applied since: a version not in here is the
+    # snapshot's (DeltaLogReader.transaction_version at base_version).
+    base_version: int = -1
+    app_versions: Mapping[str, int] = field(default_factory=dict)
 
     def end_offset(self, tp: TopicPartition) -> int:
         return self.end_offsets.get(tp, 0)
@@ -49,13 +55,15 @@ def view_from_snapshot(version: int, properties: Mapping[str, str], files: Itera
     bounds, missing = partition_bounds(files)
     topics = topics_from_properties(properties)
     ends = {tp: b.end for tp, b in bounds.items() if tp.topic in topics}
-    return LogView(version, dict(properties), topics, ends, frozenset(tp for tp in missing if tp.topic in topics))
+    unknown = frozenset(tp for tp in missing if tp.topic in topics)
+    return LogView(version, dict(properties), topics, ends, unknown, base_version=version)
 
 
 def parse_commit(lines: Iterable[str]) -> CommitChanges:
     """Extract :class:`CommitChanges` from the JSON lines of a Delta commit file."""
     properties = None
     added = []
+    apps = {}
     for line in lines:
         line = line.strip()
         if not line:
@@ -67,7 +75,9 @@ def parse_commit(lines: Iterable[str]) -> CommitChanges:
             add = action["add"]
             if add.get("dataChange", True):
                 added.append(FileStats.from_add(add))
-    return CommitChanges(properties, tuple(added))
+        elif "txn" in action:
+            apps[action["txn"]["appId"]] = int(action["txn"]["version"])
+    return CommitChanges(properties, tuple(added), apps)
 
 
 def apply_commit(view: LogView, version: int, changes: CommitChanges) -> LogView:
@@ -98,4 +108,7 @@ def apply_commit(view: LogView, version: int, changes: CommitChanges) -> LogView
             unknown.add(f.tp)
         elif f.num_records:
             ends[f.tp] = max(ends.get(f.tp, 0), f.max_offset + 1)
-    return LogView(version, properties, topics, ends, frozenset(unknown))
+    apps = view.app_versions
+    if changes.app_versions:
+        apps = {**apps, **changes.app_versions}
+    return LogView(version, properties, topics, ends, frozenset(unknown), view.base_version, apps)

@@ -13,7 +13,14 @@ Guarantees:
 * records of one producer to one partition get increasing offsets in send
   order: batches are committed one at a time, in order, and a batch is
   retried before the next one is started;
-* a batch is all-or-nothing: it is one Delta commit.
+* a batch is all-or-nothing: it is one Delta commit;
+* with ``enable.idempotence`` (the default, as in Kafka >= 3.0) a batch is
+  committed at most once even when a commit attempt fails with an unknown
+  outcome and is retried: each batch commit carries Delta's application
+  transaction id (``txn`` action, appId ``lakelog-producer-<producer id>``,
+  version = the batch's number), and a retry first reads that id's version.
+  The ids expire with the table's ``delta.setTransactionRetentionDuration``
+  (7 days in new stores), far beyond ``delivery.timeout.ms``.
 
 Per-record problems (unknown topic, partition out of range, a record over
 the topic's ``max.message.bytes``) fail that record's future and never hold
@@ -32,7 +39,7 @@ from collections import defaultdict, deque
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from engine.commit import LogWriter, RetryPolicy
+from engine.commit import AppTransaction, LogWriter, RetryPolicy
 from engine.config import INT_MAX, ConfigKey, key_table, resolve_config
 from engine.errors import (
     DeliveryTimeoutError,
@@ -102,6 +109,13 @@ PRODUCER_CONFIG_KEYS = key_table(
         ),
         ConfigKey("partitioner.ignore.keys", "bool", False, "Spread keyed records like keyless ones."),
         ConfigKey(
+            "enable.idempotence",
+            "bool",
+            True,
+            "Each batch commit sets a Delta app transaction (lakelog-producer-<id>, batch number), so a "
+            "retry after an unknown outcome never commits a batch twice.",
+        ),
+        ConfigKey(
             "metadata.max.age.ms", "long", 300_000, "Age after which cached topic metadata is re-read.", minimum=0
         ),
     ]
@@ -126,6 +140,7 @@ class Producer:
             backoff_max_ms=cfg["retry.backoff.max.ms"],
             timeout_ms=cfg["delivery.timeout.ms"],
         )
+        self._batches_committed = 0
         self._keyless = KeylessPartitioner(cfg["batch.num.messages"], cfg["batch.size"])
         self._sequences: dict[TopicPartition, int] = defaultdict(int)
         self._topics: dict[str, TopicMetadata] = {}
@@ -288,7 +303,13 @@ class Producer:
             if records is None:
                 return
             self._keyless.next_batch()
-            batch = ProducerBatch(self._store.spark, records, self.producer_id)
+            self._batches_committed += 1
+            app = (
+                AppTransaction(f"lakelog-producer-{self.producer_id}", self._batches_committed)
+                if self._config["enable.idempotence"]
+                else None
+            )
+            batch = ProducerBatch(records, self.producer_id, app)
             try:
                 self._writer.append(batch, self._policy)
                 batch.complete()

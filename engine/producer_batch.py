@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-from pyspark.sql import DataFrame, SparkSession
 
+from engine.commit import AppTransaction
 from engine.errors import DeliveryTimeoutError, LakelogError, RecordTooLargeError, UnknownTopicOrPartitionError
 from engine.log_view import LogView
 from engine.offsets import TopicPartition
@@ -241,14 +241,23 @@ def number_records(tp_ids: np.ndarray, accepted: np.ndarray, starts: np.ndarray)
 
 class ProducerBatch:
     """A sealed :class:`RecordBatch` as an :class:`engine.commit.AppendBatch`; offsets are
-    assigned on the driver, each partition's records in send order."""
+    assigned on the driver, each partition's records in send order, and the rows are
+    written from the driver (one Parquet file per partition)."""
 
     operation = "produce"
+    commit_when_empty = False
 
-    def __init__(self, spark: SparkSession, records: RecordBatch, producer_id: int) -> None:
-        self._spark = spark
+    def __init__(
+        self,
+        records: RecordBatch,
+        producer_id: int,
+        app_transaction: AppTransaction | None = None,
+        producer_epoch: int = 0,
+    ) -> None:
         self.records = records
+        self.app_transaction = app_transaction
         self._producer_id = producer_id
+        self._producer_epoch = producer_epoch
         self._accepted = np.ones(len(records), dtype=bool)
         self._tp_ids = np.asarray(records.tp_ids, dtype=np.int64)
         self._offsets = np.full(len(records), -1, dtype=np.int64)
@@ -273,12 +282,15 @@ class ProducerBatch:
         counts = np.bincount(self._tp_ids[self._accepted], minlength=len(records.tps))
         return {tp: int(counts[i]) for i, tp in enumerate(records.tps) if counts[i]}
 
+    def check(self, committed_app_version: int, view: LogView) -> None:
+        """A plain producer batch is never fenced."""
+
     def target_partitions(self, view: LogView) -> list[TopicPartition]:
         return sorted({self.records.tps[i] for i in np.unique(self._tp_ids[self._accepted])})
 
     def build(
         self, ends: Mapping[TopicPartition, int], topics: Mapping[str, TopicMetadata], append_time_ms: int
-    ) -> DataFrame:
+    ) -> pa.Table:
         records = self.records
         starts = np.array([ends.get(tp, 0) for tp in records.tps], dtype=np.int64)
         order, offsets = number_records(self._tp_ids, self._accepted, starts)
@@ -314,15 +326,13 @@ class ProducerBatch:
                 "value": pa.array(records.values, pa.binary()).take(take),
                 "headers": header_column,
                 "producer_id": pa.array(np.full(len(order), self._producer_id, dtype=np.int64)),
-                "producer_epoch": pa.array(np.zeros(len(order), dtype=np.int32)),
+                "producer_epoch": pa.array(np.full(len(order), self._producer_epoch, dtype=np.int32)),
                 "sequence": pa.array(records.sequences, pa.int32()).take(take),
             },
             schema=LOG_ARROW_SCHEMA,
         )
-        # Small batches go through one task: one file per partition per commit.
-        slices = max(1, min(self._spark.sparkContext.defaultParallelism, table.nbytes // (64 * 1024 * 1024)))
         self._append_time_ms = {t: append_time_ms for t in log_append}
-        return self._spark.createDataFrame(table).coalesce(slices)
+        return table
 
     def complete(self) -> None:
         """The commit landed: every accepted record learns its offset."""

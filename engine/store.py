@@ -56,6 +56,12 @@ TABLE_PROPERTIES = {
     # Serializable: a concurrent blind append to a partition we read still
     # conflicts with us (WriteSerializable would let it through).
     "delta.isolationLevel": "Serializable",
+    # Producer ids (idempotence) and transactional ids are Delta app
+    # transactions; without a retention they would pile up in every snapshot.
+    "delta.setTransactionRetentionDuration": "interval 7 days",
+    # Heartbeats and offset commits make many small commits; a checkpoint
+    # every 10 would cost seconds in every tenth commit.
+    "delta.checkpointInterval": "50",
 }
 
 

@@ -85,37 +85,43 @@ def test_a_producer_whose_retries_run_out_fails_its_records_only(store, spark):
     store.create_topic("t")
     producer = store.producer(retries=0, linger_ms=0)
     rival = rival_writer(store, spark, "t", 0)
-    original = DeltaTxn.write_files
+    original = DeltaTxn.add_files
     raced = []
 
-    def write_then_lose_race(self, df):
-        written = original(self, df)
-        if not raced:  # once: the rival's own write goes through here too
+    def write_then_lose_race(self, *args):
+        written = original(self, *args)
+        if not raced:
             raced.append(True)
             rival(1)
         return written
 
-    DeltaTxn.write_files = write_then_lose_race
+    DeltaTxn.add_files = write_then_lose_race
     try:
         future = producer.send("t", "ours")
         producer.flush()
     finally:
-        DeltaTxn.write_files = original
+        DeltaTxn.add_files = original
     assert isinstance(future.exception(), CommitConflictError)
     assert producer.send("t", "next").get().offset == 1
     producer.close()
     assert values(store, "t") == [(0, 0, "rival-1"), (0, 1, "next")]
 
 
-def fail_commit(monkeypatch, *, land: bool):
+def fail_commit(monkeypatch, *, land: bool, times: int = 1_000_000):
+    """Make the next ``times`` commit calls fail (after landing when ``land``)."""
     original = DeltaTxn.commit
+    calls = []
 
-    def commit(self, actions, operation, tags):
+    def commit(self, actions, operation, tags, extra=()):
+        calls.append(True)
+        if len(calls) > times:
+            return original(self, actions, operation, tags, extra)
         if land:
-            original(self, actions, operation, tags)
+            original(self, actions, operation, tags, extra)
         raise Py4JError("Answer from Java side is empty")  # the gateway died mid-call
 
     monkeypatch.setattr(DeltaTxn, "commit", commit)
+    return calls
 
 
 def test_a_commit_that_landed_before_its_call_failed_counts_once(store, spark, monkeypatch):
@@ -146,3 +152,49 @@ def test_an_outcome_that_cannot_be_checked_is_unknown(store, spark, monkeypatch)
     monkeypatch.setattr(type(store.reader), "latest_version", unreadable)
     with pytest.raises(CommitStateUnknownError, match="could not be re-read"):
         store.write(spark.createDataFrame([("maybe",)], "value string"), topic="t")
+
+
+# -- the idempotent producer: retries after an unknown outcome ---------------
+
+
+def test_an_idempotent_retry_after_a_landed_commit_does_not_duplicate(store, monkeypatch):
+    store.create_topic("t")
+    calls = fail_commit(monkeypatch, land=True, times=1)
+    with store.producer(linger_ms=0) as producer:
+        first = producer.send("t", "once").get(timeout=60)
+        second = producer.send("t", "next").get(timeout=60)
+    assert (first.offset, second.offset) == (0, 1)
+    assert len(calls) == 2  # the retry found the first batch committed and did not commit it again
+    monkeypatch.undo()
+    assert values(store, "t") == [(0, 0, "once"), (0, 1, "next")]
+
+
+def test_an_idempotent_retry_after_a_lost_commit_commits_once(store, monkeypatch):
+    store.create_topic("t")
+    calls = fail_commit(monkeypatch, land=False, times=2)
+    with store.producer(linger_ms=0, retry_backoff_ms=1) as producer:
+        assert producer.send("t", "once").get(timeout=60).offset == 0
+    assert len(calls) == 3
+    monkeypatch.undo()
+    assert values(store, "t") == [(0, 0, "once")]
+
+
+def test_without_idempotence_a_landed_commit_is_found_by_its_files(store, monkeypatch):
+    store.create_topic("t")
+    calls = fail_commit(monkeypatch, land=True, times=1)
+    with store.producer(linger_ms=0, enable_idempotence=False) as producer:
+        assert producer.send("t", "once").get(timeout=60).offset == 0
+    assert len(calls) == 1
+    monkeypatch.undo()
+    assert values(store, "t") == [(0, 0, "once")]
+
+
+def test_unknown_outcomes_until_retries_run_out_are_reported_as_unknown(store, monkeypatch):
+    store.create_topic("t")
+    version = store.reader.latest_version()
+    fail_commit(monkeypatch, land=False)
+    with store.producer(linger_ms=0, retries=2, retry_backoff_ms=1) as producer:
+        future = producer.send("t", "maybe")
+        producer.flush()
+    assert isinstance(future.exception(), CommitStateUnknownError)
+    assert store.reader.latest_version() == version

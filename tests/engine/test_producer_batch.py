@@ -35,7 +35,7 @@ def view(*topics):
 
 def test_prepare_refuses_per_record_what_current_metadata_refuses():
     records = batch_of((A0, 5), (A1, 50), (A0, 500), (B0, 1))
-    batch = ProducerBatch(None, records, 7)
+    batch = ProducerBatch(records, 7)
     counts = batch.prepare(view(TopicMetadata("a", "id", 1, {"max.message.bytes": 100})))
     assert counts == {A0: 1}
     assert isinstance(records.record_errors[1], UnknownTopicOrPartitionError)  # a has 1 partition now
