@@ -5,6 +5,8 @@
 
 from __future__ import annotations
 
+from engine.consumer import Consumer, ConsumerGroupMetadata, ConsumerRecord
+from engine.consumer_offsets import OffsetAndMetadata
 from engine.errors import (
     CommitConflictError,
     CommitStateUnknownError,
@@ -22,9 +24,13 @@ from engine.topics import TopicMetadata
 __all__ = [
     "CommitConflictError",
     "CommitStateUnknownError",
+    "Consumer",
+    "ConsumerGroupMetadata",
+    "ConsumerRecord",
     "FatalError",
     "LakelogError",
     "LogStore",
+    "OffsetAndMetadata",
     "OffsetAndTimestamp",
     "OffsetRange",
     "Producer",

@@ -128,6 +128,11 @@ class InvalidTxnStateError(FatalError):
     transaction, init twice), or an application transaction version reused."""
 
 
+class IllegalStateError(FatalError):
+    """A client method called when the client's state does not allow it (closed,
+    a partition that is not assigned, subscribe after assign)."""
+
+
 class ProducerFencedError(FatalError):
     """A newer producer with the same ``transactional.id`` called ``init_transactions``.
 

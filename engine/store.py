@@ -7,6 +7,7 @@ through :class:`engine.commit.LogWriter`; reads pin a Delta version.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
@@ -21,10 +22,12 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, IntegerType, LongType, StringType, StructField, StructType, TimestampType
 
 from engine.commit import LogWriter, RetryPolicy
+from engine.consumer import Consumer
+from engine.consumer_offsets import OFFSETS_TOPIC, OFFSETS_TOPIC_CONFIG, OFFSETS_TOPIC_PARTITIONS
 from engine.dataframe_append import DataFrameAppend
 from engine.delta_jvm import JVM_ERRORS, DeltaTableHandle, java_message, partition_predicate, sql_string
 from engine.delta_log import DeltaLogReader, Snapshot, normalize_uri
-from engine.errors import InvalidOffsetError, StoreError, UnknownTopicOrPartitionError
+from engine.errors import InvalidOffsetError, StoreError, TopicExistsError, UnknownTopicOrPartitionError
 from engine.history import HistoryEntry, history_entry
 from engine.offsets import (
     OffsetRange,
@@ -237,6 +240,40 @@ class LogStore:
             RetryPolicy(),
         )
         return self.describe_topic(name)
+
+    def _has_offsets_topic(self) -> bool:
+        return OFFSETS_TOPIC in self._latest_topics()
+
+    def _ensure_offsets_topic(self) -> int:
+        """Create ``__consumer_offsets`` if it does not exist; its partition count."""
+        topic = self._latest_topics().get(OFFSETS_TOPIC)
+        if topic is not None:
+            return topic.partitions
+        now = int(time.time() * 1000)
+        with contextlib.suppress(TopicExistsError):  # another client created it first
+            self._writer.change_topics(
+                lambda topics, props: plan_create(
+                    topics,
+                    props,
+                    name=OFFSETS_TOPIC,
+                    partitions=OFFSETS_TOPIC_PARTITIONS,
+                    config=OFFSETS_TOPIC_CONFIG,
+                    now_ms=now,
+                    client_id=self._writer.client_id,
+                    internal=True,
+                ),
+                RetryPolicy(),
+            )
+        return self._latest_topics()[OFFSETS_TOPIC].partitions
+
+    # -- reading as a consumer ---------------------------------------------------
+
+    def consumer(self, group_id: str | None = None, **config: Any) -> Consumer:
+        """A new :class:`engine.consumer.Consumer`; config keys as Kafka's
+        (``auto.offset.reset``) or their underscore spellings."""
+        if group_id is not None:
+            config = {**config, "group.id": group_id}
+        return Consumer(self, config)
 
     # -- writing -------------------------------------------------------------
 

@@ -1,0 +1,179 @@
+"""The group coordinator without a broker: group changes and offset commits as Delta commits.
+
+Each operation appends records to the group's partition of
+``__consumer_offsets`` through :class:`engine.commit.LogWriter`, which
+records a read of that partition: two operations on one group racing
+conflict in Delta, the loser re-reads the group and re-plans (its
+``prepare`` runs again). What an operation checks (generation, membership)
+therefore cannot change between the check and the commit.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+
+import pyarrow as pa
+
+from engine.commit import LogWriter, RetryPolicy
+from engine.consumer_offsets import (
+    OFFSETS_TOPIC,
+    GroupRecords,
+    OffsetAndMetadata,
+    group_key,
+    offset_key,
+    offset_value,
+    partition_for_group,
+)
+from engine.delta_log import DeltaLogReader
+from engine.group_state import GroupState, check_commit
+from engine.log_view import LogView
+from engine.offsets import TopicPartition
+from engine.partition_reader import PartitionReader
+from engine.schema import LOG_ARROW_SCHEMA
+from engine.topics import TopicMetadata
+
+
+class GroupLog:
+    """One group's latest records, folded incrementally from its ``__consumer_offsets`` partition.
+
+    Offsets there only grow in commit order, so reading the records past the
+    last one folded is enough to stay current. Thread-safe.
+    """
+
+    def __init__(self, reader: DeltaLogReader, records: PartitionReader, group_id: str, partitions: int) -> None:
+        self.group_id = group_id
+        self.tp = TopicPartition(OFFSETS_TOPIC, partition_for_group(group_id, partitions))
+        self._reader = reader
+        self._records = records
+        self._lock = threading.Lock()
+        self._folded = GroupRecords(group_id)
+        self._next = 0
+
+    def latest(self) -> GroupRecords:
+        """The group's state and offsets as of the latest Delta version (a copy)."""
+        snapshot = self._reader.snapshot()
+        with self._lock:
+            table = self._records.read(snapshot.files, self.tp, self._next)
+            if table.num_rows:
+                for key, value in zip(table.column("key").to_pylist(), table.column("value").to_pylist(), strict=True):
+                    self._folded.apply(key, value)
+                self._next = int(table.column("offset")[-1].as_py()) + 1
+            return GroupRecords(self.group_id, self._folded.state, dict(self._folded.offsets))
+
+
+def record_rows(tp: TopicPartition, start: int, records: list[tuple[bytes, bytes | None]], now_ms: int) -> pa.Table:
+    """Log rows for ``records`` (key, value) in ``tp`` from offset ``start``."""
+    n = len(records)
+    return pa.table(
+        {
+            "topic": pa.array([tp.topic] * n, pa.string()),
+            "partition": pa.array([tp.partition] * n, pa.int32()),
+            "offset": pa.array(range(start, start + n), pa.int64()),
+            "timestamp": pa.array([now_ms * 1000] * n, pa.timestamp("us", tz="UTC")),
+            "timestamp_type": pa.array([0] * n, pa.int32()),
+            "key": pa.array([k for k, _ in records], pa.binary()),
+            "value": pa.array([v for _, v in records], pa.binary()),
+            "headers": pa.nulls(n, LOG_ARROW_SCHEMA.field("headers").type),
+            "producer_id": pa.array([-1] * n, pa.int64()),
+            "producer_epoch": pa.array([-1] * n, pa.int32()),
+            "sequence": pa.array([-1] * n, pa.int32()),
+        },
+        schema=LOG_ARROW_SCHEMA,
+    )
+
+
+class GroupRecordsBatch:
+    """Records for the group's partition, planned from the group's latest records in each attempt.
+
+    ``plan(group, view, now_ms)`` returns the (key, value) records to append
+    (raising a FatalError to refuse), and may set ``self.outcome`` for the caller.
+    """
+
+    app_transaction = None
+    commit_when_empty = False
+
+    def __init__(
+        self,
+        log: GroupLog,
+        operation: str,
+        plan: Callable[[GroupRecords, LogView, int], list[tuple[bytes, bytes | None]]],
+    ) -> None:
+        self.operation = operation
+        self._log = log
+        self._plan = plan
+        self._records: list[tuple[bytes, bytes | None]] = []
+        self._now_ms = 0
+
+    def prepare(self, view: LogView) -> dict[TopicPartition, int]:
+        self._now_ms = int(time.time() * 1000)
+        self._records = self._plan(self._log.latest(), view, self._now_ms)
+        return {self._log.tp: len(self._records)} if self._records else {}
+
+    def check(self, committed_app_version: int, view: LogView) -> None:
+        """Checks run in ``plan``, against the group's records."""
+
+    def target_partitions(self, view: LogView) -> list[TopicPartition]:
+        return [self._log.tp]
+
+    def build(self, ends: Mapping[TopicPartition, int], topics: Mapping[str, TopicMetadata], append_time_ms: int):
+        return record_rows(self._log.tp, ends.get(self._log.tp, 0), self._records, self._now_ms)
+
+
+def partition_counts(view: LogView) -> dict[str, int]:
+    return {name: t.partitions for name, t in view.topics.items() if not t.internal}
+
+
+def change_group(
+    writer: LogWriter, log: GroupLog, operation: str, change: Callable[[GroupState, int, LogView], GroupState]
+) -> GroupState:
+    """Commit ``change`` applied to the group's latest state; returns the committed state."""
+    result: list[GroupState] = []
+
+    def plan(group: GroupRecords, view: LogView, now_ms: int) -> list[tuple[bytes, bytes | None]]:
+        current = group.state or GroupState(log.group_id)
+        new = change(current, now_ms, view)
+        result[:] = [new]
+        return [(group_key(log.group_id), new.to_json().encode())]
+
+    writer.append(GroupRecordsBatch(log, operation, plan), RetryPolicy(retries=50, backoff_ms=20, backoff_max_ms=500))
+    return result[0]
+
+
+def commit_offsets(
+    writer: LogWriter,
+    log: GroupLog,
+    offsets: Mapping[TopicPartition, OffsetAndMetadata],
+    generation: int,
+    member_id: str | None,
+    policy: RetryPolicy,
+) -> None:
+    """Commit ``offsets`` for the group if the member is in its current generation.
+
+    Raises CommitFailedError (nothing committed) otherwise.
+    """
+
+    def plan(group: GroupRecords, view: LogView, now_ms: int) -> list[tuple[bytes, bytes | None]]:
+        check_commit(group.state, generation, member_id, now_ms)
+        return offset_records(log.group_id, offsets, generation, member_id, now_ms)
+
+    writer.append(GroupRecordsBatch(log, "offset_commit", plan), policy)
+
+
+def offset_records(
+    group_id: str,
+    offsets: Mapping[TopicPartition, OffsetAndMetadata],
+    generation: int,
+    member_id: str | None,
+    now_ms: int,
+) -> list[tuple[bytes, bytes]]:
+    """The (key, value) records that commit ``offsets`` (used inside transactions too)."""
+    return [
+        (
+            offset_key(group_id, tp),
+            offset_value(replace(o, commit_timestamp=now_ms, generation=generation, member_id=member_id)),
+        )
+        for tp, o in sorted(offsets.items())
+    ]
