@@ -135,6 +135,9 @@ class AppTransaction:
 
     app_id: str
     version: int
+    # The batch's check() picks the version from the committed one in every
+    # attempt (an epoch bump), so a higher committed version is not "landed".
+    replan: bool = False
 
 
 class AppendBatch(Protocol):
@@ -257,7 +260,6 @@ class LogWriter:
     def _append(self, batch: AppendBatch, policy: RetryPolicy) -> AppendResult:
         started = time.monotonic()
         failures = 0  # conflicts, and attempts whose outcome was unknown
-        app = batch.app_transaction
         since: int | None = None  # read version of the first attempt
         unknown: BaseException | None = None  # why the last attempt's outcome is unknown
         last_plan: dict[TopicPartition, OffsetRange] = {}
@@ -265,15 +267,19 @@ class LogWriter:
         while True:
             txn, view = self._start()
             since = txn.read_version if since is None else since
+            app = batch.app_transaction
             committed_app = self._app_version(txn, view, app)
-            if app is not None and committed_app >= app.version:
-                if unknown is None:
-                    raise InvalidTxnStateError(
-                        f"application transaction {app.app_id!r} is already at version {committed_app}; "
-                        f"version {app.version} was never attempted by this writer"
-                    )
-                return self._landed(app, since, last_plan, append_time_ms, failures + 1)
-            batch.check(committed_app, view)
+            if app is not None and unknown is not None and committed_app >= app.version:
+                landed = self._find_landed(app, since)
+                if landed is not None:
+                    return self._landed_result(app, landed, last_plan, append_time_ms, failures + 1)
+            batch.check(committed_app, view)  # may raise (fenced), may re-plan the app version
+            app = batch.app_transaction
+            if app is not None and not app.replan and committed_app >= app.version:
+                raise InvalidTxnStateError(
+                    f"application transaction {app.app_id!r} is already at version {committed_app}; "
+                    f"version {app.version} was never committed by this writer"
+                )
             expected = batch.prepare(view)
             if expected is not None and not any(expected.values()) and not batch.commit_when_empty:
                 return AppendResult(None, {}, 0, failures + 1)
@@ -334,33 +340,36 @@ class LogWriter:
         except Exception as exc:  # py4j or delta-rs: either way nothing was committed yet
             raise DataWriteError(f"reading the Delta log failed, nothing was committed: {java_message(exc)}") from exc
 
-    def _landed(
+    def _find_landed(self, app: AppTransaction, since: int) -> int | None:
+        """The version after ``since`` whose commit sets ``app``, or None if none does."""
+        try:
+            for v in range(since + 1, self.reader.latest_version() + 1):
+                lines = self.reader.read_commit_lines(v)
+                if lines is None:
+                    raise CommitStateUnknownError(
+                        f"{app} may have committed, but commit {v} is no longer readable (log cleanup); "
+                        "read the log to see where its records are"
+                    )
+                if commit_sets_app(lines, app):
+                    return v
+        except (OSError, ValueError) as exc:
+            raise CommitStateUnknownError(f"could not read the log to see whether {app} committed: {exc}") from exc
+        return None
+
+    def _landed_result(
         self,
         app: AppTransaction,
-        since: int,
+        version: int,
         plan: dict[TopicPartition, OffsetRange],
         append_time_ms: int,
         attempts: int,
     ) -> AppendResult:
-        """An earlier attempt with an unknown outcome did land: find it and what it added."""
-        try:
-            latest = self.reader.latest_version()
-            for v in range(since + 1, latest + 1):
-                lines = self.reader.read_commit_lines(v)
-                if lines is None:
-                    break
-                if not commit_sets_app(lines, app):
-                    continue
-                landed = plan_ranges_of(parse_commit(lines).added)
-                if landed != plan:
-                    raise InconsistentWriteError(f"commit {v} of {app} holds {landed}, the attempt planned {plan}")
-                return AppendResult(v, plan, append_time_ms, attempts)
-        except (OSError, ValueError) as exc:
-            raise CommitStateUnknownError(f"{app} committed, but its commit could not be read: {exc}") from exc
-        raise CommitStateUnknownError(
-            f"{app} committed in an attempt whose outcome was unknown, but no commit after version {since} "
-            "sets it (the log was cleaned up?); read the log to see where its records are"
-        )
+        """An earlier attempt with an unknown outcome landed as ``version``: check what it added."""
+        lines = self.reader.read_commit_lines(version) or []
+        landed = plan_ranges_of(parse_commit(lines).added)
+        if landed != plan:
+            raise InconsistentWriteError(f"commit {version} of {app} holds {landed}, the attempt planned {plan}")
+        return AppendResult(version, plan, append_time_ms, attempts)
 
     def _start(self) -> tuple[DeltaTxn, LogView]:
         """A new transaction at the latest version, and the view at that version."""

@@ -141,6 +141,10 @@ class ProducerFencedError(FatalError):
     """
 
 
+class TransactionAbortedError(FatalError):
+    """The record's transaction was aborted; it was never visible to any reader."""
+
+
 class CommitFailedError(FatalError):
     """A consumer offset commit was refused: the member is not (or no longer) in the
     group's current generation, e.g. after a rebalance took its partitions away.

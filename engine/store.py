@@ -282,6 +282,14 @@ class LogStore:
         underscore spellings (``linger_ms``)."""
         return Producer(self, config)
 
+    def transactional_producer(self, transactional_id: str, **config: Any) -> Any:
+        """A :class:`transactions.TransactionalProducer` for ``transactional_id``; call
+        ``init_transactions()`` first. Config keys as for ``producer``."""
+        # The one import from engine into transactions: LogStore is where users look.
+        from transactions import TransactionalProducer
+
+        return TransactionalProducer(self, transactional_id, config)
+
     def write(self, df: DataFrame, topic: str | None = None, *, retries: int = 10) -> WriteResult:
         """Append a batch DataFrame with the Kafka sink's columns in one commit.
 
