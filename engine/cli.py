@@ -8,8 +8,8 @@ Exit codes scripts can rely on:
 2     usage error, invalid name, config, offset or record
 3     retriable: conflicts or timeouts exhausted, nothing committed
 4     outcome unknown: a commit may have landed, re-read the log
-5     topic already exists
-6     unknown topic or partition
+5     topic already exists; consumer group not empty (has live members)
+6     unknown topic or partition; unknown consumer group
 ====  =========================================================
 
 Errors go to stderr as ``error: <message>``; results go to stdout.
@@ -242,6 +242,79 @@ def cmd_history(args: argparse.Namespace, out: Callable[[str], None]) -> None:
     out(_table(["VERSION", "TIME", "OPERATION", "CLIENT", "DETAILS"], rows))
 
 
+# -- consumer groups ---------------------------------------------------------------
+
+
+def cmd_groups_list(args: argparse.Namespace, out: Callable[[str], None]) -> None:
+    from engine.group_admin import list_groups
+
+    rows = [[g.group_id, g.state, g.members] for g in list_groups(_open_store(args))]
+    out(_table(["GROUP", "STATE", "MEMBERS"], rows))
+
+
+def cmd_groups_describe(args: argparse.Namespace, out: Callable[[str], None]) -> None:
+    from engine.group_admin import describe_group
+
+    group = describe_group(_open_store(args), args.group)
+    clients = {m.member_id: m.client_id for m in group.members}
+
+    def cell(value: Any) -> Any:
+        return "-" if value is None else value
+
+    rows = []
+    for p in group.partitions:
+        client = clients.get(p.owner) if p.owner else None
+        row = [p.committed, p.log_end_offset, p.lag, p.owner, client]
+        rows.append([group.group_id, p.topic, p.partition, *(cell(v) for v in row)])
+    # A live member without partitions still shows, as in kafka-consumer-groups.
+    rows += [
+        [group.group_id, "-", "-", "-", "-", "-", m.member_id, m.client_id] for m in group.members if not m.assignment
+    ]
+    if not group.members:
+        # A note, not a result: stderr keeps stdout a parsable table.
+        print(f"Consumer group '{group.group_id}' has no active members.", file=sys.stderr)
+    headers = ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "CLIENT-ID"]
+    out(_table(headers, rows))
+
+
+def _reset_target(args: argparse.Namespace) -> tuple[str, Any]:
+    """The ``--to-*`` option given, as group_admin.reset_offsets' ``to`` and ``value``."""
+    if args.to_earliest:
+        return "earliest", None
+    if args.to_latest:
+        return "latest", None
+    if args.to_offset is not None:
+        return "offset", args.to_offset
+    if args.to_datetime is not None:
+        try:
+            return "datetime", datetime.fromisoformat(args.to_datetime)
+        except ValueError as exc:
+            raise InvalidConfigError(
+                f"--to-datetime must be ISO 8601 like 2024-01-31T12:00:00.000Z, got {args.to_datetime!r}"
+            ) from exc
+    raise InvalidConfigError(
+        "reset-offsets needs one of --to-earliest, --to-latest, --to-datetime DATETIME or --to-offset N"
+    )
+
+
+def cmd_groups_reset_offsets(args: argparse.Namespace, out: Callable[[str], None]) -> None:
+    from engine.group_admin import reset_offsets
+
+    to, value = _reset_target(args)
+    offsets = reset_offsets(_open_store(args), args.group, args.topic, to=to, value=value, dry_run=not args.execute)
+    if not args.execute:
+        print("WARN: dry run, nothing committed; add --execute to reset the offsets.", file=sys.stderr)
+    rows = [[args.group, tp.topic, tp.partition, offset] for tp, offset in sorted(offsets.items())]
+    out(_table(["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"], rows))
+
+
+def cmd_groups_delete(args: argparse.Namespace, out: Callable[[str], None]) -> None:
+    from engine.group_admin import delete_group
+
+    delete_group(_open_store(args), args.group)
+    out(f"Deletion of requested consumer groups ('{args.group}') was successful.")
+
+
 # -- perf ------------------------------------------------------------------------
 
 
@@ -301,7 +374,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="lakelog",
         description="Kafka-style topics in a Delta Lake table.",
         epilog="Exit codes: 0 ok, 1 fatal, 2 invalid input, 3 retriable, 4 outcome unknown, "
-        "5 topic exists, 6 unknown topic or partition.",
+        "5 topic exists or group not empty, 6 unknown topic, partition or group.",
     )
     parser.add_argument("--store", help=f"store path or URI (default: ${STORE_ENV})")
     parser.add_argument("-v", "--verbose", action="store_true", help="log what lakelog does")
@@ -357,6 +430,33 @@ def build_parser() -> argparse.ArgumentParser:
     p = commands.add_parser("history", help="the store's commits")
     p.add_argument("--topic")
     p.set_defaults(func=cmd_history)
+
+    groups = commands.add_parser("groups", help="list, describe, reset offsets of, delete consumer groups")
+    gsub = groups.add_subparsers(dest="action", required=True)
+    p = gsub.add_parser("list", help="groups with their state and live member count")
+    p.set_defaults(func=cmd_groups_list)
+    p = gsub.add_parser("describe", help="a group's committed offsets, lag and members")
+    p.add_argument("--group", required=True)
+    p.set_defaults(func=cmd_groups_describe)
+    p = gsub.add_parser("reset-offsets", help="set a group's committed offsets (dry run unless --execute)")
+    p.add_argument("--group", required=True)
+    p.add_argument("--topic", action="append", required=True, help="topic whose partitions to reset (repeatable)")
+    target = p.add_mutually_exclusive_group()
+    target.add_argument("--to-earliest", action="store_true", help="the log start offset")
+    target.add_argument("--to-latest", action="store_true", help="the log end offset")
+    target.add_argument(
+        "--to-datetime",
+        metavar="DATETIME",
+        help="the first offset at or after an ISO 8601 time (no zone: UTC)",
+    )
+    target.add_argument("--to-offset", type=int, metavar="N", help="offset N, clamped into the log")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--execute", action="store_true", help="commit the new offsets")
+    mode.add_argument("--dry-run", action="store_true", help="only print the new offsets (the default)")
+    p.set_defaults(func=cmd_groups_reset_offsets)
+    p = gsub.add_parser("delete", help="delete a group's offsets and state (it must have no live members)")
+    p.add_argument("--group", required=True)
+    p.set_defaults(func=cmd_groups_delete)
 
     perf = commands.add_parser("perf", help="throughput tests like kafka-*-perf-test")
     psub = perf.add_subparsers(dest="action", required=True)
