@@ -347,17 +347,47 @@ def cmd_perf_produce(args: argparse.Namespace, out: Callable[[str], None]) -> No
 
 
 def cmd_perf_consume(args: argparse.Namespace, out: Callable[[str], None]) -> None:
-    from engine.perf import perf_consume, ratio
+    from engine.perf import perf_consume, perf_consume_group, ratio
 
     store = _open_store(args)
-    ours, plain = perf_consume(
-        store, args.topic, partition=args.partition, compare_plain=args.compare_plain, repeats=args.repeats
-    )
+    if args.group:
+        if args.partition is not None:
+            raise InvalidConfigError("--group reads the whole topic; drop --partition")
+        ours, plain = perf_consume_group(
+            store, args.topic, group_id=args.group, compare_plain=args.compare_plain, repeats=args.repeats
+        )
+    else:
+        ours, plain = perf_consume(
+            store, args.topic, partition=args.partition, compare_plain=args.compare_plain, repeats=args.repeats
+        )
     started = datetime.now(tz=UTC).timestamp() - ours.seconds
     out("lakelog:\n" + ours.consumer_summary(started))
     if plain is not None:
         out("plain delta:\n" + plain.consumer_summary(started))
         out(f"throughput ratio lakelog/plain delta: {ratio(ours, plain):.2f}")
+
+
+def cmd_perf_transactions(args: argparse.Namespace, out: Callable[[str], None]) -> None:
+    from engine.perf import perf_transactions
+
+    store = _open_store(args)
+    if args.topic not in store.list_topics():
+        store.create_topic(args.topic, partitions=args.partitions)
+    ours, plain = perf_transactions(
+        store,
+        args.topic,
+        transactions=args.num_transactions,
+        records=args.records,
+        record_size=args.record_size,
+        compare_plain=args.compare_plain,
+        plain_path=store.uri.rstrip("/") + "-plain-delta",
+    )
+    for result in (ours, plain):
+        if result is not None:
+            out(
+                f"{result.label}: {len(result.latencies_ms)} commits of {args.records} records, "
+                f"p50 {result.percentile(0.5):.1f} ms, p99 {result.percentile(0.99):.1f} ms"
+            )
 
 
 def cmd_quickstart(args: argparse.Namespace, out: Callable[[str], None]) -> None:
@@ -477,7 +507,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--partition", type=int, help="read one partition (default: all)")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--compare-plain", action="store_true", help="also read with plain Delta and the same filter")
+    p.add_argument("--group", help="consume through a member of this group (to the client, as Arrow)")
     p.set_defaults(func=cmd_perf_consume)
+    p = psub.add_parser("transactions", help="latency of small transactions")
+    p.add_argument("--topic", default="perf-test")
+    p.add_argument("--partitions", type=int, default=8, help="partitions of the topic if it is created")
+    p.add_argument("--num-transactions", type=int, default=50)
+    p.add_argument("--records", type=int, default=10, help="records per transaction")
+    p.add_argument("--record-size", type=int, default=100)
+    p.add_argument("--compare-plain", action="store_true", help="also append as many rows with plain Delta")
+    p.set_defaults(func=cmd_perf_transactions)
 
     p = commands.add_parser("quickstart", help="create a topic, produce, consume, show offsets and history")
     p.set_defaults(func=cmd_quickstart)

@@ -305,3 +305,91 @@ def perf_consume(
             )
             _add(plain, records, nbytes, time.perf_counter() - t0)
     return ours, plain
+
+
+def perf_consume_group(
+    store: LogStore,
+    topic: str,
+    *,
+    group_id: str,
+    compare_plain: bool,
+    repeats: int,
+    max_poll_records: int = 50_000,
+) -> tuple[PerfResult, PerfResult | None]:
+    """Consume a whole topic through a group member into the client (Arrow tables),
+    ``repeats`` times (offsets reset between runs), against a plain Delta read of the
+    same rows collected to the client with ``toArrow``."""
+    spark = store.spark
+    ends = store.end_offsets(topic)
+    begins = store.beginning_offsets(topic)
+    records = sum(ends[p] - begins[p] for p in ends)
+    ours = PerfResult("lakelog group consumer", 0, 0)
+    plain = PerfResult("plain delta", 0, 0) if compare_plain else None
+    for run in range(repeats):
+        consumer = store.consumer(
+            f"{group_id}-{run}-{time.time_ns()}", auto_offset_reset="earliest", max_poll_records=max_poll_records
+        )
+        t0 = time.perf_counter()
+        consumer.subscribe([topic])
+        got = nbytes = 0
+        while got < records:
+            table = consumer.poll_arrow(timeout_ms=1000)
+            got += table.num_rows
+            nbytes += table.column("value").nbytes
+        consumer.commit()
+        _add(ours, got, nbytes, time.perf_counter() - t0)
+        consumer.close(autocommit=False)
+        if plain is not None:
+            t0 = time.perf_counter()
+            rows = (
+                spark.read.format("delta")
+                .load(store.uri)
+                .where(f"`topic` = {sql_string(topic)}")
+                .selectExpr("key", "value", "topic", "partition", "offset", "timestamp", "timestamp_type", "headers")
+                .toArrow()
+            )
+            _add(plain, rows.num_rows, rows.column("value").nbytes, time.perf_counter() - t0)
+    return ours, plain
+
+
+def perf_transactions(
+    store: LogStore,
+    topic: str,
+    *,
+    transactions: int,
+    records: int,
+    record_size: int,
+    compare_plain: bool,
+    plain_path: str,
+) -> tuple[PerfResult, PerfResult | None]:
+    """Latency of ``transactions`` transactions of ``records`` records each
+    (begin -> commit returns), against plain Delta appends of as many rows."""
+    payload = b"x" * record_size
+    ours = PerfResult("lakelog transaction", 0, 0)
+    plain = PerfResult("plain delta", 0, 0) if compare_plain else None
+    spark = store.spark
+    if plain is not None:
+        plain_table(spark, plain_path)
+    producer = store.transactional_producer(f"perf-{time.time_ns()}")
+    producer.init_transactions()
+    for n in range(-1, transactions):  # one warm-up round
+        t0 = time.perf_counter()
+        producer.begin_transaction()
+        for i in range(records):
+            producer.send(topic, payload, key=str(i).encode())
+        producer.commit_transaction()
+        elapsed = time.perf_counter() - t0
+        if n >= 0:
+            _add(ours, records, records * record_size, elapsed)
+        if plain is not None:
+            t0 = time.perf_counter()
+            rows = [(topic, 0, None, None, 0, str(i).encode(), payload) for i in range(records)]
+            spark.createDataFrame(
+                rows,
+                "topic string, partition int, offset bigint, timestamp timestamp, timestamp_type int, "
+                "key binary, value binary",
+            ).write.format("delta").mode("append").save(plain_path)
+            if n >= 0:
+                _add(plain, records, records * record_size, time.perf_counter() - t0)
+    producer.close()
+    return ours, plain

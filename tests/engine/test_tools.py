@@ -69,3 +69,15 @@ def test_perf_produce_and_consume_compare_with_plain_delta(spark, tmp_path, caps
     code = main(["--store", store, "perf", "consume", "--partition", "0", "--repeats", "1", "--compare-plain"])
     out = capsys.readouterr().out
     assert code == 0 and "data.consumed.in.nMsg" in out and "throughput ratio" in out
+
+
+def test_perf_group_consume_and_transactions(spark, tmp_path, capsys):
+    store = str(tmp_path / "perf")
+    assert main(["--store", store, "perf", "produce", "--num-records", "400", "--batch-size", "200"]) == 0
+    capsys.readouterr()
+    code = main(["--store", store, "perf", "consume", "--group", "perf", "--repeats", "1", "--compare-plain"])
+    out = capsys.readouterr().out
+    assert code == 0 and "throughput ratio" in out and "400" in out
+    code = main(["--store", store, "perf", "transactions", "--num-transactions", "3", "--compare-plain"])
+    out = capsys.readouterr().out
+    assert code == 0 and "lakelog transaction: 3 commits of 10 records" in out and "plain delta: 3 commits" in out
