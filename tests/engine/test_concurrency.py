@@ -136,7 +136,11 @@ def test_a_producer_killed_mid_commit_leaves_the_log_consistent(spark, tmp_path)
         while not (log.exists() and log.read_text().strip()) and time.monotonic() < deadline:
             assert victim.poll() is None, (tmp_path / f"victim{attempt}.out").read_text()[-3000:]
             time.sleep(0.2)
-        time.sleep(rng.uniform(0.5, 3.0))  # somewhere inside a later commit
+        # Kill once a later batch has data files on disk that no commit names yet (or
+        # after a random wait: then the kill lands elsewhere and the next victim tries).
+        give_up = time.monotonic() + rng.uniform(5.0, 20.0)
+        while time.monotonic() < give_up and not (data_files(path) - committed_files(store)):
+            time.sleep(0.05)
         os.killpg(victim.pid, signal.SIGKILL)
         victim.wait()
         if data_files(path) - committed_files(store):
