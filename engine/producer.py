@@ -37,6 +37,7 @@ import threading
 import time
 from collections import defaultdict, deque
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from engine.commit import AppTransaction, LogWriter, RetryPolicy
@@ -44,13 +45,14 @@ from engine.config import INT_MAX, ConfigKey, key_table, resolve_config
 from engine.errors import (
     DeliveryTimeoutError,
     InvalidConfigError,
+    LakelogError,
     ProducerClosedError,
     UnknownTopicOrPartitionError,
 )
 from engine.offsets import TopicPartition
 from engine.partitioner import KeylessPartitioner, partition_for_key
 from engine.producer_batch import ProducerBatch, RecordBatch, RecordFuture, check_record
-from engine.records import record_size, to_bytes, to_headers, to_timestamp_ms
+from engine.records import Headers, record_size, to_bytes, to_headers, to_timestamp_ms
 from engine.topics import TopicMetadata
 
 if TYPE_CHECKING:
@@ -120,6 +122,52 @@ PRODUCER_CONFIG_KEYS = key_table(
         ),
     ]
 )
+
+
+@dataclass(frozen=True)
+class OutgoingRecord:
+    """A ``send`` call's arguments, converted and checked, with its place."""
+
+    key: bytes | None
+    value: bytes | None
+    headers: Headers | None
+    timestamp_ms: int
+    size: int
+    partition: int | None  # None: the topic does not exist
+    error: LakelogError | None  # why the topic refuses the record
+
+
+def outgoing_record(
+    topic: str,
+    meta: TopicMetadata | None,
+    value: Any,
+    key: Any,
+    partition: int | None,
+    headers: Any,
+    timestamp: Any,
+    *,
+    keyless: KeylessPartitioner,
+    ignore_keys: bool,
+) -> OutgoingRecord:
+    """Convert ``send``'s arguments and place the record as Kafka's default partitioner does.
+
+    Raises InvalidRecordError / UnknownTopicOrPartitionError for arguments of
+    the wrong type; a record the topic refuses carries that error instead.
+    """
+    key_bytes = to_bytes(key, "key")
+    value_bytes = to_bytes(value, "value")
+    header_list = to_headers(headers)
+    timestamp_ms = to_timestamp_ms(timestamp)
+    if partition is not None and (isinstance(partition, bool) or not isinstance(partition, int)):
+        raise UnknownTopicOrPartitionError(f"partition must be an int, got {partition!r}")
+    size = record_size(key_bytes, value_bytes, header_list)
+    if partition is None and meta is not None:
+        if key_bytes is not None and not ignore_keys:
+            partition = partition_for_key(key_bytes, meta.partitions)
+        else:
+            partition = keyless.partition(topic, meta.partitions, size)
+    error = check_record(meta, topic, partition if partition is not None else 0, size)
+    return OutgoingRecord(key_bytes, value_bytes, header_list, timestamp_ms, size, partition, error)
 
 
 class Producer:
@@ -197,23 +245,24 @@ class Producer:
         """
         if self._closing:
             raise ProducerClosedError("cannot send: the producer is closed")
-        key_bytes = to_bytes(key, "key")
-        value_bytes = to_bytes(value, "value")
-        header_list = to_headers(headers)
-        timestamp_ms = to_timestamp_ms(timestamp)
         if partition is not None and (isinstance(partition, bool) or not isinstance(partition, int)):
             raise UnknownTopicOrPartitionError(f"partition must be an int, got {partition!r}")
-        size = record_size(key_bytes, value_bytes, header_list)
-        meta = self._topic(topic, partition)
-        if partition is None and meta is not None:
-            if key_bytes is not None and not self._config["partitioner.ignore.keys"]:
-                partition = partition_for_key(key_bytes, meta.partitions)
-            else:
-                partition = self._keyless.partition(topic, meta.partitions, size)
-        error = check_record(meta, topic, partition if partition is not None else 0, size)
-        if error is not None:
-            return RecordFuture(error=error)
-        tp = TopicPartition(topic, partition)
+        record = outgoing_record(
+            topic,
+            self._topic(topic, partition),
+            value,
+            key,
+            partition,
+            headers,
+            timestamp,
+            keyless=self._keyless,
+            ignore_keys=self._config["partitioner.ignore.keys"],
+        )
+        if record.error is not None:
+            return RecordFuture(error=record.error)
+        assert record.partition is not None
+        tp = TopicPartition(topic, record.partition)
+        size = record.size
         deadline = time.monotonic() + self._config["max.block.ms"] / 1000
         with self._cond:
             while self._buffered_bytes + size > self._config["buffer.memory"] and self._buffered_bytes:
@@ -231,7 +280,7 @@ class Producer:
             batch = self._open
             sequence = self._sequences[tp]
             self._sequences[tp] = sequence + 1
-            index = batch.add(tp, key_bytes, value_bytes, header_list, timestamp_ms, size, sequence)
+            index = batch.add(tp, record.key, record.value, record.headers, record.timestamp_ms, size, sequence)
             self._buffered_bytes += size
             if batch.bytes >= self._config["batch.size"] or len(batch) >= self._config["batch.num.messages"]:
                 self._seal()

@@ -51,10 +51,9 @@ from engine.group_state import check_commit
 from engine.log_view import LogView
 from engine.offsets import TopicPartition
 from engine.partition_reader import PartitionReader
-from engine.partitioner import KeylessPartitioner, partition_for_key
-from engine.producer import PRODUCER_CONFIG_KEYS
-from engine.producer_batch import ProducerBatch, RecordBatch, RecordFuture, check_record
-from engine.records import record_size, to_bytes, to_headers, to_timestamp_ms
+from engine.partitioner import KeylessPartitioner
+from engine.producer import PRODUCER_CONFIG_KEYS, outgoing_record
+from engine.producer_batch import ProducerBatch, RecordBatch, RecordFuture
 from engine.schema import LOG_ARROW_SCHEMA
 
 if TYPE_CHECKING:
@@ -216,32 +215,26 @@ class TransactionalProducer:
         timestamp: Any = None,
     ) -> RecordFuture:
         """Add a record to the open transaction; its future completes at commit (or fails at abort)."""
-        key_bytes = to_bytes(key, "key")
-        value_bytes = to_bytes(value, "value")
-        header_list = to_headers(headers)
-        timestamp_ms = to_timestamp_ms(timestamp)
-        size = record_size(key_bytes, value_bytes, header_list)
         with self._lock:
             self._require(TransactionState.IN_TRANSACTION, "send()")
-            meta = self._store._latest_topics().get(topic)
-            if partition is None and meta is not None:
-                if key_bytes is not None and not self._config["partitioner.ignore.keys"]:
-                    partition = partition_for_key(key_bytes, meta.partitions)
-                else:
-                    partition = self._keyless.partition(topic, meta.partitions, size)
-            error = check_record(meta, topic, partition if partition is not None else 0, size)
-            if error is not None:
-                self._send_error = self._send_error or error
-                return RecordFuture(error=error)
-            assert self._batch is not None and partition is not None
+            record = outgoing_record(
+                topic,
+                self._store._latest_topics().get(topic),
+                value,
+                key,
+                partition,
+                headers,
+                timestamp,
+                keyless=self._keyless,
+                ignore_keys=self._config["partitioner.ignore.keys"],
+            )
+            if record.error is not None:
+                self._send_error = self._send_error or record.error
+                return RecordFuture(error=record.error)
+            assert self._batch is not None and record.partition is not None
+            tp = TopicPartition(topic, record.partition)
             index = self._batch.add(
-                TopicPartition(topic, partition),
-                key_bytes,
-                value_bytes,
-                header_list,
-                timestamp_ms,
-                size,
-                len(self._batch),
+                tp, record.key, record.value, record.headers, record.timestamp_ms, record.size, len(self._batch)
             )
             return RecordFuture(self._batch, index)
 
