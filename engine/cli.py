@@ -390,6 +390,22 @@ def cmd_perf_transactions(args: argparse.Namespace, out: Callable[[str], None]) 
             )
 
 
+def cmd_perf_stream(args: argparse.Namespace, out: Callable[[str], None]) -> None:
+    from spark_connector.perf_stream import perf_stream
+
+    store = _open_store(args)
+    figures = perf_stream(
+        store,
+        records=args.num_records,
+        record_size=args.record_size,
+        partitions=args.partitions,
+        samples=args.latency_samples,
+        work_dir=store.uri.rstrip("/") + "-perf-stream",
+    )
+    for line in figures.lines():
+        out(line)
+
+
 def cmd_quickstart(args: argparse.Namespace, out: Callable[[str], None]) -> None:
     from engine.quickstart import run_quickstart
 
@@ -517,6 +533,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--record-size", type=int, default=100)
     p.add_argument("--compare-plain", action="store_true", help="also append as many rows with plain Delta")
     p.set_defaults(func=cmd_perf_transactions)
+    p = psub.add_parser("stream", help="streaming copy topic -> topic vs a plain Delta stream copy")
+    p.add_argument("--num-records", type=int, default=200_000)
+    p.add_argument("--record-size", type=int, default=100)
+    p.add_argument("--partitions", type=int, default=8)
+    p.add_argument("--latency-samples", type=int, default=30)
+    p.set_defaults(func=cmd_perf_stream)
 
     p = commands.add_parser("quickstart", help="create a topic, produce, consume, show offsets and history")
     p.set_defaults(func=cmd_quickstart)

@@ -43,7 +43,7 @@ from engine.delta_jvm import (
     java_message,
     topic_predicate,
 )
-from engine.delta_log import DeltaLogReader
+from engine.delta_log import DeltaLogReader, ViewTracker
 from engine.errors import (
     CommitConflictError,
     CommitStateUnknownError,
@@ -54,7 +54,7 @@ from engine.errors import (
     RetriableError,
     error_from_text,
 )
-from engine.log_view import CommitChanges, LogView, apply_commit, parse_commit
+from engine.log_view import CommitChanges, LogView, parse_commit
 from engine.offsets import (
     FileStats,
     OffsetRange,
@@ -67,9 +67,6 @@ from engine.offsets import (
 from engine.topics import TopicMetadata
 
 log = logging.getLogger(__name__)
-
-# Reading more commit files than this to catch up is slower than a snapshot.
-_MAX_TAIL = 200
 
 
 class DataWriteError(RetriableError):
@@ -121,6 +118,20 @@ class RetryPolicy:
         if conflicts > self.retries:
             return True
         return self.timeout_ms is not None and (now - started) * 1000 >= self.timeout_ms
+
+
+def retries_exhausted(policy: RetryPolicy, conflicts: int, started: float) -> LakelogError:
+    """The error for an append that may not be attempted again (nothing was committed)."""
+    elapsed_ms = int((time.monotonic() - started) * 1000)
+    if conflicts <= policy.retries:
+        return DeliveryTimeoutError(
+            f"commit not done after {elapsed_ms} ms ({conflicts} conflicting attempts); nothing was committed"
+        )
+    return CommitConflictError(
+        f"commit conflicted with concurrent writers {conflicts} times (retries={policy.retries}); "
+        "nothing was committed, the call can be repeated",
+        attempts=conflicts,
+    )
 
 
 @dataclass(frozen=True)
@@ -178,12 +189,36 @@ class AppendBatch(Protocol):
         """
 
 
+def check_attempt(
+    batch: AppendBatch, committed_app: int, view: LogView
+) -> tuple[AppTransaction | None, Mapping[TopicPartition, int] | None, bool]:
+    """One attempt's checks: the app transaction to set, the expected counts, and
+    whether there is nothing to commit. Raises what the batch refuses (fencing)."""
+    batch.check(committed_app, view)  # may raise (fenced), may re-plan the app version
+    app = batch.app_transaction
+    if app is not None and not app.replan and committed_app >= app.version:
+        raise InvalidTxnStateError(
+            f"application transaction {app.app_id!r} is already at version {committed_app}; "
+            f"version {app.version} was never committed by this writer"
+        )
+    expected = batch.prepare(view)
+    nothing = expected is not None and not any(expected.values()) and not batch.commit_when_empty
+    return app, expected, nothing
+
+
 @dataclass(frozen=True)
 class AppendResult:
     version: int | None  # None when the batch had nothing to commit
     ranges: dict[TopicPartition, OffsetRange]
     append_time_ms: int
     attempts: int
+
+
+class Appender(Protocol):
+    """What commits an :class:`AppendBatch`: :class:`LogWriter` (through Delta's JVM
+    transaction) or :class:`engine.direct_commit.DirectCommitter` (without a JVM)."""
+
+    def append(self, batch: AppendBatch, policy: RetryPolicy) -> AppendResult: ...
 
 
 @dataclass(frozen=True)
@@ -212,7 +247,7 @@ class LogWriter:
         self.client_id = client_id
         self._scan_end_offsets = scan_end_offsets
         self._files = DataFileWriter(table.uri)
-        self._view: LogView | None = None
+        self._views = ViewTracker(reader)
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
 
@@ -220,22 +255,7 @@ class LogWriter:
 
     def view_at(self, version: int) -> LogView:
         """The writer's view brought to ``version`` (reading only what it lacks)."""
-        view = self._view
-        if view is not None and view.version > version:
-            view = None
-        if view is not None and version - view.version > _MAX_TAIL:
-            view = None
-        if view is not None:
-            for v in range(view.version + 1, version + 1):
-                changes = self.reader.read_commit(v)
-                if changes is None:
-                    view = None
-                    break
-                view = apply_commit(view, v, changes)
-        if view is None:
-            view = self.reader.view(version)
-        self._view = view
-        return view
+        return self._views.at(version)
 
     def _ends_for(self, view: LogView, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         tps = list(tps)
@@ -273,15 +293,8 @@ class LogWriter:
                 landed = self._find_landed(app, since)
                 if landed is not None:
                     return self._landed_result(app, landed, last_plan, append_time_ms, failures + 1)
-            batch.check(committed_app, view)  # may raise (fenced), may re-plan the app version
-            app = batch.app_transaction
-            if app is not None and not app.replan and committed_app >= app.version:
-                raise InvalidTxnStateError(
-                    f"application transaction {app.app_id!r} is already at version {committed_app}; "
-                    f"version {app.version} was never committed by this writer"
-                )
-            expected = batch.prepare(view)
-            if expected is not None and not any(expected.values()) and not batch.commit_when_empty:
+            app, expected, nothing = check_attempt(batch, committed_app, view)
+            if nothing:
                 return AppendResult(None, {}, 0, failures + 1)
             ends = self._ends_for(view, batch.target_partitions(view))
             append_time_ms = int(time.time() * 1000)
@@ -395,20 +408,8 @@ class LogWriter:
                     f"a commit of {unknown} failed with an unknown outcome and retries ran out; "
                     "re-read the log to see whether it landed"
                 )
-            raise self._exhausted(policy, conflicts, started)
+            raise retries_exhausted(policy, conflicts, started)
         time.sleep(policy.delay_s(conflicts, self._rng))
-
-    def _exhausted(self, policy: RetryPolicy, conflicts: int, started: float) -> LakelogError:
-        elapsed_ms = int((time.monotonic() - started) * 1000)
-        if conflicts <= policy.retries:
-            return DeliveryTimeoutError(
-                f"commit not done after {elapsed_ms} ms ({conflicts} conflicting attempts); nothing was committed"
-            )
-        return CommitConflictError(
-            f"commit conflicted with concurrent writers {conflicts} times (retries={policy.retries}); "
-            "nothing was committed, the call can be repeated",
-            attempts=conflicts,
-        )
 
     def _commit(
         self,
@@ -463,9 +464,7 @@ class LogWriter:
         return None
 
     def _applied_own_commit(self, read_version: int, version: int, changes: CommitChanges) -> None:
-        # Only when nobody committed in between can the view skip re-reading.
-        if self._view is not None and self._view.version == read_version and version == read_version + 1:
-            self._view = apply_commit(self._view, version, changes)
+        self._views.applied_own_commit(read_version, version, changes)
 
     # -- topic metadata ----------------------------------------------------
 

@@ -43,7 +43,7 @@ from engine.errors import (
 )
 from engine.log_view import LogView
 from engine.offsets import TopicPartition
-from engine.schema import SINK_COLUMN_TYPES
+from engine.schema import check_sink_columns
 from engine.topics import TIMESTAMP_TYPE_CODES, TopicMetadata, validate_topic_name
 
 HEADERS_TYPE = ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())]))
@@ -66,19 +66,7 @@ def normalize_sink_frame(df: DataFrame, topic: str | None) -> DataFrame:
     ``topic`` option does.
     """
     fields = {f.name: f.dataType for f in df.schema.fields}
-    unknown = sorted(set(fields) - set(SINK_COLUMN_TYPES))
-    if unknown:
-        raise InvalidRecordError(
-            f"unexpected column(s) {unknown}; a topic DataFrame has the Kafka sink's columns: "
-            + ", ".join(SINK_COLUMN_TYPES)
-        )
-    if "value" not in fields:
-        raise InvalidRecordError("the DataFrame needs a 'value' column (binary or string)")
-    for name, kind in fields.items():
-        if kind.simpleString() not in SINK_COLUMN_TYPES[name]:
-            raise InvalidRecordError(
-                f"column {name!r} has type {kind.simpleString()}; expected " + " or ".join(SINK_COLUMN_TYPES[name])
-            )
+    check_sink_columns({name: kind.simpleString() for name, kind in fields.items()})
     if topic is not None:
         topic_col = F.lit(validate_topic_name(topic))
     elif "topic" in fields:

@@ -18,7 +18,7 @@ import fsspec
 import pyarrow as pa
 from deltalake import DeltaTable
 
-from engine.log_view import CommitChanges, LogView, parse_commit, view_from_snapshot
+from engine.log_view import CommitChanges, LogView, apply_commit, parse_commit, view_from_snapshot
 from engine.offsets import FileStats, TopicPartition
 
 
@@ -95,9 +95,62 @@ class DeltaLogReader:
             found = self._load_locked(version).transaction_version(app_id)
             return -1 if found is None else int(found)
 
+    def metadata_action(self, version: int) -> dict:
+        """The table's Delta ``metaData`` action at ``version`` (as a commit file holds it)."""
+        with self._lock:
+            table = self._load_locked(version)
+            meta = table.metadata()
+            return {
+                "id": meta.id,
+                "name": meta.name,
+                "description": meta.description,
+                "format": {"provider": "parquet", "options": {}},
+                "schemaString": table.schema().to_json(),
+                "partitionColumns": list(meta.partition_columns),
+                "configuration": dict(meta.configuration),
+                "createdTime": meta.created_time,
+            }
+
     def view(self, version: int) -> LogView:
         snap = self.snapshot(version)
         return view_from_snapshot(snap.version, snap.properties, snap.files)
+
+
+# Reading more commit files than this to catch up is slower than a snapshot.
+_MAX_TAIL = 200
+
+
+class ViewTracker:
+    """A writer's :class:`LogView`, moved forward by reading only the commits it lacks.
+
+    Not thread-safe: each writer holds its own, under its own lock.
+    """
+
+    def __init__(self, reader: DeltaLogReader) -> None:
+        self.reader = reader
+        self._view: LogView | None = None
+
+    def at(self, version: int) -> LogView:
+        """The view brought to ``version``."""
+        view = self._view
+        if view is not None and (view.version > version or version - view.version > _MAX_TAIL):
+            view = None
+        if view is not None:
+            for v in range(view.version + 1, version + 1):
+                changes = self.reader.read_commit(v)
+                if changes is None:
+                    view = None
+                    break
+                view = apply_commit(view, v, changes)
+        if view is None:
+            view = self.reader.view(version)
+        self._view = view
+        return view
+
+    def applied_own_commit(self, read_version: int, version: int, changes: CommitChanges) -> None:
+        """Apply the writer's own commit, when nobody committed in between (else re-read later)."""
+        if self._view is not None and self._view.version == read_version and version == read_version + 1:
+            self._view = apply_commit(self._view, version, changes)
 
 
 def files_from_add_actions(actions: pa.Table) -> list[FileStats]:

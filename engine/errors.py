@@ -111,6 +111,11 @@ class StoreError(FatalError):
     """The path does not hold a usable lakelog store, or the Spark session cannot serve it."""
 
 
+class DataLossError(FatalError):
+    """Records a streaming query had not read yet are gone from the log (retention,
+    a deleted or re-created topic); raised when ``failOnDataLoss`` is true."""
+
+
 class InconsistentWriteError(FatalError):
     """Files written for a commit do not carry exactly the offsets that were planned.
 

@@ -17,7 +17,7 @@ from dataclasses import replace
 
 import pyarrow as pa
 
-from engine.commit import LogWriter, RetryPolicy
+from engine.commit import Appender, RetryPolicy
 from engine.consumer_offsets import (
     OFFSETS_TOPIC,
     GroupRecords,
@@ -127,7 +127,7 @@ def partition_counts(view: LogView) -> dict[str, int]:
 
 
 def change_group(
-    writer: LogWriter, log: GroupLog, operation: str, change: Callable[[GroupState, int, LogView], GroupState]
+    writer: Appender, log: GroupLog, operation: str, change: Callable[[GroupState, int, LogView], GroupState]
 ) -> GroupState:
     """Commit ``change`` applied to the group's latest state; returns the committed state."""
     result: list[GroupState] = []
@@ -143,7 +143,7 @@ def change_group(
 
 
 def commit_offsets(
-    writer: LogWriter,
+    writer: Appender,
     log: GroupLog,
     offsets: Mapping[TopicPartition, OffsetAndMetadata],
     generation: int,

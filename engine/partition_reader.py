@@ -80,3 +80,19 @@ class PartitionReader:
         return table.add_column(0, "topic", pa.array([tp.topic] * n, pa.string())).add_column(
             1, "partition", pa.array([tp.partition] * n, pa.int32())
         )
+
+    def first_offset_at(self, files: Iterable[FileStats], tp: TopicPartition, timestamp_ms: int) -> int | None:
+        """Kafka's ``offsetsForTimes`` for one partition: the earliest offset whose timestamp
+        is >= ``timestamp_ms``, or None when every record is older. Reads two columns per file."""
+        threshold = pa.scalar(timestamp_ms * 1000, pa.timestamp("us", tz="UTC"))
+        best: int | None = None
+        for f in files_for_range(files, tp, 0, None):
+            if best is not None and f.has_offset_stats and f.min_offset >= best:
+                break
+            with self._fs.open(f"{self._root}/{unquote(f.path)}", "rb") as handle:
+                part = pq.read_table(handle, columns=["offset", "timestamp"])
+            stamps = part.column("timestamp").cast(pa.timestamp("us", tz="UTC"))
+            found = pc.min(pc.filter(part.column("offset"), pc.greater_equal(stamps, threshold))).as_py()
+            if found is not None and (best is None or found < best):
+                best = found
+        return best

@@ -10,6 +10,8 @@ them.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import pyarrow as pa
 
 LOG_COLUMNS: tuple[tuple[str, str], ...] = (
@@ -69,3 +71,22 @@ SINK_COLUMN_TYPES: dict[str, tuple[str, ...]] = {
     "headers": ("array<struct<key:string,value:binary>>",),
     "timestamp": ("timestamp", "bigint"),
 }
+
+
+def check_sink_columns(types: Mapping[str, str]) -> None:
+    """Raise InvalidRecordError unless ``types`` (column -> Spark type string) are Kafka sink columns."""
+    from engine.errors import InvalidRecordError
+
+    unknown = sorted(set(types) - set(SINK_COLUMN_TYPES))
+    if unknown:
+        raise InvalidRecordError(
+            f"unexpected column(s) {unknown}; a topic DataFrame has the Kafka sink's columns: "
+            + ", ".join(SINK_COLUMN_TYPES)
+        )
+    if "value" not in types:
+        raise InvalidRecordError("the DataFrame needs a 'value' column (binary or string)")
+    for name, kind in types.items():
+        if kind not in SINK_COLUMN_TYPES[name]:
+            raise InvalidRecordError(
+                f"column {name!r} has type {kind}; expected " + " or ".join(SINK_COLUMN_TYPES[name])
+            )

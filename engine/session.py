@@ -57,7 +57,11 @@ def build_session(extra: Mapping[str, str] | None = None) -> SparkSession:
     builder = SparkSession.builder
     for key, value in session_conf(extra).items():
         builder = builder.config(key, value)
-    return builder.getOrCreate()
+    spark = builder.getOrCreate()
+    from spark_connector import register
+
+    register(spark)
+    return spark
 
 
 def uses_safe_local_log_store(spark: SparkSession) -> bool:

@@ -23,7 +23,7 @@ from pyspark.sql.types import ArrayType, IntegerType, LongType, StringType, Stru
 
 from engine.commit import LogWriter, RetryPolicy
 from engine.consumer import Consumer
-from engine.consumer_offsets import OFFSETS_TOPIC, OFFSETS_TOPIC_CONFIG, OFFSETS_TOPIC_PARTITIONS
+from engine.consumer_offsets import OFFSETS_TOPIC
 from engine.dataframe_append import DataFrameAppend
 from engine.delta_jvm import JVM_ERRORS, DeltaTableHandle, java_message, partition_predicate, sql_string
 from engine.delta_log import DeltaLogReader, Snapshot, normalize_uri
@@ -45,6 +45,7 @@ from engine.session import LOCAL_LOG_STORE, build_session, uses_safe_local_log_s
 from engine.topic_admin import (
     plan_alter_config,
     plan_create,
+    plan_create_offsets_topic,
     plan_create_partitions,
     plan_delete,
     require_topic,
@@ -143,6 +144,9 @@ class LogStore:
         store = cls(uri, spark)
         if spark is not None:
             _warn_if_unsafe(spark, uri)
+            from spark_connector import register
+
+            register(spark)
         if not DeltaTable.is_deltatable(uri):
             _create_log_table(store.spark, uri)
         _check_store(uri)
@@ -252,15 +256,8 @@ class LogStore:
         now = int(time.time() * 1000)
         with contextlib.suppress(TopicExistsError):  # another client created it first
             self._writer.change_topics(
-                lambda topics, props: plan_create(
-                    topics,
-                    props,
-                    name=OFFSETS_TOPIC,
-                    partitions=OFFSETS_TOPIC_PARTITIONS,
-                    config=OFFSETS_TOPIC_CONFIG,
-                    now_ms=now,
-                    client_id=self._writer.client_id,
-                    internal=True,
+                lambda topics, props: plan_create_offsets_topic(
+                    topics, props, now_ms=now, client_id=self._writer.client_id
                 ),
                 RetryPolicy(),
             )

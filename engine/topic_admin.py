@@ -76,6 +76,24 @@ def plan_create(
     return TopicChange(_with_topic(properties, topic), admin_tags("create_topic", client_id, name, details))
 
 
+def plan_create_offsets_topic(
+    topics: Mapping[str, TopicMetadata], properties: Mapping[str, str], *, now_ms: int, client_id: str
+) -> TopicChange:
+    """Create ``__consumer_offsets`` (Kafka's 50 partitions, compacted)."""
+    from engine.consumer_offsets import OFFSETS_TOPIC, OFFSETS_TOPIC_CONFIG, OFFSETS_TOPIC_PARTITIONS
+
+    return plan_create(
+        topics,
+        properties,
+        name=OFFSETS_TOPIC,
+        partitions=OFFSETS_TOPIC_PARTITIONS,
+        config=OFFSETS_TOPIC_CONFIG,
+        now_ms=now_ms,
+        client_id=client_id,
+        internal=True,
+    )
+
+
 def plan_delete(
     topics: Mapping[str, TopicMetadata], properties: Mapping[str, str], *, name: str, client_id: str
 ) -> TopicChange:

@@ -1,0 +1,185 @@
+"""``lakelog perf stream``: a streaming copy topic -> topic against a plain Delta stream copy.
+
+Throughput: the same records copied by ``format("lakelog")`` (source and
+sink) and by ``format("delta")`` reading the log table's rows of the topic
+into a plain Delta table, both with ``Trigger.AvailableNow``.
+Latency: a query with a processing-time trigger of 0 runs; one record is
+sent at a time and the time until the sink's output shows it is measured,
+next to the same with a Delta table -> Delta table stream.
+"""
+
+from __future__ import annotations
+
+import shutil
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pyarrow as pa
+from deltalake import DeltaTable, write_deltalake
+
+from engine.delta_log import DeltaLogReader
+from engine.perf import batch_frame
+from engine.store import LogStore
+
+
+@dataclass
+class StreamFigures:
+    records: int
+    lakelog_s: float
+    delta_s: float
+    lakelog_latency_ms: list[float]
+    delta_latency_ms: list[float]
+
+    def lines(self) -> list[str]:
+        out = [
+            f"copy {self.records} records: "
+            f"lakelog {self.records / self.lakelog_s:,.0f} rec/s ({self.lakelog_s:.1f} s), "
+            f"plain delta {self.records / self.delta_s:,.0f} rec/s ({self.delta_s:.1f} s), "
+            f"throughput ratio {self.delta_s / self.lakelog_s:.2f}",
+        ]
+        for label, values in (("lakelog", self.lakelog_latency_ms), ("plain delta", self.delta_latency_ms)):
+            if values:
+                ordered = sorted(values)
+                p99 = ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))]
+                out.append(
+                    f"latency send -> visible in sink, {label}: "
+                    f"p50 {statistics.median(values):.0f} ms, p99 {p99:.0f} ms"
+                )
+        return out
+
+
+def _timed(run: Callable[[], None]) -> float:
+    started = time.monotonic()
+    run()
+    return time.monotonic() - started
+
+
+def perf_stream(
+    store: LogStore, *, records: int, record_size: int, partitions: int, samples: int, work_dir: str
+) -> StreamFigures:
+    spark = store.spark
+    src, dst = "perf-stream-src", "perf-stream-dst"
+    for name in (src, dst):
+        if name in store.list_topics():
+            store.delete_topic(name)
+        store.create_topic(name, partitions=partitions)
+    store.write(batch_frame(spark, 0, records, record_size, keys=1000), src)
+    shutil.rmtree(work_dir, ignore_errors=True)
+
+    def lakelog_copy() -> None:
+        (
+            spark.readStream.format("lakelog")
+            .option("path", store.uri)
+            .option("subscribe", src)
+            .option("startingOffsets", "earliest")
+            .load()
+            .select("key", "value")
+            .writeStream.format("lakelog")
+            .option("path", store.uri)
+            .option("topic", dst)
+            .option("checkpointLocation", f"{work_dir}/ck-lakelog")
+            .trigger(availableNow=True)
+            .start()
+            .awaitTermination()
+        )
+
+    def delta_copy() -> None:
+        (
+            spark.readStream.format("delta")
+            .load(store.uri)
+            .where(f"topic = '{src}'")
+            .writeStream.format("delta")
+            .option("checkpointLocation", f"{work_dir}/ck-delta")
+            .trigger(availableNow=True)
+            .start(f"{work_dir}/plain-copy")
+            .awaitTermination()
+        )
+
+    lakelog_s = _timed(lakelog_copy)
+    delta_s = _timed(delta_copy)
+    return StreamFigures(
+        records,
+        lakelog_s,
+        delta_s,
+        _lakelog_latency(store, src, dst, samples, work_dir),
+        _delta_latency(store, samples, work_dir),
+    )
+
+
+def _wait_until(check: Callable[[], bool], timeout_s: float = 120) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        if time.monotonic() > deadline:
+            raise TimeoutError("the record did not arrive in the sink")
+        time.sleep(0.005)
+
+
+def _records_in(reader: DeltaLogReader, topic: str) -> int:
+    view = reader.view(reader.latest_version())
+    return sum(end for tp, end in view.end_offsets.items() if tp.topic == topic)
+
+
+def _lakelog_latency(store: LogStore, src: str, dst: str, samples: int, work_dir: str) -> list[float]:
+    spark = store.spark
+    query = (
+        spark.readStream.format("lakelog")
+        .option("path", store.uri)
+        .option("subscribe", src)
+        .load()
+        .select("key", "value")
+        .writeStream.format("lakelog")
+        .option("path", store.uri)
+        .option("topic", dst)
+        .option("checkpointLocation", f"{work_dir}/ck-lakelog-latency")
+        .trigger(processingTime="0 seconds")
+        .start()
+    )
+    reader = DeltaLogReader(store.uri)
+    latencies = []
+    try:
+        time.sleep(10)  # let the first (empty) batches and Python workers start
+        with store.producer(linger_ms=0) as producer:
+            for i in range(samples + 2):
+                before = _records_in(reader, dst)
+                producer.send(src, f"latency-{i}").get()
+                returned = time.monotonic()
+                _wait_until(lambda: _records_in(reader, dst) > before)  # noqa: B023 (called at once)
+                if i >= 2:  # the first records pay for worker start-up
+                    latencies.append((time.monotonic() - returned) * 1000)
+    finally:
+        query.stop()
+    return latencies
+
+
+def _sink_version(path: str) -> int:
+    return DeltaTable(path).version() if DeltaTable.is_deltatable(path) else -1
+
+
+def _delta_latency(store: LogStore, samples: int, work_dir: str) -> list[float]:
+    spark = store.spark
+    source_path, sink_path = f"{work_dir}/latency-src", f"{work_dir}/latency-sink"
+    write_deltalake(source_path, pa.table({"value": pa.array([b"start"])}))
+    query = (
+        spark.readStream.format("delta")
+        .load(source_path)
+        .writeStream.format("delta")
+        .option("checkpointLocation", f"{work_dir}/ck-delta-latency")
+        .trigger(processingTime="0 seconds")
+        .start(sink_path)
+    )
+    latencies = []
+    try:
+        time.sleep(10)
+        for i in range(samples + 2):
+            before = _sink_version(sink_path)
+            write_deltalake(source_path, pa.table({"value": pa.array([f"latency-{i}".encode()])}), mode="append")
+            returned = time.monotonic()
+
+            _wait_until(lambda: _sink_version(sink_path) > before)  # noqa: B023 (called at once)
+            if i >= 2:
+                latencies.append((time.monotonic() - returned) * 1000)
+    finally:
+        query.stop()
+    return latencies

@@ -1,0 +1,70 @@
+"""format("lakelog") options: Kafka's names, clear errors -- no Spark."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.errors import InvalidConfigError
+from spark_connector.options import parse_sink_options, parse_source_options
+
+
+def parse(streaming=True, **options):
+    return parse_source_options({"path": "/tmp/store", **options}, streaming=streaming)
+
+
+def test_defaults_are_the_kafka_sources():
+    stream = parse(subscribe="a,b")
+    assert stream.subscription.topics == ("a", "b")
+    assert stream.starting == "latest" and stream.fail_on_data_loss and not stream.include_headers
+    assert stream.max_trigger_delay_ms == 15 * 60 * 1000
+    assert parse(streaming=False, subscribe="a").starting == "earliest"
+
+
+def test_options_are_case_insensitive_and_typed():
+    opts = parse(SUBSCRIBEPATTERN="ord.*", maxoffsetspertrigger="100", failondataloss="False", includeHeaders="true")
+    assert opts.subscription.pattern == "ord.*"
+    assert opts.max_offsets_per_trigger == 100 and not opts.fail_on_data_loss and opts.include_headers
+    assert parse(assign='{"a":[1,0]}').subscription.assignment == {"a": (0, 1)}
+    timed = parse(subscribe="a", minOffsetsPerTrigger="10", maxTriggerDelay="30s")
+    assert timed.min_offsets_per_trigger == 10 and timed.max_trigger_delay_ms == 30_000
+
+
+@pytest.mark.parametrize(
+    ("options", "streaming", "message"),
+    [
+        ({"subscribe": "a", "kafka.bootstrap.servers": "b:9092"}, True, "kafka.bootstrap.servers"),
+        ({"subscribe": "a", "maxOffsetPerTrigger": "5"}, True, "unknown source option 'maxOffsetPerTrigger'"),
+        ({"subscribe": "a", "subscribePattern": "x"}, True, "exactly one"),
+        ({}, True, "exactly one"),
+        ({"subscribe": "a", "startingOffsets": "earliest", "startingTimestamp": "5"}, True, "contradict"),
+        ({"subscribe": "a", "startingOffsets": "latest"}, False, "cannot be latest"),
+        ({"subscribe": "a", "endingOffsets": '{"a":{"0":-2}}'}, False, "cannot be earliest"),
+        ({"subscribe": "a", "endingOffsets": "latest"}, True, "only applies to batch"),
+        ({"subscribe": "a", "groupId": "g"}, False, "only applies to streaming"),
+        ({"subscribe": "a", "maxOffsetsPerTrigger": "0"}, True, "positive integer"),
+        ({"subscribe": "a", "minOffsetsPerTrigger": "9", "maxOffsetsPerTrigger": "5"}, True, "larger than"),
+        ({"subscribe": "a", "maxTriggerDelay": "5m"}, True, "together with 'minOffsetsPerTrigger'"),
+        ({"subscribe": "a", "minOffsetsPerTrigger": "1", "maxTriggerDelay": "soon"}, True, "duration"),
+        ({"assign": '{"a": "0"}'}, True, "assign"),
+        ({"subscribePattern": "("}, True, "not a valid regex"),
+        ({"subscribe": "a", "startingOffsets": "{oops"}, True, "startingOffsets"),
+        ({"subscribe": "a", "failOnDataLoss": "maybe"}, True, "true or false"),
+        ({"subscribe": "a", "startingOffsetsByTimestamp": '{"a": {"0": -1}}'}, True, ">= 0"),
+    ],
+)
+def test_bad_options_name_what_is_wrong(options, streaming, message):
+    with pytest.raises(InvalidConfigError, match=message.replace("(", r"\(")):
+        parse(streaming=streaming, **options)
+
+
+def test_path_is_required():
+    with pytest.raises(InvalidConfigError, match="'path'"):
+        parse_source_options({"subscribe": "a"}, streaming=True)
+    with pytest.raises(InvalidConfigError, match="'path'"):
+        parse_sink_options({"topic": "a"})
+
+
+def test_sink_options():
+    assert parse_sink_options({"path": "/s", "topic": "t", "checkpointLocation": "/c"}).topic == "t"
+    with pytest.raises(InvalidConfigError, match="unknown sink option 'subscribe'"):
+        parse_sink_options({"path": "/s", "subscribe": "t"})

@@ -1,0 +1,126 @@
+"""Planning micro-batches: commit boundaries, data loss, rate limits -- no Spark."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from engine.log_view import CommitChanges
+from engine.offsets import FileStats, PartitionBounds, TopicPartition
+from spark_connector.source_plan import (
+    CommitIndex,
+    CommitRanges,
+    offsets_from_json,
+    offsets_to_json,
+    plan_by_commits,
+    proportional_limit,
+    reconcile_start,
+)
+
+A0, A1, B0 = TopicPartition("a", 0), TopicPartition("a", 1), TopicPartition("b", 0)
+
+
+def test_offsets_json_is_the_kafka_source_form():
+    offsets = {A0: 5, A1: 7, B0: 0}
+    assert offsets_to_json(offsets) == {"a": {"0": 5, "1": 7}, "b": {"0": 0}}
+    assert offsets_from_json(offsets_to_json(offsets)) == offsets
+
+
+def test_reconcile_start_reports_every_kind_of_loss_and_adds_new_partitions():
+    bounds = {A0: PartitionBounds(10, 20), A1: PartitionBounds(0, 3), B0: PartitionBounds(4, 9)}
+    start, losses = reconcile_start({A0: 5, A1: 8, TopicPartition("gone", 0): 2}, bounds)
+    assert start == {A0: 10, A1: 0, B0: 4}
+    described = sorted(loss.describe() for loss in losses)
+    assert described[0].startswith("a-0: offsets 5..9")
+    assert "went back from 8 to 3" in described[1]
+    assert described[2].startswith("gone-0: offsets from 2")
+
+
+def test_reconcile_start_without_loss_changes_nothing():
+    bounds = {A0: PartitionBounds(0, 20)}
+    assert reconcile_start({A0: 20}, bounds) == ({A0: 20}, [])
+
+
+def commits_of(*sizes_per_commit):
+    """Commits adding the given record counts per partition, in order."""
+    ends: dict[TopicPartition, int] = {}
+    commits = []
+    for version, sizes in enumerate(sizes_per_commit):
+        ranges = {}
+        for tp, n in sizes.items():
+            ranges[tp] = (ends.get(tp, 0), ends.get(tp, 0) + n)
+            ends[tp] = ends.get(tp, 0) + n
+        commits.append(CommitRanges(version, ranges))
+    return commits, ends
+
+
+def test_rate_limit_cuts_at_commit_boundaries_and_takes_at_least_one_commit():
+    commits, target = commits_of({A0: 3, A1: 3}, {A0: 2}, {A1: 10}, {A0: 1})
+    start = {A0: 0, A1: 0}
+    assert plan_by_commits(start, target, commits, 7) == {A0: 3, A1: 3}  # 6, the next would make 8
+    assert plan_by_commits(start, target, commits, 8) == {A0: 5, A1: 3}
+    # A commit larger than the limit is taken whole rather than split.
+    assert plan_by_commits({A0: 5, A1: 3}, target, commits, 4) == {A0: 5, A1: 13}
+    assert plan_by_commits(target, target, commits, 4) == target
+
+
+@given(
+    st.lists(st.dictionaries(st.sampled_from([A0, A1, B0]), st.integers(1, 5), min_size=1), min_size=1, max_size=12),
+    st.integers(1, 20),
+)
+def test_batches_planned_one_after_another_read_everything_and_never_split_a_commit(sizes, limit):
+    commits, target = commits_of(*sizes)
+    boundaries = []  # the ends after each commit: the only allowed batch ends
+    ends: dict[TopicPartition, int] = {tp: 0 for tp in target}
+    for c in commits:
+        ends = {**ends, **{tp: hi for tp, (_, hi) in c.ranges.items()}}
+        boundaries.append(dict(ends))
+    start = {tp: 0 for tp in target}
+    for _ in range(len(commits) + 1):
+        end = plan_by_commits(start, target, commits, limit)
+        if end == start:
+            break
+        assert end in boundaries
+        start = end
+    assert start == target
+
+
+def test_proportional_limit_is_kafkas_rate_limit():
+    ends = proportional_limit({A0: 0, A1: 0}, {A0: 90, A1: 10}, 10)
+    assert ends == {A0: 9, A1: 1}
+    assert proportional_limit({A0: 0}, {A0: 5}, 10) == {A0: 5}
+
+
+class FakeLog:
+    def __init__(self, commits, missing=()):
+        self.commits = commits
+        self.missing = set(missing)
+        self.reads = []
+
+    def read(self, version):
+        self.reads.append(version)
+        if version in self.missing:
+            return None
+        c = self.commits[version]
+        return CommitChanges(
+            None, tuple(FileStats(f"f{version}", tp, hi - lo, lo, hi - 1) for tp, (lo, hi) in c.ranges.items())
+        )
+
+
+def test_commit_index_walks_back_only_as_far_as_the_start_and_then_forward():
+    commits, target = commits_of({A0: 2}, {A0: 2}, {A0: 2}, {A0: 2})
+    log = FakeLog(commits)
+    index = CommitIndex(log.read)
+    covering = index.covering(3, {A0: 4}, target)
+    assert [c.version for c in covering] == [2, 3]
+    assert sorted(log.reads) == [2, 3]  # stops at the commit starting at the start
+    commits2, target2 = commits_of({A0: 2}, {A0: 2}, {A0: 2}, {A0: 2}, {A0: 5})
+    log.commits = commits2
+    assert [c.version for c in index.covering(4, {A0: 6}, target2)] == [3, 4]
+    assert log.reads.count(4) == 1
+
+
+def test_commit_index_says_when_the_log_no_longer_has_the_commits():
+    commits, target = commits_of({A0: 2}, {A0: 2}, {A0: 2})
+    index = CommitIndex(FakeLog(commits, missing={0}).read)
+    assert index.covering(2, {A0: 0}, target) is None
