@@ -141,11 +141,13 @@ def _lakelog_latency(store: LogStore, src: str, dst: str, samples: int, work_dir
     try:
         time.sleep(10)  # let the first (empty) batches and Python workers start
         with store.producer(linger_ms=0) as producer:
+            copied = _records_in(reader, dst)
             for i in range(samples + 2):
-                before = _records_in(reader, dst)
                 producer.send(src, f"latency-{i}").get()
                 returned = time.monotonic()
-                _wait_until(lambda: _records_in(reader, dst) > before)  # noqa: B023 (called at once)
+                # Wait for this very record: the sink holds one more than before it was sent.
+                copied += 1
+                _wait_until(lambda: _records_in(reader, dst) >= copied)  # noqa: B023 (called at once)
                 if i >= 2:  # the first records pay for worker start-up
                     latencies.append((time.monotonic() - returned) * 1000)
     finally:
@@ -153,8 +155,10 @@ def _lakelog_latency(store: LogStore, src: str, dst: str, samples: int, work_dir
     return latencies
 
 
-def _sink_version(path: str) -> int:
-    return DeltaTable(path).version() if DeltaTable.is_deltatable(path) else -1
+def _sink_rows(path: str) -> int:
+    if not DeltaTable.is_deltatable(path):
+        return 0
+    return int(pa.table(DeltaTable(path).get_add_actions(flatten=True)).column("num_records").to_numpy().sum())
 
 
 def _delta_latency(store: LogStore, samples: int, work_dir: str) -> list[float]:
@@ -172,12 +176,11 @@ def _delta_latency(store: LogStore, samples: int, work_dir: str) -> list[float]:
     latencies = []
     try:
         time.sleep(10)
+        _wait_until(lambda: _sink_rows(sink_path) >= 1)
         for i in range(samples + 2):
-            before = _sink_version(sink_path)
             write_deltalake(source_path, pa.table({"value": pa.array([f"latency-{i}".encode()])}), mode="append")
             returned = time.monotonic()
-
-            _wait_until(lambda: _sink_version(sink_path) > before)  # noqa: B023 (called at once)
+            _wait_until(lambda: _sink_rows(sink_path) >= i + 2)  # noqa: B023 (called at once)
             if i >= 2:
                 latencies.append((time.monotonic() - returned) * 1000)
     finally:
