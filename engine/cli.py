@@ -406,6 +406,42 @@ def cmd_perf_stream(args: argparse.Namespace, out: Callable[[str], None]) -> Non
         out(line)
 
 
+def cmd_maintain(args: argparse.Namespace, out: Callable[[str], None]) -> None:
+    from compaction.maintain import maintain
+
+    path = args.store or os.environ.get(STORE_ENV)
+    if not path:
+        raise InvalidConfigError(f"no store: pass --store PATH or set {STORE_ENV}")
+    spark = _open_store(args).spark if args.spark else None
+    report = maintain(
+        path,
+        topics=args.topic or None,
+        dry_run=args.dry_run,
+        optimize=not args.no_optimize,
+        vacuum=not args.no_vacuum,
+        vacuum_retention_hours=args.vacuum_retention_hours,
+        spark=spark,
+        progress=lambda text: print(f"... {text}", file=sys.stderr, flush=True),
+    )
+    for line in report.lines():
+        out(line)
+
+
+def cmd_perf_maintain(args: argparse.Namespace, out: Callable[[str], None]) -> None:
+    from compaction.perf_maintain import perf_maintain
+
+    store = _open_store(args)
+    perf_maintain(
+        store,
+        commits=args.commits,
+        small=args.small,
+        large=args.large,
+        compaction_records=args.compaction_records,
+        work_dir=store.uri.rstrip("/") + "-perf-maintain",
+        out=lambda line: out(line) or sys.stdout.flush(),
+    )
+
+
 def cmd_quickstart(args: argparse.Namespace, out: Callable[[str], None]) -> None:
     from engine.quickstart import run_quickstart
 
@@ -539,6 +575,28 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--partitions", type=int, default=8)
     p.add_argument("--latency-samples", type=int, default=30)
     p.set_defaults(func=cmd_perf_stream)
+
+    p = psub.add_parser("maintain", help="reads before/after OPTIMIZE, tail reads as a topic grows, compaction")
+    p.add_argument("--commits", type=int, default=2000, help="small commits of 50 records")
+    p.add_argument("--small", type=int, default=1_000_000, help="records of the smaller growth topic")
+    p.add_argument("--large", type=int, default=10_000_000, help="records of the larger growth topic")
+    p.add_argument("--compaction-records", type=int, default=1_000_000)
+    p.set_defaults(func=cmd_perf_maintain)
+
+    p = commands.add_parser(
+        "maintain", help="retention, log compaction and OPTIMIZE as each topic's config asks, then VACUUM"
+    )
+    p.add_argument("--topic", action="append", help="only this topic (repeatable; default: all, incl. internal)")
+    p.add_argument("--dry-run", action="store_true", help="say what would be done, change nothing")
+    p.add_argument("--no-optimize", action="store_true", help="skip OPTIMIZE (file compaction)")
+    p.add_argument("--no-vacuum", action="store_true", help="skip VACUUM and Delta log cleanup")
+    p.add_argument(
+        "--vacuum-retention-hours",
+        type=float,
+        help="delete unreferenced files older than this (default: delta.deletedFileRetentionDuration, 7 days)",
+    )
+    p.add_argument("--spark", action="store_true", help="rewrite partitions as Spark tasks (default: in-process)")
+    p.set_defaults(func=cmd_maintain)
 
     p = commands.add_parser("quickstart", help="create a topic, produce, consume, show offsets and history")
     p.set_defaults(func=cmd_quickstart)

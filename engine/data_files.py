@@ -79,9 +79,17 @@ class DataFileWriter:
         self._fs, root = fsspec.core.url_to_fs(uri)
         self._root = root.rstrip("/")
 
-    def write(self, table: pa.Table) -> list[DataFile]:
+    def write(
+        self, table: pa.Table, *, data_change: bool = True, modification_time_ms: int | None = None
+    ) -> list[DataFile]:
         """One file per (topic, partition) of ``table`` (log columns, rows grouped
-        by partition in offset order); nothing is committed."""
+        by partition in offset order); nothing is committed.
+
+        ``data_change=False`` marks files that only rearrange records already
+        in the table (OPTIMIZE); ``modification_time_ms`` replaces the ``add``
+        action's write time (a rewrite keeps its sources' age, as Kafka's log
+        cleaner keeps a cleaned segment's last-modified time).
+        """
         files = []
         topics = table.column("topic").to_pylist()
         partitions = table.column("partition").to_pylist()
@@ -90,11 +98,13 @@ class DataFileWriter:
             if end < len(topics) and (topics[end], partitions[end]) == (topics[start], partitions[start]):
                 continue
             tp = TopicPartition(topics[start], partitions[start])
-            files.append(self._write_one(tp, table.slice(start, end - start)))
+            files.append(self._write_one(tp, table.slice(start, end - start), data_change, modification_time_ms))
             start = end
         return files
 
-    def _write_one(self, tp: TopicPartition, part: pa.Table) -> DataFile:
+    def _write_one(
+        self, tp: TopicPartition, part: pa.Table, data_change: bool, modification_time_ms: int | None
+    ) -> DataFile:
         relative = (
             f"topic={quote(tp.topic, safe='')}/partition={tp.partition}/part-00000-{uuid.uuid4()}.c000.snappy.parquet"
         )
@@ -107,8 +117,8 @@ class DataFileWriter:
             "path": relative,
             "partitionValues": {"topic": tp.topic, "partition": str(tp.partition)},
             "size": size,
-            "modificationTime": int(time.time() * 1000),
-            "dataChange": True,
+            "modificationTime": int(time.time() * 1000) if modification_time_ms is None else modification_time_ms,
+            "dataChange": data_change,
             "stats": file_stats_json(part),
         }
         return DataFile(json.dumps({"add": add}, separators=(",", ":")), FileStats.from_add(add), full)

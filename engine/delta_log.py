@@ -84,10 +84,15 @@ class DeltaLogReader:
 
     def snapshot(self, version: int | None = None) -> Snapshot:
         """Live files and table properties at ``version`` (the latest when None)."""
+        loaded, properties, actions = self.add_actions(version)
+        return Snapshot(loaded, properties, files_from_add_actions(actions))
+
+    def add_actions(self, version: int | None = None) -> tuple[int, dict[str, str], pa.Table]:
+        """Version, table properties and delta-rs' flattened add actions (sizes, times, stats)."""
         with self._lock:
             table = self._load_locked(version)
             actions = pa.table(table.get_add_actions(flatten=True))
-            return Snapshot(table.version(), dict(table.metadata().configuration), files_from_add_actions(actions))
+            return table.version(), dict(table.metadata().configuration), actions
 
     def transaction_version(self, app_id: str, version: int) -> int:
         """Delta's app transaction version of ``app_id`` at table ``version`` (-1 if none)."""

@@ -41,6 +41,12 @@ class CommitConflictError(RetriableError):
         self.attempts = attempts
 
 
+class MaintenanceConflictError(CommitConflictError):
+    """A concurrent commit removed a file a maintenance step rewrites or deletes (another
+    OPTIMIZE, compaction, retention, or a topic deletion). Nothing of the step was
+    committed; planning it again from the new snapshot may succeed."""
+
+
 class DeliveryTimeoutError(RetriableError):
     """A record was not committed within ``delivery.timeout.ms``; it was not written."""
 

@@ -8,7 +8,7 @@ pyarrow, and cut to the wanted offsets.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from urllib.parse import unquote
 
 import fsspec
@@ -60,8 +60,7 @@ class PartitionReader:
         parts = []
         held = 0
         for f in files_for_range(files, tp, start, end):
-            with self._fs.open(f"{self._root}/{unquote(f.path)}", "rb") as handle:
-                part = pq.read_table(handle, columns=_DATA_COLUMNS)
+            part = self.read_file(f.path)
             offsets = part.column("offset")
             keep = pc.greater_equal(offsets, start)
             if end is not None:
@@ -72,14 +71,18 @@ class PartitionReader:
             if max_records is not None and held >= max_records and f.has_offset_stats:
                 break
         schema = pa.schema([LOG_ARROW_SCHEMA.field(n) for n in _DATA_COLUMNS])
-        if not parts:
-            table = schema.empty_table()
-        else:
-            table = pa.concat_tables([p.cast(schema) for p in parts]).sort_by("offset")
+        table = pa.concat_tables(parts).sort_by("offset") if parts else schema.empty_table()
         n = table.num_rows
         return table.add_column(0, "topic", pa.array([tp.topic] * n, pa.string())).add_column(
             1, "partition", pa.array([tp.partition] * n, pa.int32())
         )
+
+    def read_file(self, path: str, columns: Sequence[str] | None = None) -> pa.Table:
+        """The rows of one data file (its ``add`` action's path), without the partition columns."""
+        with self._fs.open(f"{self._root}/{unquote(path)}", "rb") as handle:
+            table = pq.read_table(handle, columns=list(columns) if columns is not None else _DATA_COLUMNS)
+        # Spark writes timestamps without a time zone (and maybe in ns); normalize to the log schema.
+        return table.cast(pa.schema([LOG_ARROW_SCHEMA.field(n) for n in table.column_names]))
 
     def first_offset_at(self, files: Iterable[FileStats], tp: TopicPartition, timestamp_ms: int) -> int | None:
         """Kafka's ``offsetsForTimes`` for one partition: the earliest offset whose timestamp
@@ -89,8 +92,7 @@ class PartitionReader:
         for f in files_for_range(files, tp, 0, None):
             if best is not None and f.has_offset_stats and f.min_offset >= best:
                 break
-            with self._fs.open(f"{self._root}/{unquote(f.path)}", "rb") as handle:
-                part = pq.read_table(handle, columns=["offset", "timestamp"])
+            part = self.read_file(f.path, ["offset", "timestamp"])
             stamps = part.column("timestamp").cast(pa.timestamp("us", tz="UTC"))
             found = pc.min(pc.filter(part.column("offset"), pc.greater_equal(stamps, threshold))).as_py()
             if found is not None and (best is None or found < best):

@@ -1,0 +1,27 @@
+"""Small commits into a store without Spark, for maintenance tests."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from engine.commit import RetryPolicy
+from engine.direct_commit import DirectCommitter
+from engine.offsets import TopicPartition
+from engine.producer_batch import ProducerBatch, RecordBatch
+from engine.records import Headers
+
+Record = tuple[bytes | None, bytes | None, int]  # key, value, timestamp ms
+
+
+def commit(
+    committer: DirectCommitter, topic: str, partition: int, records: Sequence[Record], headers: Headers | None = None
+) -> int:
+    """One Delta commit holding ``records`` (in order) for one partition; returns its version."""
+    batch = RecordBatch()
+    tp = TopicPartition(topic, partition)
+    for i, (key, value, ts) in enumerate(records):
+        size = len(key or b"") + len(value or b"")
+        batch.add(tp, key, value, headers, ts, size, i)
+    result = committer.append(ProducerBatch(batch, 7), RetryPolicy(retries=100, backoff_ms=5))
+    assert result.version is not None
+    return result.version
