@@ -30,6 +30,10 @@ import pyarrow.parquet as pq
 from engine.offsets import FileStats, TopicPartition
 from engine.schema import LOG_ARROW_SCHEMA, PARTITION_COLUMNS, STATS_COLUMNS
 
+# Row groups small enough that a seek into a large (OPTIMIZEd) file reads
+# little more than it needs: the offset statistics of each group prune it.
+ROW_GROUP_ROWS = 65_536
+
 _FILE_COLUMNS = [f.name for f in LOG_ARROW_SCHEMA if f.name not in PARTITION_COLUMNS]
 
 
@@ -111,7 +115,7 @@ class DataFileWriter:
         full = f"{self._root}/{relative}"
         self._fs.makedirs(full.rsplit("/", 1)[0], exist_ok=True)
         with self._fs.open(full, "wb") as handle:
-            pq.write_table(part.select(_FILE_COLUMNS), handle, compression="snappy")
+            pq.write_table(part.select(_FILE_COLUMNS), handle, compression="snappy", row_group_size=ROW_GROUP_ROWS)
         size = self._fs.size(full)
         add = {
             "path": relative,

@@ -60,7 +60,7 @@ class PartitionReader:
         parts = []
         held = 0
         for f in files_for_range(files, tp, start, end):
-            part = self.read_file(f.path)
+            part = self.read_file(f.path, offsets=(start, end))
             offsets = part.column("offset")
             keep = pc.greater_equal(offsets, start)
             if end is not None:
@@ -77,10 +77,23 @@ class PartitionReader:
             1, "partition", pa.array([tp.partition] * n, pa.int32())
         )
 
-    def read_file(self, path: str, columns: Sequence[str] | None = None) -> pa.Table:
-        """The rows of one data file (its ``add`` action's path), without the partition columns."""
+    def read_file(
+        self, path: str, columns: Sequence[str] | None = None, offsets: tuple[int, int | None] | None = None
+    ) -> pa.Table:
+        """The rows of one data file (its ``add`` action's path), without the partition columns.
+
+        With ``offsets`` = (start, end), only the row groups whose offset
+        statistics overlap [start, end) are read (the rows may still hold
+        more): a seek into a large file costs a row group, not the file,
+        as Kafka's offset index makes a seek cost one index lookup.
+        """
+        wanted = list(columns) if columns is not None else _DATA_COLUMNS
         with self._fs.open(f"{self._root}/{unquote(path)}", "rb") as handle:
-            table = pq.read_table(handle, columns=list(columns) if columns is not None else _DATA_COLUMNS)
+            if offsets is None:
+                table = pq.read_table(handle, columns=wanted)
+            else:
+                parquet = pq.ParquetFile(handle)
+                table = parquet.read_row_groups(_row_groups(parquet.metadata, *offsets), columns=wanted)
         # Spark writes timestamps without a time zone (and maybe in ns); normalize to the log schema.
         return table.cast(pa.schema([LOG_ARROW_SCHEMA.field(n) for n in table.column_names]))
 
@@ -98,3 +111,18 @@ class PartitionReader:
             if found is not None and (best is None or found < best):
                 best = found
         return best
+
+
+def _row_groups(metadata: pq.FileMetaData, start: int, end: int | None) -> list[int]:
+    """Row groups that may hold offsets in [start, end) by their ``offset`` statistics."""
+    if metadata.num_row_groups == 0:
+        return []
+    first = metadata.row_group(0)
+    leaf = next((i for i in range(first.num_columns) if first.column(i).path_in_schema == "offset"), None)
+    chosen = []
+    for g in range(metadata.num_row_groups):
+        stats = None if leaf is None else metadata.row_group(g).column(leaf).statistics
+        if stats is not None and stats.has_min_max and (stats.max < start or (end is not None and stats.min >= end)):
+            continue
+        chosen.append(g)
+    return chosen

@@ -113,3 +113,34 @@ def test_history_lists_commits_with_their_ranges(filled):
     df = filled.history()
     assert df.where("operation = 'write'").count() == 11
     assert df.columns[:3] == ["version", "timestamp", "operation"]
+
+
+def test_a_seek_into_a_large_file_reads_only_the_row_groups_it_needs(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from engine.data_files import ROW_GROUP_ROWS, DataFileWriter
+    from engine.offsets import TopicPartition
+    from engine.partition_reader import PartitionReader, _row_groups
+    from engine.schema import LOG_ARROW_SCHEMA
+
+    n = 3 * ROW_GROUP_ROWS + 10
+    rows = pa.table(
+        {
+            "topic": ["t"] * n,
+            "partition": pa.array([0] * n, pa.int32()),
+            "offset": pa.array(range(n), pa.int64()),
+            "value": pa.array([b"v"] * n),
+        }
+    )
+    table = pa.table(
+        {f.name: rows.column(f.name) if f.name in rows.column_names else pa.nulls(n, f.type) for f in LOG_ARROW_SCHEMA},
+        schema=LOG_ARROW_SCHEMA,
+    )
+    (written,) = DataFileWriter(str(tmp_path)).write(table)
+    metadata = pq.ParquetFile(written.full_path).metadata
+    assert metadata.num_row_groups == 4
+    assert _row_groups(metadata, n - 5, None) == [3]
+    assert _row_groups(metadata, ROW_GROUP_ROWS - 1, ROW_GROUP_ROWS + 1) == [0, 1]
+    tail = PartitionReader(str(tmp_path)).read([written.stats], TopicPartition("t", 0), n - 5)
+    assert tail.column("offset").to_pylist() == list(range(n - 5, n))
