@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -239,6 +239,57 @@ def number_records(tp_ids: np.ndarray, accepted: np.ndarray, starts: np.ndarray)
     return order, starts[sorted_tp] + (np.arange(len(order)) - group_first)
 
 
+def log_rows(
+    tps: Sequence[TopicPartition],
+    row_tps: np.ndarray,
+    offsets: np.ndarray,
+    timestamps_ms: np.ndarray,
+    *,
+    keys: pa.Array,
+    values: pa.Array,
+    headers: pa.Array,
+    sequences: pa.Array,
+    producer_id: int,
+    producer_epoch: int,
+    topics: Mapping[str, TopicMetadata],
+    append_time_ms: int,
+) -> tuple[pa.Table, dict[str, int]]:
+    """Numbered records as rows of the log table (``LOG_ARROW_SCHEMA``), in the given order.
+
+    Row i is in partition ``tps[row_tps[i]]`` at ``offsets[i]``; the columns
+    are already in row order. Records of topics with
+    ``message.timestamp.type=LogAppendTime`` get ``append_time_ms`` and that
+    timestamp type, as a broker stamps them. Returns the table and the append
+    time of each such topic (what the records' metadata reports).
+    """
+    log_append = {t for t in {tp.topic for tp in tps} if topics[t].log_append_time}
+    tp_topic = np.array([tp.topic for tp in tps], dtype=object)
+    tp_partition = np.array([tp.partition for tp in tps], dtype=np.int32)
+    timestamps = np.asarray(timestamps_ms, dtype=np.int64)
+    types = np.zeros(len(row_tps), dtype=np.int32)
+    if log_append:
+        stamped = np.isin(tp_topic[row_tps], list(log_append))
+        timestamps = np.where(stamped, append_time_ms, timestamps)
+        types = np.where(stamped, TIMESTAMP_TYPE_CODES["LogAppendTime"], types).astype(np.int32)
+    table = pa.table(
+        {
+            "topic": pa.array(tp_topic[row_tps], pa.string()),
+            "partition": pa.array(tp_partition[row_tps], pa.int32()),
+            "offset": pa.array(offsets, pa.int64()),
+            "timestamp": pa.array(timestamps * 1000, pa.timestamp("us", tz="UTC")),
+            "timestamp_type": pa.array(types, pa.int32()),
+            "key": keys,
+            "value": values,
+            "headers": headers,
+            "producer_id": pa.array(np.full(len(row_tps), producer_id, dtype=np.int64)),
+            "producer_epoch": pa.array(np.full(len(row_tps), producer_epoch, dtype=np.int32)),
+            "sequence": sequences,
+        },
+        schema=LOG_ARROW_SCHEMA,
+    )
+    return table, {t: append_time_ms for t in log_append}
+
+
 class ProducerBatch:
     """A sealed :class:`RecordBatch` as an :class:`engine.commit.AppendBatch`; offsets are
     assigned on the driver, each partition's records in send order, and the rows are
@@ -297,15 +348,6 @@ class ProducerBatch:
         sorted_tp = self._tp_ids[order]
         self._offsets[order] = offsets
 
-        log_append = {t for t in {tp.topic for tp in records.tps} if topics[t].log_append_time}
-        tp_topic = np.array([tp.topic for tp in records.tps], dtype=object)
-        tp_partition = np.array([tp.partition for tp in records.tps], dtype=np.int32)
-        timestamps = np.asarray(records.timestamps, dtype=np.int64)[order]
-        types = np.zeros(len(order), dtype=np.int32)
-        if log_append:
-            stamped = np.isin(tp_topic[sorted_tp], list(log_append))
-            timestamps = np.where(stamped, append_time_ms, timestamps)
-            types = np.where(stamped, TIMESTAMP_TYPE_CODES["LogAppendTime"], types).astype(np.int32)
         take = pa.array(order)
         headers = records.headers
         header_column = (
@@ -315,23 +357,20 @@ class ProducerBatch:
                 [None if h is None else [{"key": k, "value": v} for k, v in h] for h in headers], HEADERS_ARROW
             ).take(take)
         )
-        table = pa.table(
-            {
-                "topic": pa.array(tp_topic[sorted_tp], pa.string()),
-                "partition": pa.array(tp_partition[sorted_tp], pa.int32()),
-                "offset": pa.array(offsets, pa.int64()),
-                "timestamp": pa.array(timestamps * 1000, pa.timestamp("us", tz="UTC")),
-                "timestamp_type": pa.array(types, pa.int32()),
-                "key": pa.array(records.keys, pa.binary()).take(take),
-                "value": pa.array(records.values, pa.binary()).take(take),
-                "headers": header_column,
-                "producer_id": pa.array(np.full(len(order), self._producer_id, dtype=np.int64)),
-                "producer_epoch": pa.array(np.full(len(order), self._producer_epoch, dtype=np.int32)),
-                "sequence": pa.array(records.sequences, pa.int32()).take(take),
-            },
-            schema=LOG_ARROW_SCHEMA,
+        table, self._append_time_ms = log_rows(
+            records.tps,
+            sorted_tp,
+            offsets,
+            np.asarray(records.timestamps, dtype=np.int64)[order],
+            keys=pa.array(records.keys, pa.binary()).take(take),
+            values=pa.array(records.values, pa.binary()).take(take),
+            headers=header_column,
+            sequences=pa.array(records.sequences, pa.int32()).take(take),
+            producer_id=self._producer_id,
+            producer_epoch=self._producer_epoch,
+            topics=topics,
+            append_time_ms=append_time_ms,
         )
-        self._append_time_ms = {t: append_time_ms for t in log_append}
         return table
 
     def complete(self) -> None:
