@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
+from engine.delta_log import add_action_column
 from engine.offsets import TopicPartition
 
 
@@ -67,11 +68,9 @@ class PartitionLog:
 
 def partition_logs(actions: pa.Table, topics: set[str] | None = None) -> dict[TopicPartition, PartitionLog]:
     """Group delta-rs' flattened add actions (``DeltaTable.get_add_actions(flatten=True)``) by partition."""
-    cols = actions.column_names
-    n = actions.num_rows
 
     def column(name: str) -> list:
-        return actions.column(name).to_pylist() if name in cols else [None] * n
+        return add_action_column(actions, name)
 
     grouped: dict[TopicPartition, list[LiveFile]] = defaultdict(list)
     unplannable: set[TopicPartition] = set()

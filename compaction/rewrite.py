@@ -21,7 +21,7 @@ from compaction.files import LiveFile
 from compaction.log_cleaner import keep_mask
 from engine.data_files import DataFile, DataFileWriter
 from engine.offsets import TopicPartition
-from engine.partition_reader import PartitionReader
+from engine.partition_reader import PartitionReader, with_partition_columns
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -63,13 +63,6 @@ class TaskResult:
         return [f for b in self.bins for f in b]
 
 
-def _with_partition(tp: TopicPartition, rows: pa.Table) -> pa.Table:
-    n = rows.num_rows
-    return rows.add_column(0, "topic", pa.array([tp.topic] * n, pa.string())).add_column(
-        1, "partition", pa.array([tp.partition] * n, pa.int32())
-    )
-
-
 def run_optimize(task: OptimizeTask) -> TaskResult:
     """Write one file per bin holding the bin's records in offset order (``dataChange=false``)."""
     reader, writer = PartitionReader(task.uri), DataFileWriter(task.uri)
@@ -78,7 +71,7 @@ def run_optimize(task: OptimizeTask) -> TaskResult:
         for files in task.bins:
             rows = pa.concat_tables([reader.read_file(f.path) for f in files]).sort_by("offset")
             written = max(f.modification_time_ms for f in files)
-            table = _with_partition(task.tp, rows)
+            table = with_partition_columns(task.tp, rows)
             result.added += writer.write(table, data_change=False, modification_time_ms=written)
             result.bins.append(tuple(files))
             result.bytes_read += sum(f.size for f in files)
@@ -134,7 +127,7 @@ def run_compact(task: CompactTask) -> TaskResult:
             rows = pa.concat_tables([reader.read_file(f.path) for f in files_of_bin]).sort_by("offset")
             mask = pa.array(np.isin(rows.column("offset").to_numpy(), kept_offsets))
             result.added += writer.write(
-                _with_partition(task.tp, rows.filter(mask)),
+                with_partition_columns(task.tp, rows.filter(mask)),
                 data_change=True,
                 modification_time_ms=max(f.modification_time_ms for f in files_of_bin),
             )

@@ -160,11 +160,9 @@ class ViewTracker:
 
 def files_from_add_actions(actions: pa.Table) -> list[FileStats]:
     """FileStats for each row of delta-rs' flattened add actions."""
-    cols = actions.column_names
-    n = actions.num_rows
 
     def column(name: str) -> list:
-        return actions.column(name).to_pylist() if name in cols else [None] * n
+        return add_action_column(actions, name)
 
     paths = column("path")
     topics = column("partition.topic")
@@ -176,3 +174,11 @@ def files_from_add_actions(actions: pa.Table) -> list[FileStats]:
         FileStats(path, TopicPartition(topic, int(partition)), nrec, lo, hi)
         for path, topic, partition, nrec, lo, hi in zip(paths, topics, partitions, records, lows, highs, strict=True)
     ]
+
+
+def add_action_column(actions: pa.Table, name: str) -> list:
+    """One column of delta-rs' flattened add actions as a list; all None when the table lacks it
+    (no file has that statistic or partition value)."""
+    if name in actions.column_names:
+        return actions.column(name).to_pylist()
+    return [None] * actions.num_rows

@@ -72,10 +72,7 @@ class PartitionReader:
                 break
         schema = pa.schema([LOG_ARROW_SCHEMA.field(n) for n in _DATA_COLUMNS])
         table = pa.concat_tables(parts).sort_by("offset") if parts else schema.empty_table()
-        n = table.num_rows
-        return table.add_column(0, "topic", pa.array([tp.topic] * n, pa.string())).add_column(
-            1, "partition", pa.array([tp.partition] * n, pa.int32())
-        )
+        return with_partition_columns(tp, table)
 
     def read_file(
         self, path: str, columns: Sequence[str] | None = None, offsets: tuple[int, int | None] | None = None
@@ -111,6 +108,14 @@ class PartitionReader:
             if found is not None and (best is None or found < best):
                 best = found
         return best
+
+
+def with_partition_columns(tp: TopicPartition, rows: pa.Table) -> pa.Table:
+    """``rows`` of one data file (no partition columns) with ``topic`` and ``partition`` in front."""
+    n = rows.num_rows
+    return rows.add_column(0, "topic", pa.array([tp.topic] * n, pa.string())).add_column(
+        1, "partition", pa.array([tp.partition] * n, pa.int32())
+    )
 
 
 def _row_groups(metadata: pq.FileMetaData, start: int, end: int | None) -> list[int]:
