@@ -9,6 +9,7 @@ from a segment's last-modified time in Kafka's log cleaner).
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from dataclasses import dataclass
 
@@ -41,6 +42,15 @@ class LiveFile:
                 "extendedFileMetadata": True,
                 "partitionValues": {"topic": self.tp.topic, "partition": str(self.tp.partition)},
                 "size": self.size,
+                # Delta allows stats on remove; history reads the offsets a step removed from them.
+                "stats": json.dumps(
+                    {
+                        "numRecords": self.records,
+                        "minValues": {"offset": self.min_offset},
+                        "maxValues": {"offset": self.max_offset},
+                    },
+                    separators=(",", ":"),
+                ),
             }
         }
 

@@ -1,7 +1,8 @@
 """lakelog's configuration files, shipped as package data.
 
 ``spark-defaults.conf`` holds the Spark and Delta settings of the sessions
-lakelog builds itself, ``log4j2.properties`` keeps the JVM quiet.
+lakelog builds itself, ``log4j2.properties`` keeps the JVM quiet, and
+``lakelog.conf`` lakelog's own defaults (read by :mod:`engine.settings`).
 """
 
 from __future__ import annotations
@@ -16,12 +17,21 @@ def conf_path(name: str) -> Path:
 
 
 def read_properties(name: str) -> dict[str, str]:
-    """Parse a ``spark-defaults.conf``-style file: ``key value`` lines, ``#`` comments."""
+    """Parse a ``spark-defaults.conf``-style file of this package."""
+    return parse_properties(conf_path(name).read_text(encoding="utf-8"))
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """``key value`` lines (or ``key=value``), ``#`` comments, as Spark's spark-defaults.conf."""
     values: dict[str, str] = {}
-    for raw in conf_path(name).read_text(encoding="utf-8").splitlines():
+    for raw in text.splitlines():
         line = raw.strip()
         if not line or line.startswith("#"):
             continue
         parts = line.split(None, 1)
-        values[parts[0]] = parts[1].strip() if len(parts) > 1 else ""
+        if "=" in parts[0]:  # key=value, as Java properties also allow
+            key, _, value = line.partition("=")
+        else:
+            key, value = parts[0], parts[1] if len(parts) > 1 else ""
+        values[key.strip()] = value.strip()
     return values

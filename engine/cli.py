@@ -75,7 +75,7 @@ def _open_store(args: argparse.Namespace):
     path = args.store or os.environ.get(STORE_ENV)
     if not path:
         raise InvalidConfigError(f"no store: pass --store PATH or set {STORE_ENV}")
-    return LogStore.open(path)
+    return LogStore.open(path, conf_file=args.conf)
 
 
 # -- topics --------------------------------------------------------------------
@@ -233,13 +233,37 @@ def cmd_offsets(args: argparse.Namespace, out: Callable[[str], None]) -> None:
 
 def cmd_history(args: argparse.Namespace, out: Callable[[str], None]) -> None:
     store = _open_store(args)
+    entries = store.history_entries(args.topic)
+    if args.topic is not None and not entries:
+        from engine.topic_admin import require_topic
+
+        require_topic(store._latest_topics(), args.topic)
     rows = []
-    for e in store.history_entries(args.topic):
-        ranges = " ".join(f"{t}-{p}:{s}..{end - 1}" for t, p, s, end in e.ranges if end > s)
-        what = ranges or (f"{e.topic} {e.details or ''}".strip() if e.topic else "")
-        stamp = e.timestamp.isoformat(timespec="seconds") if e.timestamp else ""
-        rows.append([e.version, stamp, e.operation, e.client_id or "", what])
-    out(_table(["VERSION", "TIME", "OPERATION", "CLIENT", "DETAILS"], rows))
+    for e in entries:
+        stamp = e.timestamp.isoformat(timespec="milliseconds") if e.timestamp else ""
+        writer = (
+            f"txn {e.transactional_id} epoch {e.transaction_epoch}"
+            if e.transactional_id is not None
+            else f"producer {e.producer_id}"
+            if e.producer_id is not None
+            else f"query {e.query_id}"
+            if e.query_id is not None
+            else ""
+        )
+        changes = [_change_text(c) for c in e.changes if args.topic is None or c.topic == args.topic]
+        what = " ".join(changes) or (f"{e.topic} {e.details or ''}".strip() if e.topic else "")
+        rows.append([e.version, stamp, e.operation, e.client_id or "", writer, what])
+    out(_table(["VERSION", "TIME", "OPERATION", "CLIENT", "WRITER", "CHANGES"], rows))
+
+
+def _change_text(change: Any) -> str:
+    sign = "+" if change.action == "added" else "-"
+    where = f"{change.topic}-{change.partition}"
+    if change.start_offset is None:
+        return f"{sign}{where}:{change.files}files"
+    span = f"{change.start_offset}..{change.end_offset - 1}"
+    thinned = "" if change.records == change.end_offset - change.start_offset else f"({change.records})"
+    return f"{sign}{where}:{span}{thinned}"
 
 
 # -- consumer groups ---------------------------------------------------------------
@@ -442,6 +466,17 @@ def cmd_perf_maintain(args: argparse.Namespace, out: Callable[[str], None]) -> N
     )
 
 
+def cmd_config(args: argparse.Namespace, out: Callable[[str], None]) -> None:
+    from engine.settings import load_settings, reference_table
+
+    if args.reference:
+        out(reference_table())
+        return
+    settings = load_settings(args.conf)
+    rows = [[key, value, settings.origins.get(key, "default")] for key, value in sorted(settings.values().items())]
+    out(_table(["KEY", "VALUE", "FROM"], rows))
+
+
 def cmd_quickstart(args: argparse.Namespace, out: Callable[[str], None]) -> None:
     from engine.quickstart import run_quickstart
 
@@ -459,6 +494,9 @@ def build_parser() -> argparse.ArgumentParser:
         "5 topic exists or group not empty, 6 unknown topic, partition or group.",
     )
     parser.add_argument("--store", help=f"store path or URI (default: ${STORE_ENV})")
+    parser.add_argument(
+        "--conf", metavar="FILE", help="settings file laid over conf/lakelog.conf (default: $LAKELOG_CONF_FILE)"
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="log what lakelog does")
     commands = parser.add_subparsers(dest="command", required=True)
 
@@ -466,7 +504,7 @@ def build_parser() -> argparse.ArgumentParser:
     tsub = topics.add_subparsers(dest="action", required=True)
     p = tsub.add_parser("create", help="create a topic")
     p.add_argument("topic")
-    p.add_argument("--partitions", type=int, default=1)
+    p.add_argument("--partitions", type=int, help="default: the num.partitions setting (1)")
     p.add_argument("--config", action="append", metavar="KEY=VALUE", help="topic config (repeatable)")
     p.set_defaults(func=cmd_topics_create)
     p = tsub.add_parser("list", help="list topics")
@@ -509,7 +547,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("topic")
     p.set_defaults(func=cmd_offsets)
 
-    p = commands.add_parser("history", help="the store's commits")
+    p = commands.add_parser(
+        "history",
+        help="the store's commits: operation, client, producer/transaction, offsets added (+) and removed (-)",
+    )
     p.add_argument("--topic")
     p.set_defaults(func=cmd_history)
 
@@ -597,6 +638,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--spark", action="store_true", help="rewrite partitions as Spark tasks (default: in-process)")
     p.set_defaults(func=cmd_maintain)
+
+    p = commands.add_parser("config", help="the settings in effect and where each came from")
+    p.add_argument("--reference", action="store_true", help="print the reference table of every setting (Markdown)")
+    p.set_defaults(func=cmd_config)
 
     p = commands.add_parser("quickstart", help="create a topic, produce, consume, show offsets and history")
     p.set_defaults(func=cmd_quickstart)

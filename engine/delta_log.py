@@ -9,10 +9,11 @@ JVM transaction (:mod:`engine.delta_jvm`).
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 from dataclasses import dataclass
-from urllib.parse import urlparse
+from urllib.parse import unquote, urlparse
 
 import fsspec
 import pyarrow as pa
@@ -58,6 +59,26 @@ class DeltaLogReader:
                 return handle.read().splitlines()
         except FileNotFoundError:
             return None
+
+    def commit_time(self, version: int) -> int | None:
+        """When commit ``version`` was made (ms; its commitInfo timestamp, else the file's
+        modification time), or None if its file is gone."""
+        lines = self.read_commit_lines(version)
+        if lines is None:
+            return None
+        for line in lines:
+            if line.startswith('{"commitInfo"'):
+                info = json.loads(line)["commitInfo"]
+                stamp = info.get("inCommitTimestamp") or info.get("timestamp")
+                if stamp is not None:
+                    return int(stamp)
+        modified = self._fs.modified(self._commit_path(version))
+        return int(modified.timestamp() * 1000)
+
+    def missing_files(self, paths: list[str]) -> list[str]:
+        """Those of the table-relative data file ``paths`` that no longer exist (VACUUM)."""
+        root = self._root.rstrip("/")
+        return [p for p in paths if not self._fs.exists(f"{root}/{unquote(p)}")]
 
     def read_commit(self, version: int) -> CommitChanges | None:
         lines = self.read_commit_lines(version)

@@ -1,9 +1,12 @@
 """The store's commit history as lakelog describes it.
 
-Each Delta commit's ``commitInfo`` is turned into one row: the version,
-when, lakelog's operation name (from its tags; Delta's own operation name
-for commits lakelog did not make, such as OPTIMIZE run from SQL), the
-client, and the offset ranges an append gave each partition.
+Each Delta commit becomes one :class:`HistoryEntry`: the version, when,
+lakelog's operation name (from its tags; Delta's own operation name for
+commits lakelog did not make, such as OPTIMIZE run from SQL), the client,
+the idempotent producer / transactional id / streaming query that set
+Delta's app transaction, and per partition the offsets the commit added and
+removed (from the tags appends carry, else from the ``offset`` statistics of
+the commit's ``add`` and ``remove`` actions).
 """
 
 from __future__ import annotations
@@ -14,6 +17,27 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from engine.commit_info import TAG_CLIENT, TAG_DETAILS, TAG_OPERATION, TAG_RANGES, TAG_TOPIC, parse_ranges
+
+# Delta app transaction ids lakelog's writers set (engine/producer.py,
+# transactions/producer.py, spark_connector/sink.py).
+PRODUCER_APP_PREFIX = "lakelog-producer-"
+TRANSACTION_APP_PREFIX = "lakelog-txn-"
+SINK_APP_PREFIX = "lakelog-sink-"
+
+
+@dataclass(frozen=True)
+class PartitionChange:
+    """What one commit did to one partition: ``added`` or ``removed`` files holding
+    offsets ``start_offset`` .. ``end_offset - 1`` (``records`` of them; fewer than the
+    span after log compaction). Offsets are None for files without statistics."""
+
+    topic: str
+    partition: int
+    action: str
+    start_offset: int | None
+    end_offset: int | None
+    records: int | None
+    files: int
 
 
 @dataclass(frozen=True)
@@ -26,32 +50,73 @@ class HistoryEntry:
     topic: str | None
     ranges: list[tuple[str, int, int, int]] = field(default_factory=list)
     details: str | None = None
+    producer_id: str | None = None
+    transactional_id: str | None = None
+    transaction_epoch: int | None = None
+    query_id: str | None = None
+    changes: list[PartitionChange] = field(default_factory=list)
+
+    @property
+    def timestamp_ms(self) -> int | None:
+        return None if self.timestamp is None else int(self.timestamp.timestamp() * 1000)
 
     def touches(self, topic: str) -> bool:
-        return self.topic == topic or any(r[0] == topic for r in self.ranges)
+        return (
+            self.topic == topic
+            or any(r[0] == topic for r in self.ranges)
+            or any(c.topic == topic for c in self.changes)
+        )
+
+    def added(self) -> list[PartitionChange]:
+        return [c for c in self.changes if c.action == "added"]
+
+    def removed(self) -> list[PartitionChange]:
+        return [c for c in self.changes if c.action == "removed"]
 
 
 def history_entry(version: int, lines: Iterable[str]) -> HistoryEntry:
     """Describe one commit from its JSON lines."""
     info: dict = {}
+    files: dict[tuple[str, int, str], list[dict]] = {}
+    apps: list[tuple[str, int]] = []
     for line in lines:
         line = line.strip()
-        if line.startswith('{"commitInfo"'):
-            info = json.loads(line)["commitInfo"]
-            break
+        if not line:
+            continue
+        action = json.loads(line)
+        if "commitInfo" in action:
+            info = action["commitInfo"]
+        elif "add" in action or "remove" in action:
+            kind = "add" if "add" in action else "remove"
+            body = action[kind]
+            values = body.get("partitionValues") or {}
+            if "topic" in values and "partition" in values:
+                key = (values["topic"], int(values["partition"]), "added" if kind == "add" else "removed")
+                files.setdefault(key, []).append(body)
+        elif "txn" in action:
+            apps.append((str(action["txn"].get("appId", "")), int(action["txn"].get("version", -1))))
     tags = info.get("tags") or {}
     delta_op = str(info.get("operation", "UNKNOWN"))
     millis = info.get("inCommitTimestamp") or info.get("timestamp")
     when = datetime.fromtimestamp(millis / 1000, tz=UTC) if millis else None
-    ranges = parse_ranges(tags.get(TAG_RANGES))
     if TAG_OPERATION not in tags and info.get("userMetadata"):
         # appends also carry the tags as userMetadata; tolerate commits that only have that
         try:
-            tags = json.loads(info["userMetadata"])
-            ranges = parse_ranges(tags.get(TAG_RANGES))
-        except (ValueError, TypeError, AttributeError):
+            parsed = json.loads(info["userMetadata"])
+            tags = parsed if isinstance(parsed, dict) else {}
+        except (ValueError, TypeError):
             tags = {}
+    ranges = parse_ranges(tags.get(TAG_RANGES))
     operation = tags.get(TAG_OPERATION) or delta_op.lower().replace(" ", "_")
+    producer_id = transactional_id = epoch = query_id = None
+    for app_id, app_version in apps:
+        if app_id.startswith(PRODUCER_APP_PREFIX):
+            producer_id = app_id.removeprefix(PRODUCER_APP_PREFIX)
+        elif app_id.startswith(TRANSACTION_APP_PREFIX):
+            transactional_id = app_id.removeprefix(TRANSACTION_APP_PREFIX)
+            epoch = app_version >> 32  # transactions/producer.py: epoch << 32 | sequence
+        elif app_id.startswith(SINK_APP_PREFIX):
+            query_id = app_id.removeprefix(SINK_APP_PREFIX)
     return HistoryEntry(
         version=version,
         timestamp=when,
@@ -61,4 +126,56 @@ def history_entry(version: int, lines: Iterable[str]) -> HistoryEntry:
         topic=tags.get(TAG_TOPIC),
         ranges=ranges,
         details=tags.get(TAG_DETAILS),
+        producer_id=producer_id,
+        transactional_id=transactional_id,
+        transaction_epoch=epoch,
+        query_id=query_id,
+        changes=partition_changes(files, ranges),
     )
+
+
+def partition_changes(
+    files: dict[tuple[str, int, str], list[dict]], ranges: list[tuple[str, int, int, int]]
+) -> list[PartitionChange]:
+    """Per (topic, partition, action) the offset span and record count of the files.
+
+    An append's own ranges (its tags) win over statistics: they are exact
+    even when a writer's files carry none.
+    """
+    tagged = {(t, p): (s, e) for t, p, s, e in ranges if e > s}
+    changes = []
+    for (topic, partition, action), bodies in sorted(files.items()):
+        lows, highs, counts = [], [], []
+        for body in bodies:
+            stats = _stats(body)
+            lows.append((stats.get("minValues") or {}).get("offset"))
+            highs.append((stats.get("maxValues") or {}).get("offset"))
+            counts.append(stats.get("numRecords"))
+        if action == "added" and (topic, partition) in tagged:
+            start, end = tagged.pop((topic, partition))
+            changes.append(PartitionChange(topic, partition, action, start, end, end - start, len(bodies)))
+            continue
+        known = None not in lows and None not in highs
+        changes.append(
+            PartitionChange(
+                topic,
+                partition,
+                action,
+                min(lows) if known else None,
+                max(highs) + 1 if known else None,
+                sum(counts) if None not in counts else None,
+                len(bodies),
+            )
+        )
+    return changes
+
+
+def _stats(body: dict) -> dict:
+    text = body.get("stats")
+    if not text:
+        return {}
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        return {}
+    return parsed if isinstance(parsed, dict) else {}

@@ -20,22 +20,23 @@ from engine.errors import StoreError
 LOCAL_LOG_STORE = "io.lakelog.storage.AtomicLocalLogStore"
 
 
-def jars_dir() -> Path:
-    """Where Delta's jars and lakelog-jvm.jar were put by the setup."""
-    env = os.environ.get("LAKELOG_JARS_DIR")
-    if env:
-        return Path(env)
+def jars_dir(configured: str = "") -> Path:
+    """Where Delta's jars and lakelog-jvm.jar are: ``configured`` (the ``jars.dir``
+    setting), else ``LAKELOG_JARS_DIR``, else ``.jars/`` of the checkout (filled by setup)."""
+    chosen = configured or os.environ.get("LAKELOG_JARS_DIR")
+    if chosen:
+        return Path(chosen).expanduser()
     return Path(__file__).resolve().parent.parent / ".jars"
 
 
-def session_conf(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+def session_conf(extra: Mapping[str, str] | None = None, jars: str = "") -> dict[str, str]:
     """The Spark configuration of a lakelog-built session (defaults, jars, overrides)."""
-    directory = jars_dir()
+    directory = jars_dir(jars)
     jars = sorted(str(p) for p in directory.glob("*.jar"))
     if not (directory / ".complete").exists() or not jars:
         raise StoreError(
             f"Delta Lake's jars are missing from {directory}: run `make setup` in the lakelog checkout "
-            "(or set LAKELOG_JARS_DIR to a directory holding them)"
+            "(or set jars.dir / LAKELOG_JARS_DIR to a directory holding them)"
         )
     values = read_properties("spark-defaults.conf")
     values["spark.jars"] = ",".join(jars)
@@ -45,7 +46,7 @@ def session_conf(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     return values
 
 
-def build_session(extra: Mapping[str, str] | None = None) -> SparkSession:
+def build_session(extra: Mapping[str, str] | None = None, jars: str = "") -> SparkSession:
     """Get or create the process's SparkSession configured for lakelog.
 
     Python workers run the interpreter running this code, so UDFs see the
@@ -55,7 +56,7 @@ def build_session(extra: Mapping[str, str] | None = None) -> SparkSession:
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     builder = SparkSession.builder
-    for key, value in session_conf(extra).items():
+    for key, value in session_conf(extra, jars).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     from spark_connector import register

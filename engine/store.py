@@ -27,8 +27,14 @@ from engine.consumer_offsets import OFFSETS_TOPIC
 from engine.dataframe_append import DataFrameAppend
 from engine.delta_jvm import JVM_ERRORS, DeltaTableHandle, java_message, partition_predicate, sql_string
 from engine.delta_log import DeltaLogReader, Snapshot, normalize_uri
-from engine.errors import InvalidOffsetError, StoreError, TopicExistsError, UnknownTopicOrPartitionError
-from engine.history import HistoryEntry, history_entry
+from engine.errors import (
+    InvalidOffsetError,
+    InvalidRecordError,
+    StoreError,
+    TopicExistsError,
+    UnknownTopicOrPartitionError,
+)
+from engine.history import HistoryEntry, PartitionChange, history_entry
 from engine.offsets import (
     OffsetRange,
     PartitionBounds,
@@ -42,6 +48,8 @@ from engine.producer import Producer
 from engine.reads import log_table, resolve_topic_names, topic_frame
 from engine.schema import LOG_TABLE_DDL, PARTITION_COLUMNS, STATS_COLUMNS
 from engine.session import LOCAL_LOG_STORE, build_session, uses_safe_local_log_store
+from engine.settings import Settings, load_settings
+from engine.time_travel import version_as_of
 from engine.topic_admin import (
     plan_alter_config,
     plan_create,
@@ -90,8 +98,9 @@ class OffsetAndTimestamp:
 class LogStore:
     """A store of Kafka-style topics in one Delta table. Thread-safe."""
 
-    def __init__(self, uri: str, spark: SparkSession | None) -> None:
+    def __init__(self, uri: str, spark: SparkSession | None, settings: Settings | None = None) -> None:
         self.uri = uri
+        self.settings = settings if settings is not None else Settings()
         self._spark = spark
         self._owns_spark = spark is None
         self.reader = DeltaLogReader(uri)
@@ -107,7 +116,9 @@ class LogStore:
             if self._spark is None:
                 active = SparkSession.getActiveSession()
                 self._owns_spark = active is None
-                self._spark = active if active is not None else build_session()
+                self._spark = (
+                    active if active is not None else build_session(self.settings.spark, jars=self.settings.jars_dir)
+                )
                 _warn_if_unsafe(self._spark, self.uri)
             return self._spark
 
@@ -133,15 +144,29 @@ class LogStore:
     # -- opening -------------------------------------------------------------
 
     @classmethod
-    def open(cls, path: str | os.PathLike[str], spark: SparkSession | None = None) -> LogStore:
+    def open(
+        cls,
+        path: str | os.PathLike[str],
+        spark: SparkSession | None = None,
+        *,
+        conf_file: str | os.PathLike[str] | None = None,
+        **settings: Any,
+    ) -> LogStore:
         """Open the store at ``path`` (a local path or URI), creating it if absent.
 
-        With ``spark=None`` a local SparkSession is built from ``conf/``.
-        Raises StoreError if the path holds something that is not a lakelog
-        store.
+        Settings come from ``conf/lakelog.conf``, then ``conf_file`` (or the
+        file named by ``LAKELOG_CONF_FILE``), then ``LAKELOG_*`` environment
+        variables, then ``settings`` (``num_partitions=3``,
+        ``**{"producer.linger.ms": 10}``); see :mod:`engine.settings`. With
+        ``spark=None`` the process's active session is used, else a local
+        one is built from ``conf/spark-defaults.conf`` and the ``spark.*``
+        settings. Raises InvalidConfigError for an unknown setting or bad
+        value (naming it and where it came from), StoreError if the path
+        holds something that is not a lakelog store.
         """
+        resolved = load_settings(conf_file, overrides=settings)
         uri = normalize_uri(os.fspath(path))
-        store = cls(uri, spark)
+        store = cls(uri, spark, resolved)
         if spark is not None:
             _warn_if_unsafe(spark, uri)
             from spark_connector import register
@@ -175,13 +200,22 @@ class LogStore:
 
     # -- topic administration --------------------------------------------------
 
-    def create_topic(self, name: str, partitions: int = 1, config: Mapping[str, Any] | None = None) -> TopicMetadata:
+    def create_topic(
+        self, name: str, partitions: int | None = None, config: Mapping[str, Any] | None = None
+    ) -> TopicMetadata:
         """Create a topic (one Delta metadata commit).
+
+        ``partitions`` defaults to the ``num.partitions`` setting; ``config``
+        is laid over the ``topic.*`` settings and stored with the topic.
 
         Raises InvalidTopicError (bad or colliding name), TopicExistsError,
         InvalidPartitionsError, InvalidConfigError (unknown key, bad value).
         """
         now = int(time.time() * 1000)
+        if partitions is None:
+            partitions = self.settings.num_partitions
+        if config is None or isinstance(config, Mapping):
+            config = {**self.settings.topic, **(config or {})}
         self._writer.change_topics(
             lambda topics, props: plan_create(
                 topics,
@@ -268,24 +302,25 @@ class LogStore:
     def consumer(self, group_id: str | None = None, **config: Any) -> Consumer:
         """A new :class:`engine.consumer.Consumer`; config keys as Kafka's
         (``auto.offset.reset``) or their underscore spellings."""
+        config = {**self.settings.consumer, **config}
         if group_id is not None:
-            config = {**config, "group.id": group_id}
+            config["group.id"] = group_id
         return Consumer(self, config)
 
     # -- writing -------------------------------------------------------------
 
     def producer(self, **config: Any) -> Producer:
         """A new :class:`Producer`; config keys are Kafka's (``linger.ms``) or their
-        underscore spellings (``linger_ms``)."""
-        return Producer(self, config)
+        underscore spellings (``linger_ms``), laid over the ``producer.*`` settings."""
+        return Producer(self, {**self.settings.producer, **config})
 
     def transactional_producer(self, transactional_id: str, **config: Any) -> Any:
         """A :class:`transactions.TransactionalProducer` for ``transactional_id``; call
-        ``init_transactions()`` first. Config keys as for ``producer``."""
+        ``init_transactions()`` first. Config keys (and ``producer.*`` settings) as for ``producer``."""
         # The one import from engine into transactions: LogStore is where users look.
         from transactions import TransactionalProducer
 
-        return TransactionalProducer(self, transactional_id, config)
+        return TransactionalProducer(self, transactional_id, {**self.settings.producer, **config})
 
     def write(self, df: DataFrame, topic: str | None = None, *, retries: int = 10) -> WriteResult:
         """Append a batch DataFrame with the Kafka sink's columns in one commit.
@@ -386,6 +421,9 @@ class LogStore:
         topics: Any,
         starting_offsets: Any = "earliest",
         ending_offsets: Any = "latest",
+        *,
+        as_of_version: int | None = None,
+        as_of_timestamp: Any = None,
     ) -> DataFrame:
         """Records of ``topics`` as a DataFrame with Spark's Kafka source schema.
 
@@ -393,18 +431,82 @@ class LogStore:
         Offsets: "earliest", "latest", ``{topic: {partition: offset}}`` or its
         JSON (-2 earliest, -1 latest); a mapping must list every partition
         of each topic it names, topics it does not name take the default.
-        Ending offsets are exclusive. The read is pinned to the current Delta
-        version, so "latest" and the rows agree. Raises InvalidOffsetError for
-        offsets outside a partition's log.
+        Ending offsets are exclusive. The read is pinned to one Delta version,
+        so "latest" and the rows agree: the current one, or with
+        ``as_of_version`` / ``as_of_timestamp`` (ms, datetime or ISO-8601;
+        the newest version committed at or before it) the topics as they
+        were then -- "earliest"/"latest" and topic names resolve at that
+        version. Raises InvalidOffsetError for offsets outside a partition's
+        log and for a version or time the log no longer has (log cleanup, or
+        VACUUM deleted its files).
         """
         start_spec = parse_offset_spec(starting_offsets, option="starting_offsets")
         end_spec = parse_offset_spec(ending_offsets, option="ending_offsets")
-        snapshot = self.reader.snapshot()
+        version = self.version_as_of(as_of_version=as_of_version, as_of_timestamp=as_of_timestamp)
+        snapshot = self.reader.snapshot(version)
         names = resolve_topic_names(topics, topics_from_properties(snapshot.properties))
         bounds = self._bounds(snapshot, names)
         starts = resolve_offsets(start_spec, bounds, default="earliest", option="starting_offsets")
         ends = resolve_offsets(end_spec, bounds, default="latest", option="ending_offsets")
-        return topic_frame(self.spark, self.uri, snapshot.version, read_ranges(starts, ends).values())
+        ranges = read_ranges(starts, ends)
+        if version is not None:
+            self._require_files(snapshot, [r.tp for r in ranges.values() if r.count > 0])
+        return topic_frame(self.spark, self.uri, snapshot.version, ranges.values())
+
+    def version_as_of(self, *, as_of_version: int | None = None, as_of_timestamp: Any = None) -> int | None:
+        """The Delta version a time-travel read pins (see :func:`engine.time_travel.version_as_of`);
+        None when neither is given."""
+        if as_of_version is None and as_of_timestamp is None:
+            return None
+        return version_as_of(
+            self.reader.latest_version(),
+            self.reader.commit_time,
+            as_of_version=as_of_version,
+            as_of_timestamp=as_of_timestamp,
+            now_ms=int(time.time() * 1000),
+        )
+
+    def _require_files(self, snapshot: Snapshot, tps: Iterable[TopicPartition]) -> None:
+        wanted = set(tps)
+        missing = self.reader.missing_files([f.path for f in snapshot.files if f.tp in wanted])
+        if missing:
+            raise InvalidOffsetError(
+                f"version {snapshot.version} cannot be read any more: VACUUM deleted {len(missing)} of its files "
+                f"(e.g. {missing[0]}); time travel reaches back delta.deletedFileRetentionDuration"
+            )
+
+    def value_at(
+        self,
+        topic: str,
+        key: bytes | str,
+        *,
+        as_of_timestamp: Any = None,
+        as_of_version: int | None = None,
+    ) -> bytes | None:
+        """The value of ``key`` in ``topic`` as a reader saw it at a time or version.
+
+        The value of the key's newest record committed at or before then;
+        None when the key had no record or its newest was a tombstone (null
+        value), as a compacted topic's consumer would conclude. Without
+        either option: now. The key is looked up in every partition of the
+        topic (records may have been sent to an explicit partition). Raises
+        UnknownTopicOrPartitionError if the topic did not exist then,
+        InvalidOffsetError as :meth:`read` for a time the log no longer has.
+        """
+        key_bytes = key.encode() if isinstance(key, str) else key
+        if not isinstance(key_bytes, bytes):
+            raise InvalidRecordError(f"key must be bytes or str, got {type(key).__name__}")
+        frame = self.read(topic, as_of_version=as_of_version, as_of_timestamp=as_of_timestamp)
+        rows = (
+            frame.where(F.col("key") == F.lit(bytearray(key_bytes)))
+            .orderBy(F.col("timestamp").desc(), F.col("offset").desc())
+            .select("value")
+            .limit(1)
+            .collect()
+        )
+        if not rows or rows[0].value is None:
+            return None
+        return bytes(rows[0].value)
 
     # -- history -------------------------------------------------------------
 
@@ -421,7 +523,30 @@ class LogStore:
         return entries
 
     def history(self, topic: str | None = None) -> DataFrame:
-        """The store's commits as a DataFrame: version, timestamp, operation, client, offset ranges."""
+        """The store's commits (or those touching ``topic``) as a DataFrame, oldest first.
+
+        One row per Delta commit still in the log: ``version``, ``timestamp``,
+        ``operation`` (lakelog's: produce, write, stream_write, transaction,
+        init_transactions, offset_commit, join/heartbeat/leave, create_topic,
+        delete_topic, create_partitions, alter_config, optimize, compact,
+        retention; Delta's own name, lower case, for commits lakelog did not
+        make), ``delta_operation``, ``client_id``, ``producer_id``,
+        ``transactional_id`` with ``transaction_epoch``, ``query_id`` (a
+        streaming sink), ``topic`` (topic admin and maintenance), and
+        ``added`` / ``removed``: per partition the offsets
+        ``[start_offset, end_offset)`` of the files the commit added or
+        removed, with their ``records`` and ``files``; then ``details`` (JSON).
+        """
+        change = StructType(
+            [
+                StructField("topic", StringType()),
+                StructField("partition", IntegerType()),
+                StructField("start_offset", LongType()),
+                StructField("end_offset", LongType()),
+                StructField("records", LongType()),
+                StructField("files", IntegerType()),
+            ]
+        )
         schema = StructType(
             [
                 StructField("version", LongType()),
@@ -429,25 +554,36 @@ class LogStore:
                 StructField("operation", StringType()),
                 StructField("delta_operation", StringType()),
                 StructField("client_id", StringType()),
+                StructField("producer_id", StringType()),
+                StructField("transactional_id", StringType()),
+                StructField("transaction_epoch", LongType()),
+                StructField("query_id", StringType()),
                 StructField("topic", StringType()),
-                StructField(
-                    "ranges",
-                    ArrayType(
-                        StructType(
-                            [
-                                StructField("topic", StringType()),
-                                StructField("partition", IntegerType()),
-                                StructField("start_offset", LongType()),
-                                StructField("end_offset", LongType()),
-                            ]
-                        )
-                    ),
-                ),
+                StructField("added", ArrayType(change)),
+                StructField("removed", ArrayType(change)),
                 StructField("details", StringType()),
             ]
         )
+
+        def cells(changes: Iterable[PartitionChange]) -> list[tuple]:
+            return [(c.topic, c.partition, c.start_offset, c.end_offset, c.records, c.files) for c in changes]
+
         rows = [
-            (e.version, e.timestamp, e.operation, e.delta_operation, e.client_id, e.topic, e.ranges, e.details)
+            (
+                e.version,
+                e.timestamp,
+                e.operation,
+                e.delta_operation,
+                e.client_id,
+                e.producer_id,
+                e.transactional_id,
+                e.transaction_epoch,
+                e.query_id,
+                e.topic,
+                cells(e.added()),
+                cells(e.removed()),
+                e.details,
+            )
             for e in self.history_entries(topic)
         ]
         return self.spark.createDataFrame(rows, schema)

@@ -3,7 +3,7 @@
 Plain producers, transactional producers that sometimes abort, and two
 consumers of one group (one SIGKILLed midway) run at once; every send,
 transaction, poll and commit is recorded and tests/history_checker.py must
-find no anomaly. ``LAKELOG_HISTORY_RECORDS`` sets the records per producer
+find no anomaly. ``LAKELOG_TEST_HISTORY_RECORDS`` sets the records per producer
 (CI runs a small workload; a soak can run a long one).
 """
 
@@ -23,7 +23,7 @@ from tests.history_checker import check, load_events
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 WORKER = Path(__file__).parent / "workers" / "history_worker.py"
-RECORDS = int(os.environ.get("LAKELOG_HISTORY_RECORDS", "40"))
+RECORDS = int(os.environ.get("LAKELOG_TEST_HISTORY_RECORDS", "40"))
 
 
 def test_randomized_workload_has_no_anomalies(store, tmp_path):

@@ -16,7 +16,7 @@ import pytest
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 WORKER = Path(__file__).parent.parent / "workers" / "stream_copy.py"
-KILLS = int(os.environ.get("LAKELOG_STREAM_KILLS", "4"))
+KILLS = int(os.environ.get("LAKELOG_TEST_STREAM_KILLS", "4"))
 
 
 def values_by_partition(store, topic):
@@ -42,7 +42,7 @@ def test_killed_and_restarted_stream_copies_every_record_exactly_once_in_order(s
             if i % 100 == 99:
                 producer.flush()  # 30 commits: micro-batches of 200 records end between them
     source = values_by_partition(store, "a")
-    rng = random.Random(int(os.environ.get("LAKELOG_SEED", "11")))
+    rng = random.Random(int(os.environ.get("LAKELOG_TEST_SEED", "11")))
     checkpoint = tmp_path / "checkpoint"
     kills_with_progress = 0
     with open(tmp_path / "workers.log", "ab") as log:

@@ -16,7 +16,7 @@ import pytest
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 WORKER = Path(__file__).parent.parent / "workers" / "eos_pipeline.py"
-KILLS = int(os.environ.get("LAKELOG_EOS_KILLS", "4"))
+KILLS = int(os.environ.get("LAKELOG_TEST_EOS_KILLS", "4"))
 
 
 def start(store_path, log):
@@ -31,7 +31,7 @@ def test_killed_and_restarted_pipeline_writes_each_record_exactly_once(store, tm
     with store.producer(linger_ms=5) as producer:
         for i in range(300):
             producer.send("a", f"r{i}", key=f"k{i % 17}")
-    rng = random.Random(int(os.environ.get("LAKELOG_SEED", "7")))
+    rng = random.Random(int(os.environ.get("LAKELOG_TEST_SEED", "7")))
     log_path = tmp_path / "workers.log"
     with open(log_path, "ab") as log:
         for _ in range(KILLS):
