@@ -12,17 +12,33 @@ from __future__ import annotations
 
 import weakref
 
+from pyspark.errors import AnalysisException
 from pyspark.sql import SparkSession
 
-from spark_connector.data_source import LakelogDataSource
+from spark_connector.data_source import PYTHON_SOURCE_NAME, LakelogDataSource, LakelogPythonDataSource
 
-__all__ = ["LakelogDataSource", "register"]
+__all__ = ["PYTHON_SOURCE_NAME", "LakelogDataSource", "register"]
 
 _registered: weakref.WeakSet[SparkSession] = weakref.WeakSet()
 
 
 def register(spark: SparkSession) -> None:
-    """Make ``format("lakelog")`` available in ``spark`` (idempotent)."""
-    if spark not in _registered:
+    """Make ``format("lakelog")`` available in ``spark`` (idempotent).
+
+    With lakelog-jvm.jar on ``spark.jars`` (every session lakelog builds),
+    its JVM provider ``io.lakelog.spark.LakelogProvider`` owns the name
+    ``lakelog`` and delegates to this Python data source, registered as
+    ``lakelog_python``; it adds the Kafka source's metrics to the streaming
+    progress. Spark refuses a Python source under a name a JVM provider
+    serves (DATA_SOURCE_ALREADY_EXISTS), which is how the jar is detected.
+    Without the jar the Python source is ``lakelog`` itself (no metrics).
+    """
+    if spark in _registered:
+        return
+    spark.dataSource.register(LakelogPythonDataSource)
+    try:
         spark.dataSource.register(LakelogDataSource)
-        _registered.add(spark)
+    except AnalysisException as error:
+        if error.getCondition() != "DATA_SOURCE_ALREADY_EXISTS":
+            raise
+    _registered.add(spark)

@@ -3,6 +3,11 @@
 Spark builds it in a Python worker from the query's options; every option
 is checked there, so a wrong option fails the query at start with an
 :class:`engine.errors.InvalidConfigError` naming it.
+
+With lakelog-jvm.jar, ``format("lakelog")`` is the JVM provider
+``io.lakelog.spark.LakelogProvider`` (jvm/src/main/java/io/lakelog/spark/),
+which runs :class:`LakelogPythonDataSource` and adds the Kafka source's
+progress metrics; see :func:`spark_connector.register`.
 """
 
 from __future__ import annotations
@@ -13,6 +18,9 @@ from pyspark.sql.types import StructType
 from spark_connector.options import parse_sink_options, parse_source_options
 from spark_connector.sink import LakelogBatchWriter, LakelogStreamWriter, check_sink_schema
 from spark_connector.source import LakelogBatchReader, LakelogStreamReader, kafka_schema
+
+# The name the JVM provider delegates to (LakelogProvider.PYTHON_SOURCE).
+PYTHON_SOURCE_NAME = "lakelog_python"
 
 
 class LakelogDataSource(DataSource):
@@ -49,3 +57,15 @@ class LakelogDataSource(DataSource):
             raise InvalidConfigError("topics are append-only: use outputMode('append')")
         check_sink_schema(schema, options)
         return LakelogStreamWriter(options, schema)
+
+
+class LakelogPythonDataSource(LakelogDataSource):
+    """The same data source under the name lakelog-jvm.jar's ``lakelog`` provider runs.
+
+    Spark's Python worker checks the name it was asked for against
+    ``name()`` (pyspark/sql/worker/create_data_source.py), hence a class.
+    """
+
+    @classmethod
+    def name(cls) -> str:
+        return PYTHON_SOURCE_NAME

@@ -357,6 +357,8 @@ class LakelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return plan_by_commits(begin, target, commits, opts.max_offsets_per_trigger)
 
     def reportLatestOffset(self) -> dict | None:
+        # The log end before any rate limit: the progress's latestOffset, and what
+        # io.lakelog.spark.LakelogMicroBatchStream computes offsets-behind-latest against.
         latest = self.state.latest
         return None if latest is None else offsets_to_json(latest)
 

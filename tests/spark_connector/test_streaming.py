@@ -6,6 +6,7 @@ import contextlib
 import json
 import time
 from collections import defaultdict
+from decimal import ROUND_HALF_UP, Decimal
 
 import pytest
 from pyspark.errors import PySparkException, StreamingQueryException
@@ -13,7 +14,6 @@ from pyspark.sql.utils import CapturedException
 
 from engine.delta_log import DeltaLogReader
 from engine.group_admin import describe_group
-from spark_connector.progress import offsets_behind_latest
 
 pytestmark = pytest.mark.spark
 
@@ -47,6 +47,25 @@ def copy_available_now(spark, store, src, dst, checkpoint, **options):
     with contextlib.suppress(StreamingQueryException):  # the test looks at query.exception()
         query.awaitTermination(300)
     return query
+
+
+def expected_lag_metrics(latest: dict[int, int], consumed: dict[int, int]) -> dict[str, str]:
+    """The Kafka source's three metrics as they appear in the progress JSON.
+
+    Values are strings; Spark's SourceProgress.jsonValue rounds
+    avgOffsetsBehindLatest to one decimal (HALF_UP), for Kafka's source too.
+    """
+    lags = [latest[p] - consumed.get(p, 0) for p in latest]
+    avg = (Decimal(sum(lags)) / Decimal(len(lags))).quantize(Decimal("0.1"), rounding=ROUND_HALF_UP)
+    return {
+        "minOffsetsBehindLatest": str(min(lags)),
+        "maxOffsetsBehindLatest": str(max(lags)),
+        "avgOffsetsBehindLatest": str(avg),
+    }
+
+
+def partition_offsets(source_progress, key):
+    return {int(p): o for p, o in json.loads(source_progress[key]).get("a", {}).items()}
 
 
 def test_batch_read_has_the_kafka_source_schema_and_offsets(spark, store):
@@ -91,15 +110,7 @@ def test_stream_copy_is_exact_and_commits_the_group_offsets(spark, store, tmp_pa
     assert len([p for p in progress if p["numInputRows"]]) >= 3  # 40 records at most 15 (whole commits) a batch
     latest = {"a": {str(p): n for p, n in store.end_offsets("a").items()}}
     assert json.loads(progress[-1]["sources"][0]["latestOffset"]) == latest
-    first = json.loads(progress[0]["sources"][0]["endOffset"])
-    behind = offsets_behind_latest(progress[0]["sources"][0])
-    lags = [latest["a"][p] - first["a"].get(p, 0) for p in latest["a"]]
-    assert behind == {
-        "minOffsetsBehindLatest": min(lags),
-        "maxOffsetsBehindLatest": max(lags),
-        "avgOffsetsBehindLatest": sum(lags) / 3,
-    }
-    assert offsets_behind_latest(progress[-1]["sources"][0])["maxOffsetsBehindLatest"] == 0
+    assert progress[-1]["sources"][0]["metrics"]["maxOffsetsBehindLatest"] == "0"
     described = describe_group(store, "copier")
     assert {(p.partition, p.committed, p.lag) for p in described.partitions} == {
         (p, n, 0) for p, n in store.end_offsets("a").items()
@@ -109,6 +120,58 @@ def test_stream_copy_is_exact_and_commits_the_group_offsets(spark, store, tmp_pa
         producer.send("a", "late", key="k1")
     copy_available_now(spark, store, "a", "b", tmp_path / "ck", groupId="copier")
     assert records_by_partition(store, "b") == records_by_partition(store, "a")
+
+
+def test_a_query_behind_the_log_reports_the_kafka_sources_lag_metrics_in_its_progress(spark, store, tmp_path):
+    # 6 commits of 1 + 2 + 4 records to partitions 1, 2, 3 (partition 0 stays empty):
+    # maxOffsetsPerTrigger=7 reads one commit a batch, so batch k is behind by
+    # 0, 6-k, 12-2k, 24-4k (avg 8.75 after the first: the rounding is tested too).
+    store.create_topic("a", partitions=4)
+    with store.producer(linger_ms=0) as producer:
+        for i in range(6):
+            for p, n in ((1, 1), (2, 2), (3, 4)):
+                for j in range(n):
+                    producer.send("a", f"{p}-{i}-{j}", partition=p)
+            producer.flush()
+
+    def run(checkpoint):
+        query = (
+            source(spark, store, subscribe="a", startingOffsets="earliest", maxOffsetsPerTrigger="7")
+            .writeStream.format("noop")
+            .option("checkpointLocation", str(checkpoint))
+            .trigger(availableNow=True)
+            .start()
+        )
+        query.awaitTermination(300)
+        assert query.exception() is None
+        return [p["sources"][0] for p in query.recentProgress if p["numInputRows"]]
+
+    sources = run(tmp_path / "ck")
+    latest = store.end_offsets("a")
+    assert len(sources) == 6
+    assert sources[0]["description"] == "lakelog[subscribe=a]"
+    for progress in sources:
+        assert partition_offsets(progress, "latestOffset") == latest
+        assert progress["metrics"] == expected_lag_metrics(latest, partition_offsets(progress, "endOffset"))
+    assert sources[0]["metrics"] == {
+        "minOffsetsBehindLatest": "0",
+        "maxOffsetsBehindLatest": "20",
+        "avgOffsetsBehindLatest": "8.8",
+    }
+    assert sources[-1]["metrics"] == {
+        "minOffsetsBehindLatest": "0",
+        "maxOffsetsBehindLatest": "0",
+        "avgOffsetsBehindLatest": "0.0",
+    }
+
+    # Restarted from its checkpoint with new records: behind again, by what is new.
+    with store.producer(linger_ms=0) as producer:
+        for i in range(9):
+            producer.send("a", f"late-{i}", partition=i % 3)
+    resumed = run(tmp_path / "ck")
+    latest = store.end_offsets("a")
+    assert resumed[0]["metrics"] == expected_lag_metrics(latest, partition_offsets(resumed[0], "endOffset"))
+    assert resumed[-1]["metrics"]["maxOffsetsBehindLatest"] == "0"
 
 
 def test_a_rate_limit_never_splits_a_transaction(spark, store, tmp_path):
