@@ -9,7 +9,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 JARS := .jars/.complete
-JAVA_SOURCES := $(shell find jvm/src -name '*.java')
+JAVA_SOURCES := $(shell find jvm/src -type f)
 
 .PHONY: setup quickstart test lint clean
 
