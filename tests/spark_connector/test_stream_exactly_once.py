@@ -27,6 +27,10 @@ def values_by_partition(store, topic):
     return dict(result)
 
 
+def copied_total(store) -> int:
+    return sum(store.end_offsets("b").values())
+
+
 def run(store, checkpoint, log, *extra):
     args = [sys.executable, str(WORKER), "--store", store.uri, "--source", "a", "--sink", "b"]
     args += ["--checkpoint", str(checkpoint), *extra]
@@ -46,9 +50,19 @@ def test_killed_and_restarted_stream_copies_every_record_exactly_once_in_order(s
     checkpoint = tmp_path / "checkpoint"
     kills_with_progress = 0
     with open(tmp_path / "workers.log", "ab") as log:
-        for _ in range(KILLS):
+        for round_ in range(KILLS):
+            before = copied_total(store)
             worker = run(store, checkpoint, log)
-            time.sleep(rng.uniform(12, 45))  # start-up and the first batch take ~20 s
+            if round_ % 4 == 3:
+                time.sleep(rng.uniform(2, 10))  # now and then a kill during start-up or planning
+            else:
+                # Wait for the copy to move (start-up takes 10-60 s, more on a busy machine), then
+                # kill at a random point of the following micro-batches.
+                deadline = time.monotonic() + 240
+                while copied_total(store) == before and before < 3000 and time.monotonic() < deadline:
+                    assert worker.poll() is None, (tmp_path / "workers.log").read_text()[-3000:]
+                    time.sleep(0.2)
+                time.sleep(rng.uniform(0, 1.5))
             worker.send_signal(signal.SIGKILL)
             worker.wait()
             copied = values_by_partition(store, "b")
@@ -56,7 +70,7 @@ def test_killed_and_restarted_stream_copies_every_record_exactly_once_in_order(s
                 # Never a duplicate, never out of order: each partition is a prefix of the source's.
                 assert records == source[p][: len(records)], f"partition {p} diverged after a kill"
             total = sum(len(r) for r in copied.values())
-            kills_with_progress += 0 < total < 3000
+            kills_with_progress += before < total < 3000
         final = run(store, checkpoint, log, "--available-now")
         assert final.wait(timeout=600) == 0, (tmp_path / "workers.log").read_text()[-3000:]
     assert values_by_partition(store, "b") == source
