@@ -1,6 +1,7 @@
 """Committing a maintenance step: removes and adds in one Delta commit, beside live writers.
 
-Put-if-absent at the read version + 1, as :mod:`engine.direct_commit` does.
+Put-if-absent at the read version + 1, as :mod:`engine.direct_commit` does
+(``link(2)`` locally, S3's ``If-None-Match: *`` on S3: :mod:`engine.object_store`).
 When another commit took that version, the step is *rebased* instead of
 redone, as Delta's own OPTIMIZE rebases on its conflict checker: the
 commits that won are read, and the step is committed at the next version
@@ -22,7 +23,6 @@ ConflictChecker, ``checkForAddedFilesThatShouldHaveBeenReadByCurrentTxn``).
 from __future__ import annotations
 
 import json
-import os
 import time
 import uuid
 from collections.abc import Sequence
@@ -33,8 +33,9 @@ from engine.commit import DataWriteError, RetryPolicy, retries_exhausted
 from engine.commit_info import TAG_CLIENT, TAG_DETAILS, TAG_OPERATION, TAG_TOPIC
 from engine.data_files import DataFile, DataFileWriter
 from engine.delta_log import DeltaLogReader
-from engine.direct_commit import ENGINE_INFO, put_if_absent
+from engine.direct_commit import ENGINE_INFO
 from engine.errors import MaintenanceConflictError, StoreError
+from engine.object_store import is_s3, put_if_absent
 from engine.topics import topics_from_properties
 
 # Delta's own names where Delta has the operation, so DESCRIBE HISTORY reads naturally.
@@ -124,11 +125,11 @@ def commit_step(
     again; nothing is visible), CommitConflictError / DeliveryTimeoutError
     when versions kept being taken past ``policy``.
     """
-    if "://" in uri:
+    if "://" in uri and not is_s3(uri):
         raise StoreError(
-            f"maintenance commits need put-if-absent, which lakelog has only for local paths; {uri} is not one"
+            f"maintenance commits need put-if-absent, which lakelog has for local paths and S3 only; {uri} is neither"
         )
-    log_dir = os.path.join(uri, "_delta_log")
+    log_dir = f"{uri.rstrip('/')}/_delta_log"
     started = time.monotonic()
     attempts = 0
     version = read_version + 1

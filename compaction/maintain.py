@@ -376,7 +376,11 @@ def _step_from_results(
 def _vacuum(ctx: _Context, retention_hours: float | None) -> tuple[int, int]:
     from deltalake import DeltaTable
 
-    table = DeltaTable(ctx.uri)
+    from engine.object_store import delta_storage_options, python_uri
+
+    # VACUUM's own commits (delta-rs writes VACUUM START/END) go through
+    # delta-rs with conditional puts on S3 (engine.object_store.S3Settings.delta_rs_options).
+    table = DeltaTable(python_uri(ctx.uri), storage_options=delta_storage_options(ctx.uri))
     ctx.progress("vacuum: listing unreferenced files")
     kwargs: dict[str, Any] = {"dry_run": ctx.dry_run}
     if retention_hours is not None:

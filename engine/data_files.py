@@ -22,11 +22,11 @@ import uuid
 from dataclasses import dataclass
 from urllib.parse import quote
 
-import fsspec
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from engine.object_store import filesystem
 from engine.offsets import FileStats, TopicPartition
 from engine.schema import LOG_ARROW_SCHEMA, PARTITION_COLUMNS, STATS_COLUMNS
 
@@ -80,8 +80,7 @@ class DataFileWriter:
     """Writes Parquet files into a log table's partition directories."""
 
     def __init__(self, uri: str) -> None:
-        self._fs, root = fsspec.core.url_to_fs(uri)
-        self._root = root.rstrip("/")
+        self._fs, self._root = filesystem(uri)
 
     def write(
         self, table: pa.Table, *, data_change: bool = True, modification_time_ms: int | None = None

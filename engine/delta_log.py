@@ -2,8 +2,8 @@
 
 Snapshots (live files with their statistics, table properties) come from
 delta-rs (the ``deltalake`` package), single commit files are read with
-fsspec. Both are cheap next to a Spark job and work where no SparkSession
-exists (Python data source workers). Writing always goes through Delta's
+fsspec (s3fs on S3: :mod:`engine.object_store`). Both are cheap next to a
+Spark job and work where no SparkSession exists (Python data source workers). Writing always goes through Delta's
 JVM transaction (:mod:`engine.delta_jvm`).
 """
 
@@ -15,20 +15,23 @@ import threading
 from dataclasses import dataclass
 from urllib.parse import unquote, urlparse
 
-import fsspec
 import pyarrow as pa
 from deltalake import DeltaTable
 
 from engine.log_view import CommitChanges, LogView, apply_commit, parse_commit, view_from_snapshot
+from engine.object_store import delta_storage_options, filesystem, is_s3, python_uri
 from engine.offsets import FileStats, TopicPartition
 
 
 def normalize_uri(path: str) -> str:
-    """An absolute local path, or the URI unchanged when it has a scheme."""
+    """An absolute local path; ``s3a://`` for any S3 scheme (Spark reaches S3 through
+    Hadoop's S3A); other URIs unchanged."""
     parsed = urlparse(str(path))
     if parsed.scheme in ("", "file"):
         local = parsed.path if parsed.scheme == "file" else str(path)
         return os.path.abspath(os.path.expanduser(local))
+    if is_s3(str(path)):
+        return "s3a://" + str(path).split("://", 1)[1].rstrip("/")
     return str(path)
 
 
@@ -44,8 +47,8 @@ class DeltaLogReader:
 
     def __init__(self, uri: str, storage_options: dict[str, str] | None = None) -> None:
         self.uri = normalize_uri(uri)
-        self._storage_options = storage_options or None
-        self._fs, self._root = fsspec.core.url_to_fs(self.uri)
+        self._storage_options = storage_options or delta_storage_options(self.uri)
+        self._fs, self._root = filesystem(self.uri)
         self._lock = threading.Lock()
         self._table: DeltaTable | None = None
 
@@ -86,7 +89,7 @@ class DeltaLogReader:
 
     def _load_locked(self, version: int | None) -> DeltaTable:
         if self._table is None:
-            self._table = DeltaTable(self.uri, version=version, storage_options=self._storage_options)
+            self._table = DeltaTable(python_uri(self.uri), version=version, storage_options=self._storage_options)
         elif version is None:
             self._table.update_incremental()
         elif self._table.version() != version:

@@ -12,9 +12,13 @@ conflict-checker reasoning at all). JVM writers still see these commits as
 ordinary winning commits that added files to the partitions they read, so
 the offset invariant holds across both kinds of writer.
 
-Put-if-absent on a local path is ``os.link`` of a fully written temporary
-file, the same primitive as ``io.lakelog.storage.AtomicLocalLogStore``.
-Other filesystems are refused until they have one (S3 conditional writes).
+Put-if-absent (:func:`engine.object_store.put_if_absent`) is ``os.link`` of
+a fully written temporary file on a local path, the same primitive as
+``io.lakelog.storage.AtomicLocalLogStore``, and on S3 a conditional
+``PutObject`` (``If-None-Match: *``), the same request
+``io.lakelog.storage.ConditionalS3LogStore`` makes for JVM writers. So the
+rule "exactly one writer gets version V+1" holds across processes, drivers
+and the two kinds of writer on both.
 
 delta-rs (``deltalake``) has a commit API, but its appends are blind (no
 read predicate): two of them into one partition would both land with the
@@ -23,10 +27,8 @@ same offsets. That is why this module does not use it.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
-import os
 import random
 import time
 import uuid
@@ -50,6 +52,7 @@ from engine.data_files import DataFile, DataFileWriter
 from engine.delta_log import DeltaLogReader, ViewTracker, normalize_uri
 from engine.errors import InconsistentWriteError, StoreError
 from engine.log_view import CommitChanges, LogView
+from engine.object_store import delta_storage_options, is_s3, put_if_absent, python_uri
 from engine.offsets import TopicPartition, counts_by_partition, plan_ranges, verify_written
 from engine.partition_reader import PartitionReader
 from engine.topics import TopicMetadata
@@ -93,23 +96,6 @@ def commit_file_lines(
     return lines
 
 
-def put_if_absent(directory: str, name: str, data: bytes) -> bool:
-    """Create ``directory/name`` holding ``data`` atomically; False if it already exists."""
-    temp = os.path.join(directory, f".{name}.{uuid.uuid4().hex}.tmp")
-    with open(temp, "wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-    try:
-        os.link(temp, os.path.join(directory, name))
-        return True
-    except FileExistsError:
-        return False
-    finally:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
-
-
 class DirectCommitter:
     """Commits :class:`engine.commit.AppendBatch` es whose ``build`` returns Arrow tables.
 
@@ -122,17 +108,17 @@ class DirectCommitter:
 
     def __init__(self, uri: str, client_id: str, *, seed: int | None = None) -> None:
         self.uri = normalize_uri(uri)
-        if "://" in self.uri:
+        if "://" in self.uri and not is_s3(self.uri):
             raise StoreError(
-                f"committing from a Python worker needs put-if-absent, which lakelog has only for local paths; "
-                f"{self.uri} is not one"
+                f"committing from a Python worker needs put-if-absent, which lakelog has for local paths "
+                f"and S3 only; {self.uri} is neither"
             )
         self.client_id = client_id
         self.reader = DeltaLogReader(self.uri)
         self._views = ViewTracker(self.reader)
         self._files = DataFileWriter(self.uri)
         self._records = PartitionReader(self.uri)
-        self._log_dir = os.path.join(self.uri, "_delta_log")
+        self._log_dir = f"{self.uri.rstrip('/')}/_delta_log"
         self._rng = random.Random(seed)
 
     def latest_view(self) -> LogView:
@@ -246,6 +232,8 @@ class DirectCommitter:
         try:
             from deltalake import DeltaTable
 
-            DeltaTable(self.uri, version=version).create_checkpoint()
+            DeltaTable(
+                python_uri(self.uri), version=version, storage_options=delta_storage_options(self.uri)
+            ).create_checkpoint()
         except Exception as exc:  # a later commit's checkpoint covers it
             log.warning("checkpoint at version %s failed (the log stays readable): %s", version, exc)

@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from urllib.parse import unquote
 
-import fsspec
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from engine.object_store import filesystem
 from engine.offsets import FileStats, TopicPartition
 from engine.schema import LOG_ARROW_SCHEMA
 
@@ -41,8 +41,7 @@ class PartitionReader:
     """Reads records of one table's partitions. Thread-safe (no shared mutable state)."""
 
     def __init__(self, uri: str) -> None:
-        self._fs, root = fsspec.core.url_to_fs(uri)
-        self._root = root.rstrip("/")
+        self._fs, self._root = filesystem(uri)
 
     def read(
         self,

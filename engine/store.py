@@ -35,6 +35,14 @@ from engine.errors import (
     UnknownTopicOrPartitionError,
 )
 from engine.history import HistoryEntry, PartitionChange, history_entry
+from engine.object_store import (
+    bucket_and_key,
+    configure,
+    delta_storage_options,
+    is_s3,
+    python_uri,
+    settings_from_hadoop,
+)
 from engine.offsets import (
     OffsetRange,
     PartitionBounds,
@@ -47,7 +55,7 @@ from engine.offsets import (
 from engine.producer import Producer
 from engine.reads import log_table, resolve_topic_names, topic_frame
 from engine.schema import LOG_TABLE_DDL, PARTITION_COLUMNS, STATS_COLUMNS
-from engine.session import LOCAL_LOG_STORE, build_session, uses_safe_local_log_store
+from engine.session import LOCAL_LOG_STORE, S3_LOG_STORE, build_session, s3_log_store, uses_safe_local_log_store
 from engine.settings import Settings, load_settings
 from engine.time_travel import version_as_of
 from engine.topic_admin import (
@@ -119,6 +127,7 @@ class LogStore:
                 self._spark = (
                     active if active is not None else build_session(self.settings.spark, jars=self.settings.jars_dir)
                 )
+                _configure_object_store(self._spark, self.uri)
                 _warn_if_unsafe(self._spark, self.uri)
             return self._spark
 
@@ -166,13 +175,16 @@ class LogStore:
         """
         resolved = load_settings(conf_file, overrides=settings)
         uri = normalize_uri(os.fspath(path))
+        if spark is not None:
+            # Before the first Python-side access: it must use the session's endpoint.
+            _configure_object_store(spark, uri)
         store = cls(uri, spark, resolved)
         if spark is not None:
             _warn_if_unsafe(spark, uri)
             from spark_connector import register
 
             register(spark)
-        if not DeltaTable.is_deltatable(uri):
+        if not DeltaTable.is_deltatable(python_uri(uri), storage_options=delta_storage_options(uri)):
             _create_log_table(store.spark, uri)
         _check_store(uri)
         return store
@@ -589,6 +601,53 @@ class LogStore:
         return self.spark.createDataFrame(rows, schema)
 
 
+def _configure_object_store(spark: SparkSession, uri: str) -> None:
+    """For an S3 store: check the session can reach S3, and point lakelog's Python-side
+    clients at the endpoint and credentials of the session's S3A configuration."""
+    if not is_s3(uri):
+        return
+    jvm = spark.sparkContext._jvm
+    try:
+        jvm.java.lang.Class.forName(
+            "org.apache.hadoop.fs.s3a.S3AFileSystem", False, jvm.Thread.currentThread().getContextClassLoader()
+        )
+    except Exception as exc:
+        raise StoreError(
+            f"{uri} needs Hadoop's S3A connector, which this SparkSession lacks: put .jars/s3/*.jar "
+            "(from `make setup`) on spark.driver.extraClassPath and spark.executor.extraClassPath"
+        ) from exc
+    hadoop = spark.sparkContext._jsc.hadoopConfiguration()
+
+    def get(key: str) -> str | None:
+        # Runtime spark.conf.set("spark.hadoop.…") reaches Delta's Hadoop conf too.
+        return spark.conf.get(f"spark.hadoop.{key}", None) or hadoop.get(key)
+
+    bucket, _ = bucket_and_key(uri)
+    configure(uri, settings_from_hadoop(get, bucket))
+
+
+def s3_commit_hazard(spark: SparkSession, uri: str) -> str | None:
+    """Why commits to the S3 store ``uri`` from this session are unsafe with other writers, or None."""
+    scheme = uri.split("://", 1)[0]
+    store_class = s3_log_store(spark, scheme)
+    if store_class != S3_LOG_STORE:
+        return (
+            f"Delta commits to {uri} go through {store_class}, not {S3_LOG_STORE}: a commit from another driver, "
+            "or from lakelog's streaming sink or maintenance (which write with S3 conditional puts), can be "
+            f"silently overwritten and lost. Set spark.delta.logStore.{scheme}.impl={S3_LOG_STORE} "
+            "(and .jars/lakelog-jvm.jar on spark.jars)"
+        )
+    bucket, _ = bucket_and_key(uri)
+    hadoop = spark.sparkContext._jsc.hadoopConfiguration()
+    for key in (f"fs.s3a.bucket.{bucket}.create.conditional.enabled", "fs.s3a.create.conditional.enabled"):
+        value = spark.conf.get(f"spark.hadoop.{key}", None) or hadoop.get(key)
+        if value is not None:
+            if value.strip().lower() == "false":
+                return f"{key}=false: S3A cannot create commit files of {uri} conditionally (If-None-Match)"
+            break
+    return None
+
+
 def _warn_if_unsafe(spark: SparkSession, uri: str) -> None:
     if uri.startswith("/") and not uses_safe_local_log_store(spark):
         log.warning(
@@ -596,6 +655,10 @@ def _warn_if_unsafe(spark: SparkSession, uri: str) -> None:
             LOCAL_LOG_STORE,
             uri,
         )
+    if is_s3(uri):
+        hazard = s3_commit_hazard(spark, uri)
+        if hazard is not None:
+            log.warning("UNSAFE for concurrent writers: %s", hazard)
 
 
 def _create_log_table(spark: SparkSession, uri: str) -> None:
@@ -611,13 +674,13 @@ def _create_log_table(spark: SparkSession, uri: str) -> None:
     try:
         spark.sql(statement)
     except Exception as exc:
-        if not DeltaTable.is_deltatable(uri):
+        if not DeltaTable.is_deltatable(python_uri(uri), storage_options=delta_storage_options(uri)):
             detail = java_message(exc) if isinstance(exc, JVM_ERRORS) else str(exc)
             raise StoreError(f"cannot create a store at {uri}: {detail}") from exc
 
 
 def _check_store(uri: str) -> None:
-    configuration = DeltaTable(uri).metadata().configuration
+    configuration = DeltaTable(python_uri(uri), storage_options=delta_storage_options(uri)).metadata().configuration
     version = configuration.get(STORE_FORMAT_PROPERTY)
     if version is None:
         raise StoreError(f"{uri} is a Delta table but not a lakelog store (no {STORE_FORMAT_PROPERTY} property)")

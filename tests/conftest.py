@@ -1,6 +1,15 @@
-"""Shared fixtures: one SparkSession for the whole test session, a fresh store per test."""
+"""Shared fixtures: one SparkSession for the whole test session, a fresh store per test.
+
+The session also serves S3 stores: an S3 server (moto, tests/storage/s3_server.py)
+starts on loopback first and its endpoint and credentials are put into the
+environment the AWS way (AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, ...) before the
+JVM starts, so Spark's S3A, lakelog's Python side, Spark's Python workers and
+worker processes spawned by tests all find it without further setup.
+"""
 
 from __future__ import annotations
+
+import os
 
 import pytest
 
@@ -8,7 +17,24 @@ from engine.session import build_session
 
 
 @pytest.fixture(scope="session")
-def spark():
+def s3_server():
+    from tests.storage.s3_server import s3_server as start
+
+    with start() as server:
+        saved = {k: os.environ.get(k) for k in server.env}
+        os.environ.update(server.env)
+        try:
+            yield server
+        finally:
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+
+
+@pytest.fixture(scope="session")
+def spark(s3_server):
     session = build_session({"spark.master": "local[2]", "spark.sql.shuffle.partitions": "2"})
     yield session
     session.stop()

@@ -1,11 +1,13 @@
-"""The same lakelog code on a Spark standalone cluster (master + worker on loopback) instead of local[*]:
-a produce job, a streaming copy with its checkpoint next to the store, and maintenance as Spark tasks."""
+"""The same lakelog code on a Spark standalone cluster (master + worker on loopback) instead of local[*],
+against an S3 store (the loopback S3 server of tests/conftest.py): a produce job, a streaming copy with
+its checkpoint on S3, and maintenance with its rewrites as Spark tasks."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
+import uuid
 from collections import defaultdict
 from pathlib import Path
 
@@ -20,7 +22,8 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def master_url():
+def master_url(s3_server):
+    # Started after the S3 server put its endpoint into the environment: executors inherit it.
     with standalone_cluster(cores=2, memory="2g") as url:
         yield url
 
@@ -61,7 +64,9 @@ def check_job(seen: dict) -> None:
     assert seen["files_after"]["events"] == 4  # OPTIMIZE left one file per partition
 
 
-def test_produce_stream_and_maintain_on_a_standalone_cluster(master_url, tmp_path):
-    seen = run_job(master_url, str(tmp_path / "store"), str(tmp_path / "checkpoint"))
+def test_produce_stream_and_maintain_on_a_standalone_cluster_against_an_s3_store(master_url, s3_server):
+    bucket = s3_server.create_bucket("lakelog-cluster")
+    run = uuid.uuid4().hex[:8]
+    seen = run_job(master_url, f"s3a://{bucket}/{run}/store", f"s3a://{bucket}/{run}/checkpoints/copy")
     check_job(seen)
     print("cluster job seconds:", seen["seconds"])

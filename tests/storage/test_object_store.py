@@ -1,0 +1,85 @@
+"""Settings derivation and the S3 put-if-absent primitive, against the loopback S3 server."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from py4j.protocol import Py4JJavaError
+
+from engine.object_store import (
+    WRITE_ID_KEY,
+    S3Settings,
+    bucket_and_key,
+    put_if_absent,
+    python_uri,
+    settings_from_env,
+    settings_from_hadoop,
+)
+
+pytestmark = pytest.mark.s3
+
+
+def test_hadoop_settings_win_per_bucket_and_env_fills_the_rest():
+    conf = {
+        "fs.s3a.endpoint": "s3.example:9000",
+        "fs.s3a.connection.ssl.enabled": "false",
+        "fs.s3a.bucket.special.endpoint": "https://special.example",
+        "fs.s3a.path.style.access": "true",
+        "fs.s3a.access.key": "AK",
+    }
+    env = {"AWS_SECRET_ACCESS_KEY": "SK", "AWS_REGION": "eu-west-1", "AWS_ENDPOINT_URL": "http://ignored"}
+    plain = settings_from_hadoop(conf.get, "plain", env)
+    assert (plain.endpoint, plain.path_style, plain.allow_http) == ("http://s3.example:9000", True, True)
+    assert (plain.access_key, plain.secret_key, plain.region) == ("AK", "SK", "eu-west-1")
+    assert settings_from_hadoop(conf.get, "special", env).endpoint == "https://special.example"
+    options = plain.delta_rs_options()
+    assert options["AWS_ENDPOINT_URL"] == "http://s3.example:9000" and options["AWS_ALLOW_HTTP"] == "true"
+    assert options["conditional_put"] == "etag"  # delta-rs' commits use If-None-Match too
+    assert "SK" not in repr(plain)
+
+
+def test_env_settings_are_the_aws_sdks():
+    settings = settings_from_env({"AWS_ENDPOINT_URL_S3": "http://a:1", "AWS_ENDPOINT_URL": "http://b:2"})
+    assert settings == S3Settings(endpoint="http://a:1", path_style=True)
+    assert settings_from_env({}) == S3Settings()
+    assert python_uri("s3a://b/x/y") == "s3://b/x/y" and bucket_and_key("s3a://b/x/y") == ("b", "x/y")
+
+
+def test_put_if_absent_creates_once_and_never_overwrites(s3_server, s3_bucket):
+    directory = f"s3a://{s3_bucket}/{uuid.uuid4().hex}/_delta_log"
+    assert put_if_absent(directory, "00000000000000000000.json", b"first")
+    assert not put_if_absent(directory, "00000000000000000000.json", b"second")
+    _, prefix = bucket_and_key(directory)
+    obj = s3_server.client().get_object(Bucket=s3_bucket, Key=f"{prefix}/00000000000000000000.json")
+    assert obj["Body"].read() == b"first"
+    assert WRITE_ID_KEY in obj["Metadata"]
+
+
+def _jvm_write(spark, uri: str, lines: list[str]) -> None:
+    jvm = spark.sparkContext._jvm
+    conf = spark.sparkContext._jsc.hadoopConfiguration()
+    actions = jvm.java.util.ArrayList()
+    for line in lines:
+        actions.add(line)
+    store = jvm.io.lakelog.storage.ConditionalS3LogStore(conf)
+    store.write(jvm.org.apache.hadoop.fs.Path(uri), actions.iterator(), False, conf)
+
+
+def test_jvm_and_python_commits_exclude_each_other(spark, s3_server, s3_bucket):
+    """ConditionalS3LogStore (Delta's JVM commits) and put_if_absent (lakelog's Python commits)
+    make the same conditional request: whichever comes second is refused."""
+    directory = f"s3a://{s3_bucket}/{uuid.uuid4().hex}/_delta_log"
+    _jvm_write(spark, f"{directory}/00000000000000000001.json", ['{"jvm":1}'])
+    assert not put_if_absent(directory, "00000000000000000001.json", b"python")
+    assert put_if_absent(directory, "00000000000000000002.json", b"python")
+    with pytest.raises(Py4JJavaError) as refused:
+        _jvm_write(spark, f"{directory}/00000000000000000002.json", ['{"jvm":2}'])
+    assert "java.nio.file.FileAlreadyExistsException" in str(refused.value.java_exception.getClass().getName())
+    _, prefix = bucket_and_key(directory)
+    client = s3_server.client()
+
+    def body(version: int) -> bytes:
+        return client.get_object(Bucket=s3_bucket, Key=f"{prefix}/{version:020d}.json")["Body"].read()
+
+    assert body(1) == b'{"jvm":1}\n' and body(2) == b"python"
