@@ -69,13 +69,17 @@ def _ms_to_text(ms: int | None) -> str:
     return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="milliseconds")
 
 
-def _open_store(args: argparse.Namespace):
-    from engine.store import LogStore
-
+def _store_path(args: argparse.Namespace) -> str:
     path = args.store or os.environ.get(STORE_ENV)
     if not path:
         raise InvalidConfigError(f"no store: pass --store PATH or set {STORE_ENV}")
-    return LogStore.open(path, conf_file=args.conf)
+    return path
+
+
+def _open_store(args: argparse.Namespace):
+    from engine.store import LogStore
+
+    return LogStore.open(_store_path(args), conf_file=args.conf)
 
 
 # -- topics --------------------------------------------------------------------
@@ -433,12 +437,9 @@ def cmd_perf_stream(args: argparse.Namespace, out: Callable[[str], None]) -> Non
 def cmd_maintain(args: argparse.Namespace, out: Callable[[str], None]) -> None:
     from compaction.maintain import maintain
 
-    path = args.store or os.environ.get(STORE_ENV)
-    if not path:
-        raise InvalidConfigError(f"no store: pass --store PATH or set {STORE_ENV}")
     spark = _open_store(args).spark if args.spark else None
     report = maintain(
-        path,
+        _store_path(args),
         topics=args.topic or None,
         dry_run=args.dry_run,
         optimize=not args.no_optimize,

@@ -138,13 +138,10 @@ def _resolve(raw: Mapping[str, tuple[Any, str]]) -> Settings:
     origins = {key: origin for key, (_, origin) in raw.items()}
     for key, (value, origin) in raw.items():
         prefix = next((p for p in PREFIXED_KEYS if key.startswith(p)), None)
-        known = key in STORE_KEYS or key.startswith(SPARK_PREFIX)
-        if not known and (prefix is None or key.removeprefix(prefix) not in PREFIXED_KEYS[prefix][0]):
-            hint = (
-                ", ".join(prefix + k for k in sorted(PREFIXED_KEYS[prefix][0]))
-                if prefix is not None
-                else _known_summary()
-            )
+        group = PREFIXED_KEYS[prefix][0] if prefix is not None else {}
+        name = key.removeprefix(prefix) if prefix is not None else key
+        if key not in STORE_KEYS and not key.startswith(SPARK_PREFIX) and name not in group:
+            hint = ", ".join(f"{prefix}{k}" for k in sorted(group)) if prefix is not None else _known_summary()
             raise InvalidConfigError(f"unknown setting {key!r} (from {origin}); known: {hint}")
         try:
             if key in STORE_KEYS:
@@ -152,9 +149,7 @@ def _resolve(raw: Mapping[str, tuple[Any, str]]) -> Settings:
             elif key.startswith(SPARK_PREFIX):
                 spark[key] = str(value).lower() if isinstance(value, bool) else str(value)
             else:
-                assert prefix is not None
-                name = key.removeprefix(prefix)
-                groups[prefix][name] = PREFIXED_KEYS[prefix][0][name].parse(value)
+                groups[prefix][name] = group[name].parse(value)
         except InvalidConfigError as exc:
             raise InvalidConfigError(f"{exc} (from {origin})") from None
     return Settings(
