@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -20,10 +20,16 @@ import pyarrow.compute as pc
 from compaction.files import LiveFile
 from compaction.log_cleaner import keep_mask
 from engine.data_files import DataFile, DataFileWriter
+from engine.object_store import store_access
 from engine.offsets import TopicPartition
 from engine.partition_reader import PartitionReader, with_partition_columns
 
-T = TypeVar("T")
+
+class _StoreTask(Protocol):
+    uri: str
+
+
+T = TypeVar("T", bound=_StoreTask)
 R = TypeVar("R")
 
 
@@ -147,9 +153,24 @@ def _bin_starts(bins: Sequence[Sequence[LiveFile]]) -> list[tuple[int, tuple[Liv
 
 
 def run_tasks(tasks: Sequence[T], fn: Callable[[T], R], spark: Any | None = None) -> list[R]:
-    """``fn`` over ``tasks``: as Spark tasks when a SparkSession is given (one per task), else here."""
+    """``fn`` over ``tasks``: as Spark tasks when a SparkSession is given (one per task), else here.
+
+    Spark tasks carry this process's endpoint and credentials for each task's
+    store (``task.uri``): an executor's environment need not hold them.
+    """
     if not tasks:
         return []
     if spark is None:
         return [fn(t) for t in tasks]
-    return spark.sparkContext.parallelize(list(tasks), len(tasks)).map(fn).collect()
+    carried = [(store_access(t.uri), t) for t in tasks]
+    return spark.sparkContext.parallelize(carried, len(carried)).map(_InStore(fn)).collect()
+
+
+@dataclass(frozen=True)
+class _InStore:
+    fn: Callable[[Any], Any]
+
+    def __call__(self, carried: tuple[Any, Any]) -> Any:
+        access, task = carried
+        access.install()
+        return self.fn(task)

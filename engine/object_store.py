@@ -208,6 +208,30 @@ def settings_for(uri: str) -> S3Settings:
     return found if found is not None else settings_from_env()
 
 
+@dataclass(frozen=True)
+class StoreAccess:
+    """How to reach a store's objects, carried into another process (a Spark task or
+    Python worker) whose environment may not hold the endpoint or credentials.
+
+    ``settings`` is None for local stores, or when the process should use its
+    own environment. Secrets stay out of ``repr``; they do travel in pickles, as
+    Spark's own task closures carry credentials given in options.
+    """
+
+    uri: str
+    settings: S3Settings | None = None
+
+    def install(self) -> None:
+        """Use these settings for the store's bucket in this process (idempotent)."""
+        if self.settings is not None and is_s3(self.uri):
+            configure(self.uri, self.settings)
+
+
+def store_access(uri: str) -> StoreAccess:
+    """This process's way to ``uri``, to hand to tasks that run elsewhere."""
+    return StoreAccess(uri, settings_for(uri) if is_s3(uri) else None)
+
+
 def filesystem(uri: str) -> tuple[fsspec.AbstractFileSystem, str]:
     """An fsspec filesystem for ``uri`` and the root path within it (no trailing slash)."""
     if is_s3(uri):

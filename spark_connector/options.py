@@ -6,6 +6,14 @@ other is an :class:`engine.errors.InvalidConfigError` naming the option.
 Kafka's connection options (``kafka.*``) have no meaning here -- a store is
 a path -- and are refused with a hint. Reference:
 https://spark.apache.org/docs/latest/structured-streaming-kafka-integration.html
+
+S3A settings (``fs.s3a.endpoint``, ``fs.s3a.access.key``, ... and their
+``fs.s3a.bucket.<bucket>.*`` forms) are accepted as options, as Delta's
+DataFrameReader/Writer accept Hadoop ``fs.*`` options for a table's
+storage. They reach lakelog's Python side in Spark's Python workers, which
+cannot see the session's Hadoop configuration; lakelog-jvm.jar's provider
+(io.lakelog.spark.LakelogProvider) fills them in from it, so a session
+configured with ``spark.hadoop.fs.s3a.*`` alone works.
 """
 
 from __future__ import annotations
@@ -17,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.errors import InvalidConfigError, InvalidOffsetError
+from engine.object_store import StoreAccess, bucket_and_key, is_s3, settings_from_hadoop
 from engine.offsets import EARLIEST, LATEST, parse_offset_spec
 
 SOURCE_OPTIONS = (
@@ -38,6 +47,8 @@ SOURCE_OPTIONS = (
 )
 # checkpointLocation is Spark's own; DataStreamWriter hands it to the sink with the rest.
 SINK_OPTIONS = ("path", "topic", "checkpointLocation")
+# Hadoop S3A settings for the store, as options (see the module docstring).
+S3A_OPTION_PREFIX = "fs.s3a."
 STREAM_ONLY = ("maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay", "groupId")
 BATCH_ONLY = ("endingOffsets",)
 
@@ -59,8 +70,23 @@ def check_known(options: Mapping[str, str], known: tuple[str, ...], what: str) -
                 f"option {key!r}: lakelog has no brokers to connect to; give the store with option('path', ...) "
                 "instead of kafka.* options"
             )
-        if low not in names:
-            raise InvalidConfigError(f"unknown {what} option {key!r}; lakelog's {what} options are {', '.join(known)}")
+        if low not in names and not low.startswith(S3A_OPTION_PREFIX):
+            raise InvalidConfigError(
+                f"unknown {what} option {key!r}; lakelog's {what} options are {', '.join(known)} "
+                f"and S3A settings ({S3A_OPTION_PREFIX}*)"
+            )
+
+
+def store_access(path: str, options: Mapping[str, str]) -> StoreAccess:
+    """How Python code in Spark's workers reaches the store: the ``fs.s3a.*`` options
+    (lower-cased keys), read as S3A reads its configuration, the worker's AWS
+    environment filling what they leave unset. Without such options the worker
+    keeps its own settings (``settings`` None)."""
+    s3a = {k: v for k, v in options.items() if k.startswith(S3A_OPTION_PREFIX)}
+    if not s3a or not is_s3(path):
+        return StoreAccess(path)
+    bucket, _ = bucket_and_key(path)
+    return StoreAccess(path, settings_from_hadoop(s3a.get, bucket.lower()))
 
 
 def _bool(options: Mapping[str, str], name: str, default: bool) -> bool:
@@ -151,6 +177,7 @@ class SourceOptions:
     fail_on_data_loss: bool
     include_headers: bool
     group_id: str | None
+    access: StoreAccess
 
 
 def parse_source_options(raw: Mapping[str, Any], *, streaming: bool | None) -> SourceOptions:
@@ -245,6 +272,7 @@ def parse_source_options(raw: Mapping[str, Any], *, streaming: bool | None) -> S
         fail_on_data_loss=_bool(options, "failOnDataLoss", True),
         include_headers=_bool(options, "includeHeaders", False),
         group_id=group_id,
+        access=store_access(path, options),
     )
 
 
@@ -256,6 +284,7 @@ def _has(spec: Mapping[str, Mapping[int, int]], code: int) -> bool:
 class SinkOptions:
     path: str
     topic: str | None
+    access: StoreAccess
 
 
 def parse_sink_options(raw: Mapping[str, Any]) -> SinkOptions:
@@ -268,4 +297,4 @@ def parse_sink_options(raw: Mapping[str, Any]) -> SinkOptions:
     topic = options.get("topic")
     if topic is not None and not topic.strip():
         raise InvalidConfigError("option 'topic' must not be empty")
-    return SinkOptions(path=path, topic=topic.strip() if topic else None)
+    return SinkOptions(path=path, topic=topic.strip() if topic else None, access=store_access(path, options))

@@ -401,6 +401,7 @@ class LakelogBatchWriter(_Writing, DataSourceArrowWriter):
 
     def commit(self, messages: list[RecordsMessage | None]) -> None:
         tables = [decode(m) for m in messages if m is not None]
+        self.options.access.install()
         commit_records(self.options.path, tables, client_id="lakelog-batch-write", app=None)
 
     def abort(self, messages: list[RecordsMessage | None]) -> None:
@@ -422,6 +423,7 @@ class LakelogStreamWriter(_Writing, DataSourceStreamArrowWriter):
         if len(query_ids) != 1 or None in query_ids:
             raise StoreError(f"cannot tell the streaming query's id from its tasks ({query_ids}); nothing committed")
         app = AppTransaction(f"lakelog-sink-{query_ids.pop()}", batchId)
+        self.options.access.install()
         commit_records(self.options.path, [decode(m) for m in present], client_id=app.app_id, app=app)
 
     def abort(self, messages: list[RecordsMessage | None], batchId: int) -> None:

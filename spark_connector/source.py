@@ -52,6 +52,7 @@ from pyspark.sql.types import (
 
 from engine.delta_log import DeltaLogReader, Snapshot, normalize_uri
 from engine.errors import DataLossError, InvalidOffsetError, UnknownTopicOrPartitionError
+from engine.object_store import StoreAccess
 from engine.offsets import FileStats, PartitionBounds, TopicPartition, partition_bounds, resolve_offsets
 from engine.partition_reader import PartitionReader, files_for_range
 from engine.topics import topics_from_properties
@@ -102,10 +103,12 @@ class RangePartition(InputPartition):
     files: tuple[FileStats, ...]
     include_headers: bool
     fail_on_data_loss: bool
+    access: StoreAccess
 
 
 def read_range(part: RangePartition) -> Iterator[pa.RecordBatch]:
     """The records of ``part`` as Arrow batches in the Kafka source's columns, in offset order."""
+    part.access.install()  # an executor's environment need not know the store's endpoint
     reader = PartitionReader(part.uri)
     try:
         table = reader.read(part.files, part.tp, part.start, part.end)
@@ -148,6 +151,7 @@ class TopicLog:
     """The store as a source sees it: snapshots, partition bounds, starting offsets."""
 
     def __init__(self, options: SourceOptions) -> None:
+        options.access.install()
         self.options = options
         self.uri = normalize_uri(options.path)
         self.reader = DeltaLogReader(self.uri)
@@ -231,7 +235,14 @@ class TopicLog:
                 files = tuple(files_for_range(snapshot.files, tp, lo, until))
                 parts.append(
                     RangePartition(
-                        self.uri, tp, lo, until, files, self.options.include_headers, self.options.fail_on_data_loss
+                        self.uri,
+                        tp,
+                        lo,
+                        until,
+                        files,
+                        self.options.include_headers,
+                        self.options.fail_on_data_loss,
+                        self.options.access,
                     )
                 )
                 lo = until

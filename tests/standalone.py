@@ -16,7 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -52,13 +52,18 @@ def _wait_for(condition, what: str, processes: list[subprocess.Popen], logs: lis
 
 
 @contextmanager
-def standalone_cluster(cores: int = 2, memory: str = "2g", timeout_s: float = 120) -> Iterator[str]:
-    """Start a master and a worker; yield the master URL (``spark://127.0.0.1:port``); stop both."""
+def standalone_cluster(
+    cores: int = 2, memory: str = "2g", timeout_s: float = 120, base_env: Mapping[str, str] | None = None
+) -> Iterator[str]:
+    """Start a master and a worker; yield the master URL (``spark://127.0.0.1:port``); stop both.
+
+    The processes (and so the executors) get ``base_env`` (default: this process's environment).
+    """
     work = Path(tempfile.mkdtemp(prefix="lakelog-standalone-"))
     port = free_port()
     url = f"spark://127.0.0.1:{port}"
     env = {
-        **os.environ,
+        **(os.environ if base_env is None else base_env),
         "SPARK_HOME": str(SPARK_HOME),
         "SPARK_LOCAL_IP": "127.0.0.1",
         "SPARK_NO_DAEMONIZE": "1",

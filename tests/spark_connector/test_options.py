@@ -68,3 +68,40 @@ def test_sink_options():
     assert parse_sink_options({"path": "/s", "topic": "t", "checkpointLocation": "/c"}).topic == "t"
     with pytest.raises(InvalidConfigError, match="unknown sink option 'subscribe'"):
         parse_sink_options({"path": "/s", "subscribe": "t"})
+
+
+def test_s3a_settings_given_as_options_reach_the_python_side(monkeypatch):
+    """As Delta's fs.* DataFrame options: per-bucket keys first, then fs.s3a.*, then the worker's env."""
+    for name in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "from-env")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "env-secret")
+    options = {
+        "path": "s3a://Logs/store",
+        "subscribe": "a",
+        "fs.s3a.endpoint": "127.0.0.1:9000",
+        "fs.s3a.connection.ssl.enabled": "false",
+        "fs.s3a.path.style.access": "true",
+        "FS.S3A.BUCKET.LOGS.ACCESS.KEY": "bucket-key",  # Spark lower-cases option names
+    }
+    access = parse_source_options(options, streaming=True).access
+    settings = access.settings
+    assert access.uri == "s3a://Logs/store"
+    assert settings.endpoint == "http://127.0.0.1:9000" and settings.path_style
+    assert settings.access_key == "bucket-key"  # the bucket's own key wins
+    assert settings.secret_key == "env-secret"  # what the options leave unset comes from the env
+    assert "bucket-key" not in repr(access) and "env-secret" not in repr(access)
+    sink = parse_sink_options({"path": "s3a://logs/store", "fs.s3a.endpoint": "http://h:1"})
+    assert sink.access.settings.endpoint == "http://h:1"
+
+
+def test_without_s3a_options_workers_keep_their_own_settings():
+    assert parse(subscribe="a").access.settings is None  # a local store
+    assert parse_sink_options({"path": "s3a://b/store"}).access.settings is None
+    # fs.s3a.* on a local store mean nothing and change nothing
+    assert parse(subscribe="a", **{"fs.s3a.endpoint": "http://h:1"}).access.settings is None
+
+
+def test_other_hadoop_options_are_refused_by_name():
+    with pytest.raises(InvalidConfigError, match=r"unknown source option 'fs.gs.project.id'.*fs\.s3a\.\*"):
+        parse(subscribe="a", **{"fs.gs.project.id": "p"})

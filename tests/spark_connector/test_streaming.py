@@ -14,6 +14,7 @@ from pyspark.sql.utils import CapturedException
 
 from engine.delta_log import DeltaLogReader
 from engine.group_admin import describe_group
+from engine.object_store import StoreAccess
 
 pytestmark = pytest.mark.spark
 
@@ -318,7 +319,7 @@ def test_stream_sink_replaying_a_committed_batch_adds_nothing(store):
     batch = pa.record_batch({"value": pa.array([b"a", b"b"])})
     message = encode([to_records(batch, "s", False)])
     message = RecordsMessage(message.data, message.rows, "query-1")
-    writer = LakelogStreamWriter(SinkOptions(store.uri, "s"), StructType())
+    writer = LakelogStreamWriter(SinkOptions(store.uri, "s", StoreAccess(store.uri)), StructType())
     writer.commit([message], 0)
     writer.commit([message], 0)
     writer.commit([message], 1)

@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+import contextlib
 import uuid
+from collections.abc import Callable, Iterator
 
 import pytest
+from botocore.exceptions import ConnectionClosedError, ReadTimeoutError
 from py4j.protocol import Py4JJavaError
 
+from engine.errors import CommitStateUnknownError
 from engine.object_store import (
     WRITE_ID_KEY,
     S3Settings,
+    _s3_client,
     bucket_and_key,
     put_if_absent,
     python_uri,
+    settings_for,
     settings_from_env,
     settings_from_hadoop,
 )
@@ -83,3 +89,72 @@ def test_jvm_and_python_commits_exclude_each_other(spark, s3_server, s3_bucket):
         return client.get_object(Bucket=s3_bucket, Key=f"{prefix}/{version:020d}.json")["Body"].read()
 
     assert body(1) == b'{"jvm":1}\n' and body(2) == b"python"
+
+
+@pytest.fixture
+def no_retry_backoff(monkeypatch):
+    """botocore sleeps between its retries (standard mode, 5 attempts): seconds per test, no meaning here."""
+    import types
+
+    import botocore.endpoint
+
+    monkeypatch.setattr(botocore.endpoint, "time", types.SimpleNamespace(sleep=lambda _seconds: None))
+
+
+@contextlib.contextmanager
+def on_put(directory: str, event: str, handler: Callable[..., None]) -> Iterator[None]:
+    """Hook lakelog's own S3 client (botocore events) for PutObject requests only."""
+    client = _s3_client(settings_for(directory))
+    name = f"{event}.s3.PutObject"
+    client.meta.events.register(name, handler)
+    try:
+        yield
+    finally:
+        client.meta.events.unregister(name, handler)
+
+
+def _key(directory: str, name: str) -> str:
+    return f"{bucket_and_key(directory)[1]}/{name}"
+
+
+def test_a_lost_response_after_the_write_landed_is_a_success(s3_server, s3_bucket):
+    """The request reached S3 and created the object, the answer never came back: a HEAD
+    finds our write id on the object, so the commit is ours."""
+    directory = f"s3a://{s3_bucket}/{uuid.uuid4().hex}/_delta_log"
+
+    def lose_response(**_: object) -> None:
+        raise ReadTimeoutError(endpoint_url="simulated: the response was lost")
+
+    with on_put(directory, "after-call", lose_response):
+        assert put_if_absent(directory, "00000000000000000000.json", b"ours")
+    obj = s3_server.client().get_object(Bucket=s3_bucket, Key=_key(directory, "00000000000000000000.json"))
+    assert obj["Body"].read() == b"ours"
+
+
+def test_a_lost_request_while_another_writer_won_is_a_refusal(s3_server, s3_bucket, no_retry_backoff):
+    """Our request never arrived and another writer created the file meanwhile: not ours, no error."""
+    directory = f"s3a://{s3_bucket}/{uuid.uuid4().hex}/_delta_log"
+    name = "00000000000000000000.json"
+
+    def other_writer_then_drop(**_: object) -> None:
+        s3_server.client().put_object(Bucket=s3_bucket, Key=_key(directory, name), Body=b"theirs")
+        raise ConnectionClosedError(endpoint_url="simulated: connection dropped before sending")
+
+    with on_put(directory, "before-send", other_writer_then_drop):
+        assert not put_if_absent(directory, name, b"ours")
+    obj = s3_server.client().get_object(Bucket=s3_bucket, Key=_key(directory, name))
+    assert obj["Body"].read() == b"theirs"  # nothing overwritten
+
+
+def test_a_failed_request_with_nothing_there_is_outcome_unknown(s3_server, s3_bucket, no_retry_backoff):
+    """Every attempt failed and the key is absent: a request still in flight could land later,
+    so this is CommitStateUnknownError (re-read the log), not "nothing committed"."""
+    directory = f"s3a://{s3_bucket}/{uuid.uuid4().hex}/_delta_log"
+
+    def drop(**_: object) -> None:
+        raise ConnectionClosedError(endpoint_url="simulated: connection dropped")
+
+    with on_put(directory, "before-send", drop), pytest.raises(CommitStateUnknownError, match="may still land"):
+        put_if_absent(directory, "00000000000000000000.json", b"ours")
+    listed = s3_server.client().list_objects_v2(Bucket=s3_bucket, Prefix=bucket_and_key(directory)[1])
+    assert listed.get("KeyCount", 0) == 0

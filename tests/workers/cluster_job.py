@@ -1,6 +1,6 @@
 """lakelog's jobs on a Spark cluster: a produce job, a streaming copy, maintenance.
 
-Run: python cluster_job.py --master spark://127.0.0.1:7077 --store URI --checkpoint URI
+Run: python cluster_job.py --master spark://127.0.0.1:7077 --store URI --checkpoint URI [--conf KEY=VALUE]...
 Prints one JSON line with what it saw; tests/test_cluster.py checks it.
 The same code as on local[*]: only the master differs.
 """
@@ -25,6 +25,7 @@ def main() -> None:
     parser.add_argument("--master", required=True)
     parser.add_argument("--store", required=True)
     parser.add_argument("--checkpoint", required=True)
+    parser.add_argument("--conf", action="append", default=[], help="a Spark setting KEY=VALUE")
     args = parser.parse_args()
     spark = build_session(
         {
@@ -33,6 +34,7 @@ def main() -> None:
             "spark.executor.memory": "1g",
             "spark.cores.max": "2",
             "spark.sql.shuffle.partitions": "2",
+            **dict(c.split("=", 1) for c in args.conf),
         }
     )
     store = LogStore.open(args.store, spark=spark)

@@ -18,7 +18,8 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
  * work; this provider exists only so that the streaming source can implement
  * {@code ReportsSourceMetrics}, which Spark 4.2's Python Data Source streams
  * (PythonMicroBatchStream.scala) do not, and report the Kafka source's
- * min/max/avgOffsetsBehindLatest in the query progress.
+ * min/max/avgOffsetsBehindLatest in the query progress. It also passes the
+ * session's S3A settings to the Python side ({@link StoreOptions}).
  *
  * <p>Why a second name: DataSourceRegistration.checkDataSourceExists refuses
  * to register a Python data source under a name a JVM DataSourceRegister
@@ -69,7 +70,9 @@ public class LakelogProvider implements TableProvider, DataSourceRegister {
 
     @Override
     public StructType inferSchema(CaseInsensitiveStringMap options) {
-        return python().inferSchema(options);
+        // The Python data source is created once, with the first options it gets
+        // (PythonDataSourceV2.getOrCreateDataSourceInPython): these must be complete.
+        return python().inferSchema(StoreOptions.withS3aSettings(options));
     }
 
     @Override

@@ -3,6 +3,9 @@ package io.lakelog.spark;
 import org.apache.spark.sql.connector.read.Scan;
 import org.apache.spark.sql.connector.read.ScanBuilder;
 import org.apache.spark.sql.connector.read.streaming.MicroBatchStream;
+import org.apache.spark.sql.connector.write.LogicalWriteInfo;
+import org.apache.spark.sql.connector.write.LogicalWriteInfoImpl;
+import org.apache.spark.sql.connector.write.WriteBuilder;
 import org.apache.spark.sql.execution.datasources.v2.python.PythonDataSourceV2;
 import org.apache.spark.sql.execution.datasources.v2.python.PythonMicroBatchStream;
 import org.apache.spark.sql.execution.datasources.v2.python.PythonScan;
@@ -18,6 +21,7 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
  * a {@link LakelogMicroBatchStream}. PythonTable.newScanBuilder,
  * PythonScanBuilder.build and PythonScan.toMicroBatchStream each construct
  * the next Python class directly, so each is subclassed to construct ours.
+ * Reads and writes get the session's S3A settings as options ({@link StoreOptions}).
  */
 public class LakelogTable extends PythonTable {
 
@@ -34,7 +38,18 @@ public class LakelogTable extends PythonTable {
 
     @Override
     public ScanBuilder newScanBuilder(CaseInsensitiveStringMap options) {
-        return new Builder(ds, shortName, schema, options);
+        return new Builder(ds, shortName, schema, StoreOptions.withS3aSettings(options));
+    }
+
+    @Override
+    public WriteBuilder newWriteBuilder(LogicalWriteInfo info) {
+        LogicalWriteInfo withSettings = new LogicalWriteInfoImpl(
+                info.queryId(),
+                info.schema(),
+                StoreOptions.withS3aSettings(info.options()),
+                info.rowIdSchema(),
+                info.metadataSchema());
+        return super.newWriteBuilder(withSettings);
     }
 
     static final class Builder extends PythonScanBuilder {
