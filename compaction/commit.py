@@ -30,12 +30,13 @@ from dataclasses import dataclass, field
 
 from compaction.files import LiveFile
 from engine.commit import DataWriteError, RetryPolicy, retries_exhausted
+from engine.commit_file import put_commit
 from engine.commit_info import TAG_CLIENT, TAG_DETAILS, TAG_OPERATION, TAG_TOPIC
 from engine.data_files import DataFile, DataFileWriter
 from engine.delta_log import DeltaLogReader
 from engine.direct_commit import ENGINE_INFO
 from engine.errors import MaintenanceConflictError, StoreError
-from engine.object_store import is_s3, put_if_absent
+from engine.object_store import is_s3
 from engine.topics import topics_from_properties
 
 # Delta's own names where Delta has the operation, so DESCRIBE HISTORY reads naturally.
@@ -136,9 +137,9 @@ def commit_step(
     try:
         while True:
             now_ms = int(time.time() * 1000)
-            data = ("\n".join(step_lines(step, version - 1, client_id, now_ms)) + "\n").encode()
+            lines = step_lines(step, version - 1, client_id, now_ms)
             try:
-                if put_if_absent(log_dir, f"{version:020d}.json", data):
+                if put_commit(log_dir, version, lines):
                     return version
             except OSError as exc:
                 raise DataWriteError(f"writing commit {version} failed, nothing was committed: {exc}") from exc

@@ -47,12 +47,13 @@ from engine.commit import (
     check_attempt,
     retries_exhausted,
 )
+from engine.commit_file import put_commit
 from engine.commit_info import append_tags, user_metadata
 from engine.data_files import DataFile, DataFileWriter
 from engine.delta_log import DeltaLogReader, ViewTracker, normalize_uri
 from engine.errors import InconsistentWriteError, StoreError
 from engine.log_view import CommitChanges, LogView
-from engine.object_store import delta_storage_options, is_s3, put_if_absent, python_uri
+from engine.object_store import delta_storage_options, is_s3, python_uri
 from engine.offsets import TopicPartition, counts_by_partition, plan_ranges, verify_written
 from engine.partition_reader import PartitionReader
 from engine.topics import TopicMetadata
@@ -160,7 +161,7 @@ class DirectCommitter:
             lines = commit_file_lines(read_version=view.version, files=files, app=app, tags=tags, now_ms=append_time_ms)
             version = view.version + 1
             try:
-                landed = put_if_absent(self._log_dir, f"{version:020d}.json", ("\n".join(lines) + "\n").encode())
+                landed = put_commit(self._log_dir, version, lines)
             except OSError as exc:
                 self._files.discard(files)
                 raise DataWriteError(f"writing commit {version} failed, nothing was committed: {exc}") from exc
@@ -201,7 +202,7 @@ class DirectCommitter:
             }
             lines = [json.dumps({"commitInfo": info}), json.dumps({"metaData": metadata})]
             version = view.version + 1
-            if put_if_absent(self._log_dir, f"{version:020d}.json", ("\n".join(lines) + "\n").encode()):
+            if put_commit(self._log_dir, version, lines):
                 self._views.applied_own_commit(view.version, version, CommitChanges(dict(change.properties), ()))
                 return version
             conflicts += 1

@@ -59,7 +59,7 @@ def test_conflicts_are_retried_within_the_bound_then_nothing_is_committed(store,
     committer = DirectCommitter(store.uri, "direct")
     version = committer.reader.latest_version()
     attempts = []
-    monkeypatch.setattr("engine.direct_commit.put_if_absent", lambda *a: attempts.append(a) or False)
+    monkeypatch.setattr("engine.direct_commit.put_commit", lambda *a: attempts.append(a) or False)
     with pytest.raises(CommitConflictError):
         committer.append(batch("x", 3), RetryPolicy(retries=2, backoff_ms=1))
     assert len(attempts) == 3
