@@ -10,7 +10,10 @@ already)::
 
 from __future__ import annotations
 
+import contextlib
 import weakref
+from collections.abc import Iterator
+from typing import Any
 
 from pyspark.errors import AnalysisException
 from pyspark.sql import SparkSession
@@ -35,10 +38,37 @@ def register(spark: SparkSession) -> None:
     """
     if spark in _registered:
         return
-    spark.dataSource.register(LakelogPythonDataSource)
-    try:
-        spark.dataSource.register(LakelogDataSource)
-    except AnalysisException as error:
-        if error.getCondition() != "DATA_SOURCE_ALREADY_EXISTS":
-            raise
+    with _active(spark):
+        spark.dataSource.register(LakelogPythonDataSource)
+        try:
+            spark.dataSource.register(LakelogDataSource)
+        except AnalysisException as error:
+            if error.getCondition() != "DATA_SOURCE_ALREADY_EXISTS":
+                raise
     _registered.add(spark)
+
+
+@contextlib.contextmanager
+def _active(spark: Any) -> Iterator[None]:
+    """Make ``spark`` the JVM's active session while registering.
+
+    DataSourceRegistration.checkDataSourceExists looks the name up with
+    DataSource.lookupDataSource, which consults the *active* session's Python
+    data sources, not the registering session's. From a second session
+    (``spark.newSession()``) the first session's ``lakelog_python`` would be
+    found and the registration refused as DATA_SOURCE_ALREADY_EXISTS.
+    """
+    jsession = getattr(spark, "_jsparkSession", None)
+    if jsession is None:  # not a classic session (tests' stand-ins)
+        yield
+        return
+    sessions = spark._jvm.org.apache.spark.sql.SparkSession
+    previous = sessions.getActiveSession()
+    sessions.setActiveSession(jsession)
+    try:
+        yield
+    finally:
+        if previous.isDefined():
+            sessions.setActiveSession(previous.get())
+        else:
+            sessions.clearActiveSession()

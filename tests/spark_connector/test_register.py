@@ -1,4 +1,4 @@
-"""spark_connector.register: which names it gives the Python data source -- no Spark."""
+"""spark_connector.register: which names it gives the Python data source; a second session."""
 
 from __future__ import annotations
 
@@ -51,3 +51,20 @@ def test_without_the_jar_the_python_source_is_lakelog_itself():
 def test_any_other_registration_error_is_raised():
     with pytest.raises(AnalysisException):
         register(FakeSession(jvm_lakelog=False, other_error="SOMETHING_ELSE"))
+
+
+@pytest.mark.spark
+def test_a_second_session_gets_format_lakelog_too(spark, store):
+    """spark.newSession() shares the SparkContext but not the registered Python data sources."""
+    from engine import LogStore
+
+    store.create_topic("t", partitions=1)
+    with store.producer() as producer:
+        producer.send("t", key=b"k", value=b"v")
+    other = spark.newSession()
+    reopened = LogStore.open(store.uri, spark=other)  # registers in `other`
+    assert reopened.read("t").count() == 1
+    frame = other.read.format("lakelog").option("path", store.uri).option("subscribe", "t").load()
+    assert [(r.key, r.value) for r in frame.collect()] == [(b"k", b"v")]
+    # and the first session still has it
+    assert spark.read.format("lakelog").option("path", store.uri).option("subscribe", "t").load().count() == 1
