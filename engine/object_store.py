@@ -244,6 +244,13 @@ def filesystem(uri: str) -> tuple[fsspec.AbstractFileSystem, str]:
     return fs, root.rstrip("/")
 
 
+def remove_tree(uri: str) -> None:
+    """Delete everything under ``uri`` (a local directory or an S3 prefix); nothing if absent."""
+    fs, root = filesystem(uri)
+    if fs.exists(root):
+        fs.rm(root, recursive=True)
+
+
 def delta_storage_options(uri: str) -> dict[str, str] | None:
     """``storage_options`` for delta-rs' DeltaTable (None for local paths)."""
     return settings_for(uri).delta_rs_options() if is_s3(uri) else None

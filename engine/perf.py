@@ -10,7 +10,6 @@ Delta's.
 
 from __future__ import annotations
 
-import shutil
 import statistics
 import time
 from collections.abc import Callable
@@ -23,6 +22,7 @@ from pyspark.sql import functions as F
 from engine.dataframe_append import KAFKA_PARTITION_FUNCTION, register_functions
 from engine.delta_jvm import sql_string
 from engine.errors import InvalidConfigError
+from engine.object_store import remove_tree
 from engine.offsets import EARLIEST, LATEST
 from engine.schema import LOG_TABLE_DDL, PARTITION_COLUMNS
 from engine.store import LogStore
@@ -82,8 +82,7 @@ def ratio(ours: PerfResult, plain: PerfResult) -> float:
 
 def plain_table(spark: SparkSession, path: str) -> str:
     """(Re)create a Delta table shaped like the log table, for the plain-Delta side."""
-    if path.startswith("/"):
-        shutil.rmtree(path, ignore_errors=True)
+    remove_tree(path)
     spark.sql(
         f"CREATE TABLE delta.`{path}` ({LOG_TABLE_DDL}) USING delta "
         f"PARTITIONED BY ({', '.join(f'`{c}`' for c in PARTITION_COLUMNS)}) "

@@ -11,7 +11,6 @@ next to the same with a Delta table -> Delta table stream.
 
 from __future__ import annotations
 
-import shutil
 import statistics
 import time
 from collections.abc import Callable
@@ -21,6 +20,7 @@ import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 
 from engine.delta_log import DeltaLogReader
+from engine.object_store import delta_storage_options, python_uri, remove_tree
 from engine.perf import batch_frame
 from engine.store import LogStore
 
@@ -78,7 +78,7 @@ def perf_stream(
         store.create_topic(name, partitions=partitions)
     store.write(batch_frame(spark, 0, WARM_UP_RECORDS, record_size, keys=1000), warm_src)
     store.write(batch_frame(spark, 0, records, record_size, keys=1000), src)
-    shutil.rmtree(work_dir, ignore_errors=True)
+    remove_tree(work_dir)
 
     _lakelog_copy(store, warm_src, warm_dst, f"{work_dir}/ck-lakelog-warm")
     _delta_copy(store, warm_src, f"{work_dir}/ck-delta-warm", f"{work_dir}/plain-copy-warm")
@@ -174,15 +174,27 @@ def _lakelog_latency(store: LogStore, src: str, dst: str, samples: int, work_dir
 
 
 def _sink_rows(path: str) -> int:
-    if not DeltaTable.is_deltatable(path):
+    uri, options = python_uri(path), delta_storage_options(path)
+    if not DeltaTable.is_deltatable(uri, storage_options=options):
         return 0
-    return int(pa.table(DeltaTable(path).get_add_actions(flatten=True)).column("num_records").to_numpy().sum())
+    table = DeltaTable(uri, storage_options=options)
+    return int(pa.table(table.get_add_actions(flatten=True)).column("num_records").to_numpy().sum())
+
+
+def _append_value(path: str, value: bytes) -> None:
+    """A one-row commit to the plain Delta table at ``path`` (delta-rs, no Spark)."""
+    write_deltalake(
+        python_uri(path),
+        pa.table({"value": pa.array([value])}),
+        mode="append",
+        storage_options=delta_storage_options(path),
+    )
 
 
 def _delta_latency(store: LogStore, samples: int, work_dir: str) -> list[float]:
     spark = store.spark
     source_path, sink_path = f"{work_dir}/latency-src", f"{work_dir}/latency-sink"
-    write_deltalake(source_path, pa.table({"value": pa.array([b"start"])}))
+    _append_value(source_path, b"start")
     query = (
         spark.readStream.format("delta")
         .load(source_path)
@@ -196,7 +208,7 @@ def _delta_latency(store: LogStore, samples: int, work_dir: str) -> list[float]:
         time.sleep(10)
         _wait_until(lambda: _sink_rows(sink_path) >= 1)
         for i in range(samples + 2):
-            write_deltalake(source_path, pa.table({"value": pa.array([f"latency-{i}".encode()])}), mode="append")
+            _append_value(source_path, f"latency-{i}".encode())
             returned = time.monotonic()
             _wait_until(lambda: _sink_rows(sink_path) >= i + 2)  # noqa: B023 (called at once)
             if i >= 2:

@@ -18,6 +18,7 @@ from engine.object_store import (
     bucket_and_key,
     put_if_absent,
     python_uri,
+    remove_tree,
     settings_for,
     settings_from_env,
     settings_from_hadoop,
@@ -158,3 +159,17 @@ def test_a_failed_request_with_nothing_there_is_outcome_unknown(s3_server, s3_bu
         put_if_absent(directory, "00000000000000000000.json", b"ours")
     listed = s3_server.client().list_objects_v2(Bucket=s3_bucket, Prefix=bucket_and_key(directory)[1])
     assert listed.get("KeyCount", 0) == 0
+
+
+def test_remove_tree_deletes_one_prefix_only(s3_server, s3_bucket, tmp_path):
+    run = uuid.uuid4().hex
+    client = s3_server.client()
+    for key in (f"{run}/work/a", f"{run}/work/b/c", f"{run}/work-other/d"):
+        client.put_object(Bucket=s3_bucket, Key=key, Body=b"x")
+    remove_tree(f"s3a://{s3_bucket}/{run}/work")
+    remove_tree(f"s3a://{s3_bucket}/{run}/absent")  # nothing there: no error
+    left = [o["Key"] for o in client.list_objects_v2(Bucket=s3_bucket, Prefix=run).get("Contents", [])]
+    assert left == [f"{run}/work-other/d"]
+    (tmp_path / "w" / "x").mkdir(parents=True)
+    remove_tree(str(tmp_path / "w"))
+    assert not (tmp_path / "w").exists()
