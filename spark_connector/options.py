@@ -77,7 +77,7 @@ def check_known(options: Mapping[str, str], known: tuple[str, ...], what: str) -
             )
 
 
-def store_access(path: str, options: Mapping[str, str]) -> StoreAccess:
+def access_from_options(path: str, options: Mapping[str, str]) -> StoreAccess:
     """How Python code in Spark's workers reaches the store: the ``fs.s3a.*`` options
     (lower-cased keys), read as S3A reads its configuration, the worker's AWS
     environment filling what they leave unset. Without such options the worker
@@ -272,7 +272,7 @@ def parse_source_options(raw: Mapping[str, Any], *, streaming: bool | None) -> S
         fail_on_data_loss=_bool(options, "failOnDataLoss", True),
         include_headers=_bool(options, "includeHeaders", False),
         group_id=group_id,
-        access=store_access(path, options),
+        access=access_from_options(path, options),
     )
 
 
@@ -297,4 +297,4 @@ def parse_sink_options(raw: Mapping[str, Any]) -> SinkOptions:
     topic = options.get("topic")
     if topic is not None and not topic.strip():
         raise InvalidConfigError("option 'topic' must not be empty")
-    return SinkOptions(path=path, topic=topic.strip() if topic else None, access=store_access(path, options))
+    return SinkOptions(path=path, topic=topic.strip() if topic else None, access=access_from_options(path, options))

@@ -44,6 +44,7 @@ from engine.commit import AppendResult, AppTransaction, RetryPolicy
 from engine.direct_commit import DirectCommitter
 from engine.errors import InvalidTopicError, LakelogError, StoreError
 from engine.log_view import LogView
+from engine.object_store import StoreAccess
 from engine.offsets import TopicPartition
 from engine.partitioner import KeylessPartitioner, partitions_for_keys
 from engine.producer import outgoing_record
@@ -368,10 +369,12 @@ def _raise_refusal(view: LogView, row: pa.Table) -> None:
 
 
 def commit_records(
-    uri: str, tables: list[pa.Table], *, client_id: str, app: AppTransaction | None
+    access: StoreAccess, tables: list[pa.Table], *, client_id: str, app: AppTransaction | None
 ) -> AppendResult | None:
-    """Append the records in one Delta commit; None when ``app`` already committed them."""
-    committer = DirectCommitter(uri, client_id)
+    """Append the records in one Delta commit to the store ``access`` reaches; None when
+    ``app`` already committed them."""
+    access.install()  # this Python worker's environment need not know the store's endpoint
+    committer = DirectCommitter(access.uri, client_id)
     view = committer.latest_view()
     if app is not None and committer.app_version(view, app.app_id) >= app.version:
         log.info("batch %s of %s is already committed; nothing to add", app.version, app.app_id)
@@ -401,8 +404,7 @@ class LakelogBatchWriter(_Writing, DataSourceArrowWriter):
 
     def commit(self, messages: list[RecordsMessage | None]) -> None:
         tables = [decode(m) for m in messages if m is not None]
-        self.options.access.install()
-        commit_records(self.options.path, tables, client_id="lakelog-batch-write", app=None)
+        commit_records(self.options.access, tables, client_id="lakelog-batch-write", app=None)
 
     def abort(self, messages: list[RecordsMessage | None]) -> None:
         """Nothing was written before the commit: nothing to undo."""
@@ -423,8 +425,7 @@ class LakelogStreamWriter(_Writing, DataSourceStreamArrowWriter):
         if len(query_ids) != 1 or None in query_ids:
             raise StoreError(f"cannot tell the streaming query's id from its tasks ({query_ids}); nothing committed")
         app = AppTransaction(f"lakelog-sink-{query_ids.pop()}", batchId)
-        self.options.access.install()
-        commit_records(self.options.path, [decode(m) for m in present], client_id=app.app_id, app=app)
+        commit_records(self.options.access, [decode(m) for m in present], client_id=app.app_id, app=app)
 
     def abort(self, messages: list[RecordsMessage | None], batchId: int) -> None:
         """Nothing was written before the commit: nothing to undo."""
