@@ -9,14 +9,12 @@ from a segment's last-modified time in Kafka's log cleaner).
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from dataclasses import dataclass
 
-import pyarrow as pa
-
-from engine.delta_log import add_action_column
-from engine.offsets import TopicPartition
+from engine.commit.actions import RemoveFile
+from engine.commit.state import TableState
+from engine.offsets import FileStats, TopicPartition
 
 
 @dataclass(frozen=True)
@@ -32,27 +30,10 @@ class LiveFile:
     max_timestamp_ms: int | None  # None: no timestamp statistics (never expires)
     modification_time_ms: int
 
-    def remove_action(self, deletion_ms: int, *, data_change: bool) -> dict:
-        """Delta's ``remove`` action for this file."""
-        return {
-            "remove": {
-                "path": self.path,
-                "deletionTimestamp": deletion_ms,
-                "dataChange": data_change,
-                "extendedFileMetadata": True,
-                "partitionValues": {"topic": self.tp.topic, "partition": str(self.tp.partition)},
-                "size": self.size,
-                # Delta allows stats on remove; history reads the offsets a step removed from them.
-                "stats": json.dumps(
-                    {
-                        "numRecords": self.records,
-                        "minValues": {"offset": self.min_offset},
-                        "maxValues": {"offset": self.max_offset},
-                    },
-                    separators=(",", ":"),
-                ),
-            }
-        }
+    def remove_action(self, deletion_ms: int, *, data_change: bool) -> RemoveFile:
+        """Delta's ``remove`` action for this file (with its size and offset statistics)."""
+        stats = FileStats(self.path, self.tp, self.records, self.min_offset, self.max_offset, size=self.size)
+        return RemoveFile.of(stats, deletion_ms, data_change=data_change)
 
 
 @dataclass(frozen=True)
@@ -76,37 +57,31 @@ class PartitionLog:
         return self.files[0].min_offset if self.files else None
 
 
-def partition_logs(actions: pa.Table, topics: set[str] | None = None) -> dict[TopicPartition, PartitionLog]:
-    """Group delta-rs' flattened add actions (``DeltaTable.get_add_actions(flatten=True)``) by partition."""
-
-    def column(name: str) -> list:
-        return add_action_column(actions, name)
-
+def partition_logs(state: TableState, topics: set[str] | None = None) -> dict[TopicPartition, PartitionLog]:
+    """The live files of ``state`` grouped by partition (those of ``topics`` only, when given)."""
     grouped: dict[TopicPartition, list[LiveFile]] = defaultdict(list)
     unplannable: set[TopicPartition] = set()
-    rows = zip(
-        column("path"),
-        column("partition.topic"),
-        column("partition.partition"),
-        column("size_bytes"),
-        column("num_records"),
-        column("min.offset"),
-        column("max.offset"),
-        column("max.timestamp"),
-        column("modification_time"),
-        strict=True,
-    )
-    for path, topic, partition, size, records, lo, hi, newest, mtime in rows:
-        if topics is not None and topic not in topics:
+    for tp, files in state.partitions.items():
+        if topics is not None and tp.topic not in topics:
             continue
-        tp = TopicPartition(topic, int(partition))
-        if records is None or lo is None or hi is None:
-            unplannable.add(tp)
-            continue
-        if records == 0:
-            continue
-        newest_ms = None if newest is None else int(newest.timestamp() * 1000)
-        grouped[tp].append(LiveFile(path, tp, int(size), int(records), int(lo), int(hi), newest_ms, int(mtime)))
+        for f in files.all():
+            if not f.has_offset_stats or f.size is None:
+                unplannable.add(tp)
+                continue
+            if f.num_records == 0:
+                continue
+            grouped[tp].append(
+                LiveFile(
+                    f.path,
+                    tp,
+                    int(f.size),
+                    int(f.num_records),  # type: ignore[arg-type]
+                    int(f.min_offset),  # type: ignore[arg-type]
+                    int(f.max_offset),  # type: ignore[arg-type]
+                    f.max_timestamp_ms,
+                    int(f.modification_time or 0),
+                )
+            )
     tps = set(grouped) | unplannable
     return {
         tp: PartitionLog(tp, tuple(sorted(grouped.get(tp, ()), key=lambda f: f.min_offset)), tp in unplannable)

@@ -25,13 +25,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from compaction.commit import MaintenanceStep, commit_step
 from compaction.files import PartitionLog, partition_logs
 from compaction.plan import cleanable_files, compaction_bins, optimize_bins, retention_victims
 from compaction.rewrite import CompactTask, OptimizeTask, TaskResult, run_compact, run_optimize, run_tasks
-from engine.commit import RetryPolicy
-from engine.data_files import DataFileWriter
-from engine.delta_log import DeltaLogReader, normalize_uri
+from compaction.step import MaintenanceStep, commit_step
+from engine.commit import Committer, RetryPolicy, TableLog, normalize_uri
 from engine.errors import InvalidConfigError, MaintenanceConflictError, StoreError, UnknownTopicOrPartitionError
 from engine.offsets import TopicPartition
 from engine.topics import STORE_FORMAT_PROPERTY, TopicMetadata, topics_from_properties
@@ -105,7 +103,8 @@ def _partition_map(values: dict[int, int]) -> str:
 @dataclass
 class _Context:
     uri: str
-    reader: DeltaLogReader
+    log: TableLog
+    committer: Committer
     now_ms: int
     dry_run: bool
     spark: Any | None
@@ -134,22 +133,23 @@ def maintain(
 
     Guarantees: offsets, order, timestamps and headers of kept records never
     change; a partition's end offset never moves; each step is one atomic
-    commit or nothing. With a SparkSession (``spark``, or a LogStore's),
-    partitions are rewritten by Spark tasks, else in this process.
+    commit or nothing. With a SparkSession (``spark``, or one a LogStore
+    already has), partitions are rewritten by Spark tasks, else in this
+    process; Spark is never started for it.
     ``vacuum_retention_hours`` overrides ``delta.deletedFileRetentionDuration``
     (0 deletes every unreferenced file at once: only safe when no reader is
     behind). ``now_ms`` fixes the clock (tests). Raises StoreError when the
     path holds no lakelog store, UnknownTopicOrPartitionError for an unknown topic.
     """
     uri = normalize_uri(getattr(store, "uri", store))
-    if spark is None and hasattr(store, "spark"):
+    if spark is None and getattr(store, "spark_started", False):
         spark = store.spark
     if vacuum_retention_hours is not None and vacuum_retention_hours < 0:
         raise InvalidConfigError(f"vacuum retention must be >= 0 hours, got {vacuum_retention_hours}")
-    reader = DeltaLogReader(uri)
+    table_log = store.log if hasattr(store, "log") else TableLog(uri)
     try:
-        _, properties, _ = reader.add_actions()
-    except Exception as exc:  # delta-rs: TableNotFoundError and friends
+        properties = table_log.latest().properties
+    except StoreError as exc:
         raise StoreError(f"{uri} holds no Delta table to maintain: {exc}") from exc
     if STORE_FORMAT_PROPERTY not in properties:
         raise StoreError(f"{uri} is a Delta table but not a lakelog store")
@@ -160,7 +160,8 @@ def maintain(
             raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
     ctx = _Context(
         uri,
-        reader,
+        table_log,
+        Committer(table_log, client_id),
         int(time.time() * 1000) if now_ms is None else now_ms,
         dry_run,
         spark,
@@ -177,9 +178,9 @@ def maintain(
 
 
 def _snapshot(ctx: _Context, topic: str) -> tuple[int, TopicMetadata | None, dict[TopicPartition, PartitionLog]]:
-    version, properties, actions = ctx.reader.add_actions()
-    meta = topics_from_properties(properties).get(topic)
-    return version, meta, partition_logs(actions, {topic}) if meta else {}
+    state = ctx.log.latest()
+    meta = state.topics.get(topic)
+    return state.version, meta, partition_logs(state, {topic}) if meta else {}
 
 
 def _maintain_topic(ctx: _Context, topic: str, optimize: bool, replans: int) -> TopicReport:
@@ -218,15 +219,7 @@ def _maintain_topic(ctx: _Context, topic: str, optimize: bool, replans: int) -> 
             if step is None or ctx.dry_run:
                 break
             try:
-                landed = commit_step(
-                    ctx.uri,
-                    ctx.reader,
-                    step,
-                    version,
-                    client_id=ctx.client_id,
-                    policy=ctx.policy,
-                    files=DataFileWriter(ctx.uri),
-                )
+                landed = commit_step(ctx.committer, step, version, policy=ctx.policy)
             except MaintenanceConflictError as exc:
                 _undo_counts(report, step)
                 if attempt == replans:

@@ -20,9 +20,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.window import Window
 
 from compaction.maintain import maintain
-from engine.commit import RetryPolicy
-from engine.delta_log import DeltaLogReader
-from engine.direct_commit import DirectCommitter
+from engine.commit import Committer, RetryPolicy, TableLog
 from engine.offsets import TopicPartition
 from engine.partition_reader import PartitionReader, files_for_range
 from engine.perf import batch_frame
@@ -37,9 +35,9 @@ def tail_read(uri: str, tp: TopicPartition, runs: int = 5) -> tuple[float, int]:
     times, scanned = [], 0
     for _ in range(runs):
         started = time.monotonic()
-        reader = DeltaLogReader(uri)
-        files = reader.snapshot().files
-        end = max((f.max_offset + 1 for f in files if f.tp == tp and f.max_offset is not None), default=0)
+        state = TableLog(uri).latest()
+        files = state.files_of(tp).all()
+        end = state.end_offset(tp)
         chosen = files_for_range(files, tp, max(0, end - TAIL), None)
         rows = PartitionReader(uri).read(chosen, tp, max(0, end - TAIL))
         times.append(time.monotonic() - started)
@@ -57,7 +55,7 @@ def _fresh_topic(store: LogStore, name: str, partitions: int, config: dict | Non
 def small_commits(store: LogStore, commits: int, per_commit: int, out: Callable[[str], None]) -> None:
     topic = "perf-small-commits"
     _fresh_topic(store, topic, 1)
-    writer = DirectCommitter(store.uri, "perf-maintain")
+    writer = Committer(store.log, "perf-maintain")
     tp = TopicPartition(topic, 0)
     now = int(time.time() * 1000)
     for _ in range(commits):

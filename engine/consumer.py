@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 import pyarrow as pa
 
-from engine.commit import LogWriter, RetryPolicy
+from engine.commit import Committer, RetryPolicy, TableState
 from engine.config import INT_MAX, ConfigKey, key_table, resolve_config
 from engine.consumer_offsets import OffsetAndMetadata
 from engine.errors import (
@@ -51,14 +51,12 @@ from engine.errors import (
 )
 from engine.group_coordinator import GroupLog, change_group, commit_offsets, partition_counts
 from engine.group_state import ASSIGNORS, GroupState, Member, heartbeat, leave
-from engine.offsets import PartitionBounds, TopicPartition, partition_bounds
+from engine.offsets import PartitionBounds, TopicPartition
 from engine.partition_reader import PartitionReader
 from engine.reads import resolve_topic_names
 from engine.schema import LOG_ARROW_SCHEMA
-from engine.topics import topics_from_properties
 
 if TYPE_CHECKING:
-    from engine.delta_log import Snapshot
     from engine.store import LogStore
 
 log = logging.getLogger(__name__)
@@ -157,7 +155,7 @@ class Consumer:
         self.group_id: str | None = cfg["group.id"] or None
         self.client_id = cfg["client.id"] or f"consumer-{uuid.uuid4().hex[:8]}"
         self._records = PartitionReader(store.uri)
-        self._writer: LogWriter | None = None
+        self._writer: Committer | None = None
         self._group_log: GroupLog | None = None
         self._policy = RetryPolicy(retries=cfg["retries"], backoff_ms=20, backoff_max_ms=500)
         # Assignment and positions (consumer thread only).
@@ -251,7 +249,7 @@ class Consumer:
         """The offset of the next record ``poll`` returns for the partition."""
         tp = self._assigned(partition)
         if self._positions[tp] is None:
-            self._init_positions(self._store.reader.snapshot())
+            self._init_positions(self._store.log.latest())
         return int(self._positions[tp])  # type: ignore[arg-type]
 
     def seek(self, partition: Any, offset: int) -> None:
@@ -263,12 +261,12 @@ class Consumer:
         self._buffers.pop(tp, None)
 
     def seek_to_beginning(self, partitions: Iterable[Any] | None = None) -> None:
-        bounds = self._bounds(self._store.reader.snapshot())
+        bounds = self._bounds(self._store.log.latest())
         for tp in self._targets(partitions):
             self.seek(tp, bounds.get(tp, PartitionBounds(0, 0)).start)
 
     def seek_to_end(self, partitions: Iterable[Any] | None = None) -> None:
-        bounds = self._bounds(self._store.reader.snapshot())
+        bounds = self._bounds(self._store.log.latest())
         for tp in self._targets(partitions):
             self.seek(tp, bounds.get(tp, PartitionBounds(0, 0)).end)
 
@@ -281,11 +279,10 @@ class Consumer:
             raise IllegalStateError(f"partition {tp} is not assigned to this consumer")
         return tp
 
-    def _bounds(self, snapshot: Snapshot) -> dict[TopicPartition, PartitionBounds]:
-        bounds, _ = partition_bounds(f for f in snapshot.files if f.tp in self._positions)
-        return bounds
+    def _bounds(self, state: TableState) -> dict[TopicPartition, PartitionBounds]:
+        return {tp: self._store._partition_bounds(state, tp) for tp in self._positions}
 
-    def _init_positions(self, snapshot: Snapshot) -> None:
+    def _init_positions(self, snapshot: TableState) -> None:
         """Positions from committed offsets, else auto.offset.reset; also after data loss."""
         missing = [tp for tp, pos in self._positions.items() if pos is None]
         bounds = self._bounds(snapshot)
@@ -367,10 +364,13 @@ class Consumer:
             buffer = self._buffers.get(tp)
             if buffer is None or buffer.num_rows == 0:
                 if snapshot is None:
-                    snapshot = self._store.reader.snapshot()
+                    snapshot = self._store.log.latest()
                     self._init_positions(snapshot)
                 buffer = self._records.read(
-                    snapshot.files, tp, self._positions[tp], max_records=self._config["fetch.min.records"]
+                    snapshot.files_of(tp).all(),
+                    tp,
+                    self._positions[tp],
+                    max_records=self._config["fetch.min.records"],
                 )
                 self._buffers[tp] = buffer
             if not buffer.num_rows:
@@ -443,7 +443,7 @@ class Consumer:
 
     # -- the group protocol -----------------------------------------------------
 
-    def _group_writer(self) -> LogWriter:
+    def _group_writer(self) -> Committer:
         if self._writer is None:
             self._store._ensure_offsets_topic()
             self._writer = self._store._new_writer(self.client_id)
@@ -592,13 +592,13 @@ class Consumer:
 
     def _log_offsets(self, partitions: Iterable[Any], *, end: bool) -> dict[TopicPartition, int]:
         tps = [_as_tp(p) for p in partitions]
-        snapshot = self._store.reader.snapshot()
-        topics = topics_from_properties(snapshot.properties)
+        state = self._store.log.latest()
         for tp in tps:
-            if tp.topic not in topics or not 0 <= tp.partition < topics[tp.topic].partitions:
+            topic = state.topics.get(tp.topic)
+            if topic is None or not 0 <= tp.partition < topic.partitions:
                 raise UnknownTopicOrPartitionError(f"partition {tp} does not exist")
-        bounds, _ = partition_bounds(f for f in snapshot.files if f.tp in set(tps))
-        return {tp: (bounds[tp].end if end else bounds[tp].start) if tp in bounds else 0 for tp in tps}
+        bounds = {tp: self._store._partition_bounds(state, tp) for tp in tps}
+        return {tp: bounds[tp].end if end else bounds[tp].start for tp in tps}
 
 
 def _empty() -> pa.Table:

@@ -17,16 +17,20 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import json
+import os
 import time
 import uuid
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from urllib.parse import quote
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from engine.object_store import filesystem
+from engine.commit.actions import AddFile
+from engine.object_store import filesystem, is_s3
 from engine.offsets import FileStats, TopicPartition
 from engine.schema import LOG_ARROW_SCHEMA, PARTITION_COLUMNS, STATS_COLUMNS
 
@@ -41,7 +45,7 @@ _FILE_COLUMNS = [f.name for f in LOG_ARROW_SCHEMA if f.name not in PARTITION_COL
 class DataFile:
     """A written, not yet committed data file: its ``add`` action and its offsets."""
 
-    add_json: str
+    add: AddFile
     stats: FileStats
     full_path: str
 
@@ -76,11 +80,34 @@ def file_stats_json(part: pa.Table) -> str:
     )
 
 
+def partition_runs(table: pa.Table | pa.RecordBatch) -> list[tuple[TopicPartition, int, int]]:
+    """The runs of consecutive rows of one (topic, partition): (tp, first row, row count)."""
+    n = table.num_rows
+    if n == 0:
+        return []
+    topics = table.column("topic")
+    partitions = table.column("partition")
+    if isinstance(topics, pa.ChunkedArray):
+        topics, partitions = topics.combine_chunks(), partitions.combine_chunks()
+    encoded = pc.dictionary_encode(topics)
+    names = encoded.dictionary.to_pylist()
+    codes = (encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64) << 32) | partitions.to_numpy(
+        zero_copy_only=False
+    ).astype(np.int64)
+    starts = np.concatenate([[0], np.flatnonzero(codes[1:] != codes[:-1]) + 1])
+    ends = np.append(starts[1:], n)
+    return [
+        (TopicPartition(names[int(codes[a]) >> 32], int(codes[a]) & 0xFFFFFFFF), int(a), int(b - a))
+        for a, b in zip(starts, ends, strict=True)
+    ]
+
+
 class DataFileWriter:
     """Writes Parquet files into a log table's partition directories."""
 
     def __init__(self, uri: str) -> None:
         self._fs, self._root = filesystem(uri)
+        self._local = not is_s3(uri) and "://" not in uri
 
     def write(
         self, table: pa.Table, *, data_change: bool = True, modification_time_ms: int | None = None
@@ -93,17 +120,27 @@ class DataFileWriter:
         action's write time (a rewrite keeps its sources' age, as Kafka's log
         cleaner keeps a cleaned segment's last-modified time).
         """
-        files = []
-        topics = table.column("topic").to_pylist()
-        partitions = table.column("partition").to_pylist()
-        start = 0
-        for end in range(1, len(topics) + 1):
-            if end < len(topics) and (topics[end], partitions[end]) == (topics[start], partitions[start]):
-                continue
-            tp = TopicPartition(topics[start], partitions[start])
-            files.append(self._write_one(tp, table.slice(start, end - start), data_change, modification_time_ms))
-            start = end
-        return files
+        return [
+            self._write_one(tp, table.slice(start, count), data_change, modification_time_ms)
+            for tp, start, count in partition_runs(table)
+        ]
+
+    def write_stream(self, batches: Iterable[pa.RecordBatch]) -> Iterator[DataFile]:
+        """Files for a stream of log-column batches whose rows come grouped by partition
+        (each partition's rows in one run, in offset order): one file per run, each
+        yielded when its run ends. What a Spark task writing a shuffled partition runs."""
+        current: TopicPartition | None = None
+        pending: list[pa.RecordBatch] = []
+        for batch in batches:
+            batch = batch.cast(LOG_ARROW_SCHEMA) if batch.schema != LOG_ARROW_SCHEMA else batch
+            for tp, start, count in partition_runs(batch):
+                if current is not None and tp != current:
+                    yield self._write_one(current, pa.Table.from_batches(pending), True, None)
+                    pending = []
+                current = tp
+                pending.append(batch.slice(start, count))
+        if current is not None and pending:
+            yield self._write_one(current, pa.Table.from_batches(pending), True, None)
 
     def _write_one(
         self, tp: TopicPartition, part: pa.Table, data_change: bool, modification_time_ms: int | None
@@ -112,19 +149,25 @@ class DataFileWriter:
             f"topic={quote(tp.topic, safe='')}/partition={tp.partition}/part-00000-{uuid.uuid4()}.c000.snappy.parquet"
         )
         full = f"{self._root}/{relative}"
-        self._fs.makedirs(full.rsplit("/", 1)[0], exist_ok=True)
-        with self._fs.open(full, "wb") as handle:
-            pq.write_table(part.select(_FILE_COLUMNS), handle, compression="snappy", row_group_size=ROW_GROUP_ROWS)
-        size = self._fs.size(full)
-        add = {
-            "path": relative,
-            "partitionValues": {"topic": tp.topic, "partition": str(tp.partition)},
-            "size": size,
-            "modificationTime": int(time.time() * 1000) if modification_time_ms is None else modification_time_ms,
-            "dataChange": data_change,
-            "stats": file_stats_json(part),
-        }
-        return DataFile(json.dumps({"add": add}, separators=(",", ":")), FileStats.from_add(add), full)
+        columns = part.select(_FILE_COLUMNS)
+        if self._local:
+            os.makedirs(os.path.dirname(full), exist_ok=True)
+            pq.write_table(columns, full, compression="snappy", row_group_size=ROW_GROUP_ROWS)
+            size = os.path.getsize(full)
+        else:
+            self._fs.makedirs(full.rsplit("/", 1)[0], exist_ok=True)
+            with self._fs.open(full, "wb") as handle:
+                pq.write_table(columns, handle, compression="snappy", row_group_size=ROW_GROUP_ROWS)
+            size = self._fs.size(full)
+        add = AddFile(
+            relative,
+            {"topic": tp.topic, "partition": str(tp.partition)},
+            size,
+            int(time.time() * 1000) if modification_time_ms is None else modification_time_ms,
+            data_change,
+            file_stats_json(part),
+        )
+        return DataFile(add, add.file_stats(), full)
 
     def discard(self, files: list[DataFile]) -> None:
         """Delete files that are certain never to have been committed."""

@@ -9,6 +9,12 @@ partition's end offset. The shuffle materializes the input once, so a
 nondeterministic source cannot hand two different versions of itself to
 the numbering.
 
+The same job writes the data files: each task receives its partitions'
+numbered rows (``mapInArrow``) and writes one Parquet file per partition with
+:meth:`engine.data_files.DataFileWriter.write_stream` -- the writer producers
+use -- returning only the files' ``add`` actions to the driver, which commits
+them through the commit core. No Delta transaction is involved.
+
 Unknown topics, partitions outside a topic and records over
 ``max.message.bytes`` fail the job (``raise_error``) before anything is
 committed; the driver turns the marked message back into the right
@@ -19,8 +25,12 @@ each end offset without gap or overlap before it commits.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from urllib.parse import unquote
 
+import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
@@ -33,16 +43,21 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from engine.delta_jvm import sql_string
+from engine.commit import DataWriteError
+from engine.commit.actions import AddFile
+from engine.commit.state import TableState
+from engine.data_files import DataFile, DataFileWriter
 from engine.errors import (
     InvalidRecordError,
     InvalidTopicError,
     RecordTooLargeError,
     UnknownTopicOrPartitionError,
+    error_from_text,
     marked,
 )
-from engine.log_view import LogView
+from engine.object_store import StoreAccess, filesystem, store_access
 from engine.offsets import TopicPartition
+from engine.reads import sql_string
 from engine.schema import check_sink_columns
 from engine.topics import TIMESTAMP_TYPE_CODES, TopicMetadata, validate_topic_name
 
@@ -98,8 +113,9 @@ class DataFrameAppend:
     app_transaction = None
     commit_when_empty = False
 
-    def __init__(self, spark: SparkSession, df: DataFrame, topic: str | None) -> None:
+    def __init__(self, spark: SparkSession, df: DataFrame, topic: str | None, uri: str) -> None:
         self._spark = spark
+        self._uri = uri
         register_functions(spark)
         self._topic = topic
         self._has_headers = "headers" in df.columns
@@ -109,22 +125,43 @@ class DataFrameAppend:
         self._source = normalize_sink_frame(df, topic)
         self._tasks: int | None = None
 
-    def prepare(self, view: LogView) -> None:
+    def prepare(self, view: TableState) -> None:
         """Counts are only known once Spark has written the files."""
         if self._topic is not None and self._topic not in view.topics:
             raise UnknownTopicOrPartitionError(f"topic {self._topic!r} does not exist")
         return None
 
-    def check(self, committed_app_version: int, view: LogView) -> None:
+    def check(self, committed_app_version: int, view: TableState) -> None:
         """A DataFrame write is never fenced."""
 
-    def target_partitions(self, view: LogView) -> list[TopicPartition]:
+    def target_partitions(self, view: TableState) -> list[TopicPartition]:
         names = [self._topic] if self._topic is not None else sorted(view.topics)
         return [TopicPartition(name, p) for name in names for p in range(view.topics[name].partitions)]
 
     def build(
         self, ends: Mapping[TopicPartition, int], topics: Mapping[str, TopicMetadata], append_time_ms: int
+    ) -> list[DataFile]:
+        """Number the rows and write them as data files on the executors; the files' descriptions."""
+        rows = self.numbered(ends, topics, append_time_ms)
+        writer = _FileWriterTask(self._uri, store_access(self._uri))
+        try:
+            written = rows.mapInArrow(writer, "add STRING").collect()
+        except Exception as exc:
+            message = _spark_message(exc)
+            error = error_from_text(message)
+            if error is not None:
+                raise error from None
+            raise DataWriteError(f"writing data files failed, nothing was committed: {message}") from exc
+        files = []
+        for row in written:
+            add = AddFile.from_json(json.loads(row.add)["add"])
+            files.append(DataFile(add, add.file_stats(), _full_path(self._uri, add.path)))
+        return files
+
+    def numbered(
+        self, ends: Mapping[TopicPartition, int], topics: Mapping[str, TopicMetadata], append_time_ms: int
     ) -> DataFrame:
+        """The rows as log-table rows, each partition's numbered from its end offset in ``ends``."""
         # Expressions go to Spark as SQL text: a few py4j calls per batch instead
         # of one per Column operation.
         names = sorted({tp.topic for tp in ends})
@@ -267,3 +304,34 @@ def _record_size_sql(has_headers: bool) -> str:
         size += " + coalesce(aggregate(headers, 0L, (acc, h) -> acc + octet_length(h.key)"
         size += " + coalesce(length(h.value), 0)), 0)"
     return size
+
+
+@dataclass(frozen=True)
+class _FileWriterTask:
+    """What each Spark task of a ``LogStore.write`` runs: write its rows (grouped by
+    partition, in offset order) as data files; one ``add`` action per file back."""
+
+    uri: str
+    access: StoreAccess
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        self.access.install()  # an executor's environment need not know the store's endpoint
+        for written in DataFileWriter(self.uri).write_stream(batches):
+            text = json.dumps(written.add.to_json(), separators=(",", ":"))
+            yield pa.RecordBatch.from_pydict({"add": [text]})
+
+
+def _full_path(uri: str, path: str) -> str:
+    _, root = filesystem(uri)
+    return f"{root}/{unquote(path)}"
+
+
+def _spark_message(error: BaseException) -> str:
+    """The JVM's message of a failed Spark job (the text a marked error travels in)."""
+    java = getattr(error, "java_exception", None) or getattr(error, "_origin", None)
+    if java is not None:
+        try:
+            return str(java.getMessage() or java.toString())
+        except Exception:
+            pass
+    return str(error)

@@ -117,6 +117,17 @@ class StoreError(FatalError):
     """The path does not hold a usable lakelog store, or the Spark session cannot serve it."""
 
 
+class CorruptLogError(StoreError):
+    """A file of the Delta log is not what the protocol says it must be (a truncated or
+    overwritten commit file). Nothing was written; repair the log before retrying."""
+
+
+class UnsupportedTableFeatureError(StoreError):
+    """The table's Delta protocol needs a reader or writer feature lakelog does not
+    implement (deletion vectors, column mapping, change data feed, ...); lakelog refuses
+    to write it rather than write it wrongly."""
+
+
 class DataLossError(FatalError):
     """Records a streaming query had not read yet are gone from the log (retention,
     a deleted or re-created topic); raised when ``failOnDataLoss`` is true."""

@@ -30,6 +30,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Literal
 
 from engine.commit import RetryPolicy
+from engine.commit.state import TableState
 from engine.consumer_offsets import (
     OFFSETS_TOPIC,
     GroupRecords,
@@ -46,11 +47,9 @@ from engine.errors import (
     UnknownTopicOrPartitionError,
 )
 from engine.group_coordinator import GroupLog, GroupRecordsBatch, offset_records
-from engine.log_view import LogView
 from engine.offsets import TopicPartition
 from engine.partition_reader import PartitionReader
 from engine.topic_admin import require_topic
-from engine.topics import topics_from_properties
 
 if TYPE_CHECKING:
     from engine.store import LogStore
@@ -164,14 +163,13 @@ def list_groups(store: LogStore) -> list[GroupListing]:
     Deleted groups (all keys tombstoned) are not listed; [] when the topic
     does not exist yet.
     """
-    snapshot = store.reader.snapshot()
-    if OFFSETS_TOPIC not in topics_from_properties(snapshot.properties):
+    state = store.log.latest()
+    if OFFSETS_TOPIC not in state.topics:
         return []
     reader = PartitionReader(store.uri)
-    files = [f for f in snapshot.files if f.tp.topic == OFFSETS_TOPIC]
     groups: dict[str, GroupRecords] = {}
-    for tp in sorted({f.tp for f in files}):
-        table = reader.read(files, tp, 0)
+    for tp in sorted(tp for tp in state.partitions if tp.topic == OFFSETS_TOPIC):
+        table = reader.read(state.files_of(tp).all(), tp, 0)
         records = zip(table.column("key").to_pylist(), table.column("value").to_pylist(), strict=True)
         # A group's records all live in its one partition, so folding each
         # partition on its own and merging loses nothing.
@@ -324,7 +322,7 @@ def reset_offsets(
     log = _group_log(store, group_id, partitions)
     chosen = {tp: OffsetAndMetadata(offset) for tp, offset in offsets.items()}
 
-    def plan(group: GroupRecords, view: LogView, now_ms: int) -> list[tuple[bytes, bytes | None]]:
+    def plan(group: GroupRecords, view: TableState, now_ms: int) -> list[tuple[bytes, bytes | None]]:
         _require_inactive(group, now_ms, "reset the offsets of")
         for name in names:
             require_topic(view.topics, name)  # deleted since the offsets were computed
@@ -349,7 +347,7 @@ def delete_group(store: LogStore, group_id: str) -> None:
         raise GroupIdNotFoundError(f"consumer group {group_id!r} does not exist")
     log = _group_log(store, group_id, partitions)
 
-    def plan(group: GroupRecords, view: LogView, now_ms: int) -> list[tuple[bytes, bytes | None]]:
+    def plan(group: GroupRecords, view: TableState, now_ms: int) -> list[tuple[bytes, bytes | None]]:
         if not _exists(group):
             raise GroupIdNotFoundError(f"consumer group {group_id!r} does not exist")
         _require_inactive(group, now_ms, "delete")

@@ -1,11 +1,13 @@
 """The group coordinator without a broker: group changes and offset commits as Delta commits.
 
 Each operation appends records to the group's partition of
-``__consumer_offsets`` through :class:`engine.commit.LogWriter`, which
-records a read of that partition: two operations on one group racing
-conflict in Delta, the loser re-reads the group and re-plans (its
-``prepare`` runs again). What an operation checks (generation, membership)
-therefore cannot change between the check and the commit.
+``__consumer_offsets`` through the commit core (:class:`engine.commit.Committer`).
+Its plan reads the group's records up to the partition's end offset, and
+the core's conflict rule re-plans an append whenever a winner appended to
+one of its partitions: two operations on one group racing, the loser
+re-reads the group and re-plans (its ``prepare`` runs again). What an
+operation checks (generation, membership) therefore cannot change between
+the check and the commit.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from dataclasses import replace
 
 import pyarrow as pa
 
-from engine.commit import Appender, RetryPolicy
+from engine.commit import Committer, RetryPolicy, TableLog, TableState
 from engine.consumer_offsets import (
     OFFSETS_TOPIC,
     GroupRecords,
@@ -27,9 +29,7 @@ from engine.consumer_offsets import (
     offset_value,
     partition_for_group,
 )
-from engine.delta_log import DeltaLogReader
 from engine.group_state import GroupState, check_commit
-from engine.log_view import LogView
 from engine.offsets import TopicPartition
 from engine.partition_reader import PartitionReader
 from engine.schema import LOG_ARROW_SCHEMA
@@ -43,7 +43,7 @@ class GroupLog:
     last one folded is enough to stay current. Thread-safe.
     """
 
-    def __init__(self, reader: DeltaLogReader, records: PartitionReader, group_id: str, partitions: int) -> None:
+    def __init__(self, reader: TableLog, records: PartitionReader, group_id: str, partitions: int) -> None:
         self.group_id = group_id
         self.tp = TopicPartition(OFFSETS_TOPIC, partition_for_group(group_id, partitions))
         self._reader = reader
@@ -52,11 +52,11 @@ class GroupLog:
         self._folded = GroupRecords(group_id)
         self._next = 0
 
-    def latest(self) -> GroupRecords:
-        """The group's state and offsets as of the latest Delta version (a copy)."""
-        snapshot = self._reader.snapshot()
+    def latest(self, state: TableState | None = None) -> GroupRecords:
+        """The group's state and offsets as of ``state`` (default: the latest version), a copy."""
+        state = state if state is not None else self._reader.latest()
         with self._lock:
-            table = self._records.read(snapshot.files, self.tp, self._next)
+            table = self._records.read(state.files_of(self.tp).all(), self.tp, self._next)
             if table.num_rows:
                 for key, value in zip(table.column("key").to_pylist(), table.column("value").to_pylist(), strict=True):
                     self._folded.apply(key, value)
@@ -99,7 +99,7 @@ class GroupRecordsBatch:
         self,
         log: GroupLog,
         operation: str,
-        plan: Callable[[GroupRecords, LogView, int], list[tuple[bytes, bytes | None]]],
+        plan: Callable[[GroupRecords, TableState, int], list[tuple[bytes, bytes | None]]],
     ) -> None:
         self.operation = operation
         self._log = log
@@ -107,32 +107,32 @@ class GroupRecordsBatch:
         self._records: list[tuple[bytes, bytes | None]] = []
         self._now_ms = 0
 
-    def prepare(self, view: LogView) -> dict[TopicPartition, int]:
+    def prepare(self, view: TableState) -> dict[TopicPartition, int]:
         self._now_ms = int(time.time() * 1000)
-        self._records = self._plan(self._log.latest(), view, self._now_ms)
+        self._records = self._plan(self._log.latest(view), view, self._now_ms)
         return {self._log.tp: len(self._records)} if self._records else {}
 
-    def check(self, committed_app_version: int, view: LogView) -> None:
+    def check(self, committed_app_version: int, view: TableState) -> None:
         """Checks run in ``plan``, against the group's records."""
 
-    def target_partitions(self, view: LogView) -> list[TopicPartition]:
+    def target_partitions(self, view: TableState) -> list[TopicPartition]:
         return [self._log.tp]
 
     def build(self, ends: Mapping[TopicPartition, int], topics: Mapping[str, TopicMetadata], append_time_ms: int):
         return record_rows(self._log.tp, ends.get(self._log.tp, 0), self._records, self._now_ms)
 
 
-def partition_counts(view: LogView) -> dict[str, int]:
+def partition_counts(view: TableState) -> dict[str, int]:
     return {name: t.partitions for name, t in view.topics.items() if not t.internal}
 
 
 def change_group(
-    writer: Appender, log: GroupLog, operation: str, change: Callable[[GroupState, int, LogView], GroupState]
+    writer: Committer, log: GroupLog, operation: str, change: Callable[[GroupState, int, TableState], GroupState]
 ) -> GroupState:
     """Commit ``change`` applied to the group's latest state; returns the committed state."""
     result: list[GroupState] = []
 
-    def plan(group: GroupRecords, view: LogView, now_ms: int) -> list[tuple[bytes, bytes | None]]:
+    def plan(group: GroupRecords, view: TableState, now_ms: int) -> list[tuple[bytes, bytes | None]]:
         current = group.state or GroupState(log.group_id)
         new = change(current, now_ms, view)
         result[:] = [new]
@@ -143,7 +143,7 @@ def change_group(
 
 
 def commit_offsets(
-    writer: Appender,
+    writer: Committer,
     log: GroupLog,
     offsets: Mapping[TopicPartition, OffsetAndMetadata],
     generation: int,
@@ -155,7 +155,7 @@ def commit_offsets(
     Raises CommitFailedError (nothing committed) otherwise.
     """
 
-    def plan(group: GroupRecords, view: LogView, now_ms: int) -> list[tuple[bytes, bytes | None]]:
+    def plan(group: GroupRecords, view: TableState, now_ms: int) -> list[tuple[bytes, bytes | None]]:
         check_commit(group.state, generation, member_id, now_ms)
         return offset_records(log.group_id, offsets, generation, member_id, now_ms)
 

@@ -12,11 +12,12 @@ the commit's ``add`` and ``remove`` actions).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from engine.commit_info import TAG_CLIENT, TAG_DETAILS, TAG_OPERATION, TAG_RANGES, TAG_TOPIC, parse_ranges
+from engine.commit.actions import AddFile, Commit, RemoveFile
+from engine.commit.info import TAG_CLIENT, TAG_DETAILS, TAG_OPERATION, TAG_RANGES, TAG_TOPIC, parse_ranges
+from engine.offsets import FileStats, TopicPartition
 
 # Delta app transaction ids lakelog's writers set (engine/producer.py,
 # transactions/producer.py, spark_connector/sink.py).
@@ -74,27 +75,16 @@ class HistoryEntry:
         return [c for c in self.changes if c.action == "removed"]
 
 
-def history_entry(version: int, lines: Iterable[str]) -> HistoryEntry:
-    """Describe one commit from its JSON lines."""
-    info: dict = {}
-    files: dict[tuple[str, int, str], list[dict]] = {}
-    apps: list[tuple[str, int]] = []
-    for line in lines:
-        line = line.strip()
-        if not line:
+def history_entry(version: int, commit: Commit) -> HistoryEntry:
+    """Describe one commit from its actions."""
+    info = dict(commit.commit_info.values) if commit.commit_info is not None else {}
+    files: dict[tuple[str, int, str], list[FileStats]] = {}
+    for action, kind in [(a, "added") for a in commit.adds] + [(r, "removed") for r in commit.removes]:
+        tp = action.tp
+        if tp is None:
             continue
-        action = json.loads(line)
-        if "commitInfo" in action:
-            info = action["commitInfo"]
-        elif "add" in action or "remove" in action:
-            kind = "add" if "add" in action else "remove"
-            body = action[kind]
-            values = body.get("partitionValues") or {}
-            if "topic" in values and "partition" in values:
-                key = (values["topic"], int(values["partition"]), "added" if kind == "add" else "removed")
-                files.setdefault(key, []).append(body)
-        elif "txn" in action:
-            apps.append((str(action["txn"].get("appId", "")), int(action["txn"].get("version", -1))))
+        stats = action.file_stats() if isinstance(action, AddFile) else _removed_stats(action, tp)
+        files.setdefault((tp.topic, tp.partition, kind), []).append(stats)
     tags = info.get("tags") or {}
     delta_op = str(info.get("operation", "UNKNOWN"))
     millis = info.get("inCommitTimestamp") or info.get("timestamp")
@@ -109,7 +99,7 @@ def history_entry(version: int, lines: Iterable[str]) -> HistoryEntry:
     ranges = parse_ranges(tags.get(TAG_RANGES))
     operation = tags.get(TAG_OPERATION) or delta_op.lower().replace(" ", "_")
     producer_id = transactional_id = epoch = query_id = None
-    for app_id, app_version in apps:
+    for app_id, app_version in commit.txns.items():
         if app_id.startswith(PRODUCER_APP_PREFIX):
             producer_id = app_id.removeprefix(PRODUCER_APP_PREFIX)
         elif app_id.startswith(TRANSACTION_APP_PREFIX):
@@ -134,8 +124,13 @@ def history_entry(version: int, lines: Iterable[str]) -> HistoryEntry:
     )
 
 
+def _removed_stats(remove: RemoveFile, tp: TopicPartition) -> FileStats:
+    """A removed file's offsets, from the statistics Delta allows on a remove (lakelog writes them)."""
+    return AddFile(remove.path, remove.partition_values or {}, remove.size or 0, 0, True, remove.stats).file_stats()
+
+
 def partition_changes(
-    files: dict[tuple[str, int, str], list[dict]], ranges: list[tuple[str, int, int, int]]
+    files: dict[tuple[str, int, str], list[FileStats]], ranges: list[tuple[str, int, int, int]]
 ) -> list[PartitionChange]:
     """Per (topic, partition, action) the offset span and record count of the files.
 
@@ -144,38 +139,24 @@ def partition_changes(
     """
     tagged = {(t, p): (s, e) for t, p, s, e in ranges if e > s}
     changes = []
-    for (topic, partition, action), bodies in sorted(files.items()):
-        lows, highs, counts = [], [], []
-        for body in bodies:
-            stats = _stats(body)
-            lows.append((stats.get("minValues") or {}).get("offset"))
-            highs.append((stats.get("maxValues") or {}).get("offset"))
-            counts.append(stats.get("numRecords"))
+    for (topic, partition, action), stats in sorted(files.items()):
         if action == "added" and (topic, partition) in tagged:
             start, end = tagged.pop((topic, partition))
-            changes.append(PartitionChange(topic, partition, action, start, end, end - start, len(bodies)))
+            changes.append(PartitionChange(topic, partition, action, start, end, end - start, len(stats)))
             continue
+        lows = [f.min_offset for f in stats]
+        highs = [f.max_offset for f in stats]
+        counts = [f.num_records for f in stats]
         known = None not in lows and None not in highs
         changes.append(
             PartitionChange(
                 topic,
                 partition,
                 action,
-                min(lows) if known else None,
-                max(highs) + 1 if known else None,
-                sum(counts) if None not in counts else None,
-                len(bodies),
+                min(lows) if known else None,  # type: ignore[type-var]
+                max(highs) + 1 if known else None,  # type: ignore[type-var,operator]
+                sum(counts) if None not in counts else None,  # type: ignore[arg-type]
+                len(stats),
             )
         )
     return changes
-
-
-def _stats(body: dict) -> dict:
-    text = body.get("stats")
-    if not text:
-        return {}
-    try:
-        parsed = json.loads(text)
-    except ValueError:
-        return {}
-    return parsed if isinstance(parsed, dict) else {}

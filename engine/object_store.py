@@ -273,24 +273,28 @@ def _s3_client(settings: S3Settings) -> Any:
         return client
 
 
-def put_if_absent(directory: str, name: str, data: bytes) -> bool:
+def put_if_absent(directory: str, name: str, data: bytes, *, durable: bool = True) -> bool:
     """Create ``directory/name`` holding ``data`` atomically; False if it already exists.
 
     Raises OSError when the write certainly did not happen (nothing was
-    created), CommitStateUnknownError when it may have happened.
+    created), CommitStateUnknownError when it may have happened. Locally the
+    file is synced to disk before it appears unless ``durable`` is False (data
+    that can be derived again, such as a checksum). Its mode is what the
+    process umask gives, as for any file the process creates.
     """
     if is_s3(directory):
         bucket, prefix = bucket_and_key(directory)
         return _s3_put_if_absent(settings_for(directory), bucket, f"{prefix.rstrip('/')}/{name}".lstrip("/"), data)
-    return _local_put_if_absent(directory, name, data)
+    return _local_put_if_absent(directory, name, data, durable)
 
 
-def _local_put_if_absent(directory: str, name: str, data: bytes) -> bool:
+def _local_put_if_absent(directory: str, name: str, data: bytes, durable: bool = True) -> bool:
     temp = os.path.join(directory, f".{name}.{uuid.uuid4().hex}.tmp")
     with open(temp, "wb") as handle:
         handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
+        if durable:
+            handle.flush()
+            os.fsync(handle.fileno())
     try:
         os.link(temp, os.path.join(directory, name))
         return True

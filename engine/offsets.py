@@ -44,7 +44,11 @@ class OffsetRange:
 
 @dataclass(frozen=True)
 class FileStats:
-    """What a data file's Delta ``add`` action says about its offsets."""
+    """What a data file's Delta ``add`` action says about it (:meth:`engine.commit.actions.AddFile.file_stats`).
+
+    ``num_records`` and the offsets are None when the file has no statistics;
+    the rest is None where a caller built it from less than an ``add`` action.
+    """
 
     path: str
     tp: TopicPartition
@@ -52,21 +56,10 @@ class FileStats:
     min_offset: int | None
     max_offset: int | None
     data_change: bool = True
-
-    @classmethod
-    def from_add(cls, add: Mapping[str, Any]) -> FileStats:
-        """Build from a Delta ``add`` action (the JSON object under ``"add"``)."""
-        values = add.get("partitionValues") or {}
-        stats_text = add.get("stats")
-        stats = json.loads(stats_text) if stats_text else {}
-        return cls(
-            path=add["path"],
-            tp=TopicPartition(values["topic"], int(values["partition"])),
-            num_records=stats.get("numRecords"),
-            min_offset=(stats.get("minValues") or {}).get("offset"),
-            max_offset=(stats.get("maxValues") or {}).get("offset"),
-            data_change=bool(add.get("dataChange", True)),
-        )
+    size: int | None = None
+    modification_time: int | None = None
+    min_timestamp_ms: int | None = None
+    max_timestamp_ms: int | None = None
 
     @property
     def has_offset_stats(self) -> bool:

@@ -23,9 +23,9 @@ _DATA_COLUMNS = [f.name for f in LOG_ARROW_SCHEMA if f.name not in ("topic", "pa
 
 
 def files_for_range(files: Iterable[FileStats], tp: TopicPartition, start: int, end: int | None) -> list[FileStats]:
-    """The files of ``tp`` that may hold offsets in [start, end), in offset order.
+    """The files of ``tp`` that may hold offsets in [start, end), by first offset.
 
-    Files without offset statistics are always included (they cannot be pruned).
+    Files without offset statistics are always included, last (they cannot be pruned).
     """
     chosen = []
     for f in files:
@@ -34,7 +34,7 @@ def files_for_range(files: Iterable[FileStats], tp: TopicPartition, start: int, 
         if f.has_offset_stats and (f.max_offset < start or (end is not None and f.min_offset >= end)):
             continue
         chosen.append(f)
-    return sorted(chosen, key=lambda f: (f.min_offset is None, f.min_offset or 0))
+    return sorted(chosen, key=lambda f: (f.min_offset is None, f.min_offset or 0, f.max_offset or 0))
 
 
 class PartitionReader:
@@ -53,12 +53,19 @@ class PartitionReader:
     ) -> pa.Table:
         """Records of ``tp`` with start <= offset < end, in offset order (log columns).
 
-        With ``max_records``, files are read in offset order only until that
-        many records are in hand (whole files: the result may hold more).
+        Correct for any layout of files a Delta writer may leave (overlapping,
+        unsorted, split or merged offset ranges, files without statistics).
+        With ``max_records``, files are read in order of their first offset
+        only until that many records are in hand, and the result stops before
+        the first offset of the first file left unread: a record there or after
+        may sit in that file, so nothing is ever skipped (the result may hold
+        more than ``max_records``).
         """
         parts = []
         held = 0
-        for f in files_for_range(files, tp, start, end):
+        candidates = files_for_range(files, tp, start, end)
+        limit = end
+        for i, f in enumerate(candidates):
             part = self.read_file(f.path, offsets=(start, end))
             offsets = part.column("offset")
             keep = pc.greater_equal(offsets, start)
@@ -67,10 +74,15 @@ class PartitionReader:
             part = part.filter(keep)
             parts.append(part)
             held += part.num_rows
-            if max_records is not None and held >= max_records and f.has_offset_stats:
+            rest = candidates[i + 1 :]
+            if max_records is not None and held >= max_records and rest and rest[0].has_offset_stats:
+                # Everything below the next file's first offset is in hand.
+                limit = rest[0].min_offset if limit is None else min(limit, rest[0].min_offset)
                 break
         schema = pa.schema([LOG_ARROW_SCHEMA.field(n) for n in _DATA_COLUMNS])
         table = pa.concat_tables(parts).sort_by("offset") if parts else schema.empty_table()
+        if limit is not None and limit != end and table.num_rows:
+            table = table.filter(pc.less(table.column("offset"), limit))
         return with_partition_columns(tp, table)
 
     def read_file(
@@ -93,19 +105,29 @@ class PartitionReader:
         # Spark writes timestamps without a time zone (and maybe in ns); normalize to the log schema.
         return table.cast(pa.schema([LOG_ARROW_SCHEMA.field(n) for n in table.column_names]))
 
-    def first_offset_at(self, files: Iterable[FileStats], tp: TopicPartition, timestamp_ms: int) -> int | None:
+    def first_at(self, files: Iterable[FileStats], tp: TopicPartition, timestamp_ms: int) -> tuple[int, int] | None:
         """Kafka's ``offsetsForTimes`` for one partition: the earliest offset whose timestamp
-        is >= ``timestamp_ms``, or None when every record is older. Reads two columns per file."""
+        is >= ``timestamp_ms`` and that timestamp (ms), or None when every record is older.
+
+        Files whose timestamp statistics say all their records are older are not read;
+        the others are read two columns at a time.
+        """
         threshold = pa.scalar(timestamp_ms * 1000, pa.timestamp("us", tz="UTC"))
-        best: int | None = None
+        best: tuple[int, int] | None = None
         for f in files_for_range(files, tp, 0, None):
-            if best is not None and f.has_offset_stats and f.min_offset >= best:
+            if best is not None and f.has_offset_stats and f.min_offset >= best[0]:
                 break
+            if f.max_timestamp_ms is not None and f.max_timestamp_ms < timestamp_ms:
+                continue
             part = self.read_file(f.path, ["offset", "timestamp"])
             stamps = part.column("timestamp").cast(pa.timestamp("us", tz="UTC"))
-            found = pc.min(pc.filter(part.column("offset"), pc.greater_equal(stamps, threshold))).as_py()
-            if found is not None and (best is None or found < best):
-                best = found
+            newer = part.filter(pc.greater_equal(stamps, threshold))
+            if not newer.num_rows:
+                continue
+            first = pc.min(newer.column("offset")).as_py()
+            if best is None or first < best[0]:
+                row = newer.filter(pc.equal(newer.column("offset"), first))
+                best = (int(first), int(row.column("timestamp").cast(pa.int64())[0].as_py()) // 1000)
         return best
 
 

@@ -20,10 +20,10 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from engine.dataframe_append import KAFKA_PARTITION_FUNCTION, register_functions
-from engine.delta_jvm import sql_string
 from engine.errors import InvalidConfigError
 from engine.object_store import remove_tree
 from engine.offsets import EARLIEST, LATEST
+from engine.reads import sql_string
 from engine.schema import LOG_TABLE_DDL, PARTITION_COLUMNS
 from engine.store import LogStore
 

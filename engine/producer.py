@@ -4,7 +4,7 @@
 returns a future; a background sender thread seals the pending records into
 a batch when ``linger.ms`` has passed or ``batch.size`` / ``batch.num.messages``
 is reached, and commits the whole batch -- any number of topics and
-partitions -- as one Delta commit through :class:`engine.commit.LogWriter`.
+partitions -- as one Delta commit through the commit core (:class:`engine.commit.Committer`).
 
 Guarantees:
 
@@ -40,7 +40,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from engine.commit import AppTransaction, LogWriter, RetryPolicy
+from engine.commit import AppTransaction, Committer, RetryPolicy
 from engine.config import INT_MAX, ConfigKey, key_table, resolve_config
 from engine.errors import (
     DeliveryTimeoutError,
@@ -181,7 +181,7 @@ class Producer:
         self.client_id = cfg["client.id"] or f"producer-{next(_producer_ids)}"
         self.producer_id = random.getrandbits(62)
         self._store = store
-        self._writer: LogWriter = store._new_writer(self.client_id)
+        self._writer: Committer = store._new_writer(self.client_id)
         self._policy = RetryPolicy(
             retries=cfg["retries"],
             backoff_ms=cfg["retry.backoff.ms"],

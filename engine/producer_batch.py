@@ -17,8 +17,8 @@ import numpy as np
 import pyarrow as pa
 
 from engine.commit import AppTransaction
+from engine.commit.state import TableState
 from engine.errors import DeliveryTimeoutError, LakelogError, RecordTooLargeError, UnknownTopicOrPartitionError
-from engine.log_view import LogView
 from engine.offsets import TopicPartition
 from engine.records import Headers, RecordMetadata
 from engine.schema import HEADERS_ARROW, LOG_ARROW_SCHEMA
@@ -314,7 +314,7 @@ class ProducerBatch:
         self._offsets = np.full(len(records), -1, dtype=np.int64)
         self._append_time_ms: dict[str, int] = {}
 
-    def prepare(self, view: LogView) -> dict[TopicPartition, int]:
+    def prepare(self, view: TableState) -> dict[TopicPartition, int]:
         """Refuse (per record) what the current topic metadata refuses."""
         records = self.records
         sizes = np.asarray(records.sizes, dtype=np.int64)
@@ -333,10 +333,10 @@ class ProducerBatch:
         counts = np.bincount(self._tp_ids[self._accepted], minlength=len(records.tps))
         return {tp: int(counts[i]) for i, tp in enumerate(records.tps) if counts[i]}
 
-    def check(self, committed_app_version: int, view: LogView) -> None:
+    def check(self, committed_app_version: int, view: TableState) -> None:
         """A plain producer batch is never fenced."""
 
-    def target_partitions(self, view: LogView) -> list[TopicPartition]:
+    def target_partitions(self, view: TableState) -> list[TopicPartition]:
         return sorted({self.records.tps[i] for i in np.unique(self._tp_ids[self._accepted])})
 
     def build(

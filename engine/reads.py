@@ -11,15 +11,34 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pyspark.sql import DataFrame, SparkSession
-
-from engine.delta_jvm import partition_predicate, sql_string
 from engine.errors import InvalidTopicError, UnknownTopicOrPartitionError
-from engine.offsets import OffsetRange
+from engine.offsets import OffsetRange, TopicPartition
 from engine.schema import KAFKA_SOURCE_SELECT
 from engine.topics import TopicMetadata
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+
+def sql_string(text: str) -> str:
+    """A Spark SQL string literal holding ``text``."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def partition_predicate(tps: Iterable[TopicPartition]) -> str:
+    """SQL over the partition columns that matches exactly ``tps`` (Delta prunes directories by it)."""
+    by_topic: dict[str, list[int]] = {}
+    for tp in tps:
+        by_topic.setdefault(tp.topic, []).append(tp.partition)
+    if not by_topic:
+        return "false"
+    clauses = []
+    for topic, parts in sorted(by_topic.items()):
+        values = ", ".join(str(p) for p in sorted(set(parts)))
+        clauses.append(f"(`topic` = {sql_string(topic)} AND `partition` IN ({values}))")
+    return " OR ".join(clauses)
 
 
 def resolve_topic_names(spec: Any, topics: Mapping[str, TopicMetadata]) -> list[str]:

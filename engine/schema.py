@@ -32,6 +32,24 @@ STATS_COLUMNS = ("offset", "timestamp")
 
 LOG_TABLE_DDL = ", ".join(f"`{name}` {kind}" for name, kind in LOG_COLUMNS)
 
+
+def _field(name: str, kind: object) -> dict[str, object]:
+    return {"name": name, "type": kind, "nullable": True, "metadata": {}}
+
+
+_DELTA_TYPES = {"STRING": "string", "INT": "integer", "BIGINT": "long", "TIMESTAMP": "timestamp", "BINARY": "binary"}
+_HEADERS_DELTA = {
+    "type": "array",
+    "elementType": {"type": "struct", "fields": [_field("key", "string"), _field("value", "binary")]},
+    "containsNull": True,
+}
+
+# The log table's schema as Delta's ``metaData.schemaString`` holds it (what Spark writes for LOG_TABLE_DDL).
+LOG_SCHEMA_JSON: dict[str, object] = {
+    "type": "struct",
+    "fields": [_field(name, _DELTA_TYPES.get(kind, _HEADERS_DELTA)) for name, kind in LOG_COLUMNS],
+}
+
 HEADERS_ARROW = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 
 LOG_ARROW_SCHEMA = pa.schema(

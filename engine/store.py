@@ -1,32 +1,29 @@
 """LogStore: a lakelog store -- one Delta log table plus its topic metadata.
 
 The log table is partitioned by ``topic`` and ``partition``; topic
-metadata lives in its Delta properties (:mod:`engine.topics`). All writes go
-through :class:`engine.commit.LogWriter`; reads pin a Delta version.
+metadata lives in its Delta properties (:mod:`engine.topics`). Every write
+goes through the commit core (:class:`engine.commit.Committer`), and
+everything but DataFrames works without Spark: a store is opened, topics
+administered, records produced and consumed without starting a JVM. Spark
+starts on first use of :attr:`LogStore.spark` -- when a DataFrame is asked
+for (``read``, ``write(df)``, ``history()``, streaming).
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import threading
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from deltalake import DeltaTable
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
-from pyspark.sql.types import ArrayType, IntegerType, LongType, StringType, StructField, StructType, TimestampType
-
-from engine.commit import LogWriter, RetryPolicy
+from engine.commit import Committer, RetryPolicy, TableLog, TableState, create_table, is_delta_table, normalize_uri
 from engine.consumer import Consumer
 from engine.consumer_offsets import OFFSETS_TOPIC
-from engine.dataframe_append import DataFrameAppend
-from engine.delta_jvm import JVM_ERRORS, DeltaTableHandle, java_message, partition_predicate, sql_string
-from engine.delta_log import DeltaLogReader, Snapshot, normalize_uri
 from engine.errors import (
     InvalidOffsetError,
     InvalidRecordError,
@@ -35,27 +32,19 @@ from engine.errors import (
     UnknownTopicOrPartitionError,
 )
 from engine.history import HistoryEntry, PartitionChange, history_entry
-from engine.object_store import (
-    bucket_and_key,
-    configure,
-    delta_storage_options,
-    is_s3,
-    python_uri,
-    settings_from_hadoop,
-)
+from engine.object_store import bucket_and_key, configure, is_s3, settings_from_hadoop
 from engine.offsets import (
     OffsetRange,
     PartitionBounds,
     TopicPartition,
     parse_offset_spec,
-    partition_bounds,
     read_ranges,
     resolve_offsets,
 )
+from engine.partition_reader import PartitionReader
 from engine.producer import Producer
-from engine.reads import log_table, resolve_topic_names, topic_frame
-from engine.schema import LOG_TABLE_DDL, PARTITION_COLUMNS, STATS_COLUMNS
-from engine.session import LOCAL_LOG_STORE, S3_LOG_STORE, build_session, s3_log_store, uses_safe_local_log_store
+from engine.reads import resolve_topic_names, topic_frame
+from engine.schema import LOG_SCHEMA_JSON, PARTITION_COLUMNS, STATS_COLUMNS
 from engine.settings import Settings, load_settings
 from engine.time_travel import version_as_of
 from engine.topic_admin import (
@@ -66,7 +55,10 @@ from engine.topic_admin import (
     plan_delete,
     require_topic,
 )
-from engine.topics import STORE_FORMAT_PROPERTY, STORE_FORMAT_VERSION, TopicMetadata, topics_from_properties
+from engine.topics import STORE_FORMAT_PROPERTY, STORE_FORMAT_VERSION, TopicMetadata
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger(__name__)
 
@@ -79,8 +71,8 @@ TABLE_PROPERTIES = {
     # Producer ids (idempotence) and transactional ids are Delta app
     # transactions; without a retention they would pile up in every snapshot.
     "delta.setTransactionRetentionDuration": "interval 7 days",
-    # Heartbeats and offset commits make many small commits; a checkpoint
-    # every 10 would cost seconds in every tenth commit.
+    # A checkpoint is written off the commit path (engine.commit.committer);
+    # every 50 commits keeps a new reader's replay of commit files short.
     "delta.checkpointInterval": "50",
 }
 
@@ -111,15 +103,24 @@ class LogStore:
         self.settings = settings if settings is not None else Settings()
         self._spark = spark
         self._owns_spark = spark is None
-        self.reader = DeltaLogReader(uri)
+        # The table's log as this process follows it; every client of the store shares it.
+        self.log = TableLog(uri)
+        self._records = PartitionReader(uri)
         self._lock = threading.Lock()
-        self._table: DeltaTableHandle | None = None
-        self._admin: LogWriter | None = None
+        self._admin: Committer | None = None
+
+    @property
+    def reader(self) -> TableLog:
+        return self.log
 
     @property
     def spark(self) -> SparkSession:
         """The store's SparkSession: the one given, else the process's active one, else one
-        built from conf/ on first use (then ``close`` stops it)."""
+        built from conf/ on first use (then ``close`` stops it). Only DataFrame work needs it."""
+        from pyspark.sql import SparkSession
+
+        from engine.session import build_session
+
         with self._lock:
             if self._spark is None:
                 active = SparkSession.getActiveSession()
@@ -132,22 +133,15 @@ class LogStore:
             return self._spark
 
     @property
-    def table(self) -> DeltaTableHandle:
-        """Delta's JVM handle on the log table (needs the SparkSession)."""
-        spark = self.spark
-        with self._lock:
-            if self._table is None:
-                self._table = DeltaTableHandle(spark, self.uri)
-            return self._table
+    def spark_started(self) -> bool:
+        """Whether this store has a SparkSession (given, or started by a DataFrame call)."""
+        return self._spark is not None
 
     @property
-    def _writer(self) -> LogWriter:
-        table = self.table
+    def _writer(self) -> Committer:
         with self._lock:
             if self._admin is None:
-                self._admin = LogWriter(
-                    table, self.reader, client_id=f"lakelog-{os.getpid()}", scan_end_offsets=self._scan_end_offsets
-                )
+                self._admin = Committer(self.log, f"lakelog-{os.getpid()}")
             return self._admin
 
     # -- opening -------------------------------------------------------------
@@ -159,19 +153,21 @@ class LogStore:
         spark: SparkSession | None = None,
         *,
         conf_file: str | os.PathLike[str] | None = None,
+        create: bool = True,
         **settings: Any,
     ) -> LogStore:
-        """Open the store at ``path`` (a local path or URI), creating it if absent.
+        """Open the store at ``path`` (a local path or URI); with ``create``, create it if absent.
 
         Settings come from ``conf/lakelog.conf``, then ``conf_file`` (or the
         file named by ``LAKELOG_CONF_FILE``), then ``LAKELOG_*`` environment
         variables, then ``settings`` (``num_partitions=3``,
-        ``**{"producer.linger.ms": 10}``); see :mod:`engine.settings`. With
-        ``spark=None`` the process's active session is used, else a local
-        one is built from ``conf/spark-defaults.conf`` and the ``spark.*``
-        settings. Raises InvalidConfigError for an unknown setting or bad
-        value (naming it and where it came from), StoreError if the path
-        holds something that is not a lakelog store.
+        ``**{"producer.linger.ms": 10}``); see :mod:`engine.settings`. No
+        SparkSession is started: ``spark`` (if given) is the session DataFrame
+        calls use, else the process's active one or one built from
+        ``conf/spark-defaults.conf`` when a DataFrame is first asked for.
+        Raises InvalidConfigError for an unknown setting or bad value (naming
+        it and where it came from), StoreError if the path holds something
+        that is not a lakelog store (or nothing, without ``create``).
         """
         resolved = load_settings(conf_file, overrides=settings)
         uri = normalize_uri(os.fspath(path))
@@ -184,9 +180,11 @@ class LogStore:
             from spark_connector import register
 
             register(spark)
-        if not DeltaTable.is_deltatable(python_uri(uri), storage_options=delta_storage_options(uri)):
-            _create_log_table(store.spark, uri)
-        _check_store(uri)
+        if not is_delta_table(uri):
+            if not create:
+                raise StoreError(f"there is no lakelog store at {uri}")
+            _create_log_table(uri)
+        _check_store(uri, store.log.latest())
         return store
 
     def close(self) -> None:
@@ -195,8 +193,6 @@ class LogStore:
             if self._owns_spark and self._spark is not None:
                 self._spark.stop()
                 self._spark = None
-                self._table = None
-                self._admin = None
 
     def __enter__(self) -> LogStore:
         return self
@@ -204,11 +200,11 @@ class LogStore:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _new_writer(self, client_id: str) -> LogWriter:
-        return LogWriter(self.table, self.reader, client_id=client_id, scan_end_offsets=self._scan_end_offsets)
+    def _new_writer(self, client_id: str) -> Committer:
+        return Committer(self.log, client_id)
 
     def _latest_topics(self) -> dict[str, TopicMetadata]:
-        return topics_from_properties(self.reader.properties()[1])
+        return dict(self.log.latest().topics)
 
     # -- topic administration --------------------------------------------------
 
@@ -345,46 +341,38 @@ class LogStore:
         before writing anything, CommitConflictError when ``retries``
         conflicting attempts were used up.
         """
-        batch = DataFrameAppend(self.spark, df, topic)
+        from engine.dataframe_append import DataFrameAppend
+
+        batch = DataFrameAppend(self.spark, df, topic, self.uri)
         result = self._writer.append(batch, RetryPolicy(retries=retries))
         return WriteResult(result.version, result.ranges)
 
     # -- offsets -------------------------------------------------------------
 
-    def _bounds(self, snapshot: Snapshot, names: Iterable[str]) -> dict[TopicPartition, PartitionBounds]:
-        """Log start/end offsets of every partition of ``names`` in ``snapshot``."""
-        topics = topics_from_properties(snapshot.properties)
-        wanted = set(names)
-        bounds, missing = partition_bounds(f for f in snapshot.files if f.tp.topic in wanted)
-        if missing:
-            bounds.update(self._scan_bounds(snapshot.version, missing))
+    def _bounds(self, state: TableState, names: Iterable[str]) -> dict[TopicPartition, PartitionBounds]:
+        """Log start/end offsets of every partition of ``names`` in ``state``."""
         result = {}
-        for name in sorted(wanted):
-            for p in range(topics[name].partitions):
+        for name in sorted(set(names)):
+            for p in range(state.topics[name].partitions):
                 tp = TopicPartition(name, p)
-                result[tp] = bounds.get(tp, PartitionBounds(0, 0))
+                result[tp] = self._partition_bounds(state, tp)
         return result
 
-    def _scan_bounds(self, version: int, tps: Iterable[TopicPartition]) -> dict[TopicPartition, PartitionBounds]:
-        """Bounds computed from the data, for partitions with files lacking statistics."""
-        rows = (
-            log_table(self.spark, self.uri, version)
-            .where(partition_predicate(tps))
-            .groupBy("topic", "partition")
-            .agg(F.min("offset").alias("lo"), F.max("offset").alias("hi"), F.count(F.lit(1)).alias("n"))
-            .collect()
-        )
-        return {TopicPartition(r.topic, r.partition): PartitionBounds(r.lo, r.hi + 1, r.n) for r in rows}
-
-    def _scan_end_offsets(self, version: int, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-        tps = list(tps)
-        found = self._scan_bounds(version, tps)
-        return {tp: found[tp].end if tp in found else 0 for tp in tps}
+    def _partition_bounds(self, state: TableState, tp: TopicPartition) -> PartitionBounds:
+        found = state.bounds(tp)
+        if found is not None:
+            return found
+        # A file without offset statistics (written by another Delta writer): read the offsets.
+        offsets = self._records.read(state.files_of(tp).all(), tp, 0).column("offset")
+        if not len(offsets):
+            return PartitionBounds(state.end_offset(tp), state.end_offset(tp), len(state.files_of(tp)))
+        end = max(state.end_offset(tp), int(offsets[-1].as_py()) + 1)
+        return PartitionBounds(int(offsets[0].as_py()), end, len(state.files_of(tp)))
 
     def _topic_bounds(self, topic: str) -> dict[int, PartitionBounds]:
-        snapshot = self.reader.snapshot()
-        require_topic(topics_from_properties(snapshot.properties), topic)
-        return {tp.partition: b for tp, b in self._bounds(snapshot, [topic]).items()}
+        state = self.log.latest()
+        require_topic(state.topics, topic)
+        return {tp.partition: b for tp, b in self._bounds(state, [topic]).items()}
 
     def end_offsets(self, topic: str) -> dict[int, int]:
         """Per partition, the offset the next record will get (Kafka's log end offset)."""
@@ -398,32 +386,20 @@ class LogStore:
         """Per partition, the earliest offset whose timestamp is >= the given ms, or None.
 
         Kafka's ``offsetsForTimes``: None when every record of the partition
-        is older. Files are pruned by their timestamp statistics.
+        is older. Files are pruned by their timestamp statistics; no Spark.
         """
-        topics = self._latest_topics()
-        meta = require_topic(topics, topic)
+        meta = require_topic(self._latest_topics(), topic)
         for p, ts in timestamps.items():
             if not 0 <= p < meta.partitions:
                 raise UnknownTopicOrPartitionError(f"partition {p} of topic {topic!r} does not exist")
             if isinstance(ts, bool) or not isinstance(ts, int) or ts < 0:
                 raise InvalidOffsetError(f"timestamp for {topic}-{p} must be a non-negative int (ms), got {ts!r}")
         result: dict[int, OffsetAndTimestamp | None] = {p: None for p in timestamps}
-        if not timestamps:
-            return result
-        version = self.reader.latest_version()
-        condition = " OR ".join(
-            f"(`partition` = {p} AND `timestamp` >= timestamp_millis({ts}))" for p, ts in sorted(timestamps.items())
-        )
-        rows = (
-            log_table(self.spark, self.uri, version)
-            .where(f"`topic` = {sql_string(topic)} AND `partition` IN ({', '.join(map(str, timestamps))})")
-            .where(condition)
-            .groupBy("partition")
-            .agg(F.min(F.struct("offset", F.unix_millis("timestamp").alias("ms"))).alias("first"))
-            .collect()
-        )
-        for row in rows:
-            result[row.partition] = OffsetAndTimestamp(row.first.offset, row.first.ms)
+        state = self.log.latest()
+        for p, ts in timestamps.items():
+            tp = TopicPartition(topic, p)
+            found = self._records.first_at(state.files_of(tp).all(), tp, ts)
+            result[p] = None if found is None else OffsetAndTimestamp(*found)
         return result
 
     # -- reading -------------------------------------------------------------
@@ -455,8 +431,8 @@ class LogStore:
         start_spec = parse_offset_spec(starting_offsets, option="starting_offsets")
         end_spec = parse_offset_spec(ending_offsets, option="ending_offsets")
         version = self.version_as_of(as_of_version=as_of_version, as_of_timestamp=as_of_timestamp)
-        snapshot = self.reader.snapshot(version)
-        names = resolve_topic_names(topics, topics_from_properties(snapshot.properties))
+        snapshot = self.log.at(version)
+        names = resolve_topic_names(topics, snapshot.topics)
         bounds = self._bounds(snapshot, names)
         starts = resolve_offsets(start_spec, bounds, default="earliest", option="starting_offsets")
         ends = resolve_offsets(end_spec, bounds, default="latest", option="ending_offsets")
@@ -471,16 +447,15 @@ class LogStore:
         if as_of_version is None and as_of_timestamp is None:
             return None
         return version_as_of(
-            self.reader.latest_version(),
-            self.reader.commit_time,
+            self.log.latest_version(),
+            self.log.commit_time,
             as_of_version=as_of_version,
             as_of_timestamp=as_of_timestamp,
             now_ms=int(time.time() * 1000),
         )
 
-    def _require_files(self, snapshot: Snapshot, tps: Iterable[TopicPartition]) -> None:
-        wanted = set(tps)
-        missing = self.reader.missing_files([f.path for f in snapshot.files if f.tp in wanted])
+    def _require_files(self, snapshot: TableState, tps: Iterable[TopicPartition]) -> None:
+        missing = self.log.missing_files([f.path for tp in set(tps) for f in snapshot.files_of(tp).all()])
         if missing:
             raise InvalidOffsetError(
                 f"version {snapshot.version} cannot be read any more: VACUUM deleted {len(missing)} of its files "
@@ -505,6 +480,8 @@ class LogStore:
         UnknownTopicOrPartitionError if the topic did not exist then,
         InvalidOffsetError as :meth:`read` for a time the log no longer has.
         """
+        from pyspark.sql import functions as F
+
         key_bytes = key.encode() if isinstance(key, str) else key
         if not isinstance(key_bytes, bytes):
             raise InvalidRecordError(f"key must be bytes or str, got {type(key).__name__}")
@@ -525,11 +502,11 @@ class LogStore:
     def history_entries(self, topic: str | None = None) -> list[HistoryEntry]:
         """Every commit still in the Delta log, oldest first (optionally those touching ``topic``)."""
         entries = []
-        for version in range(0, self.reader.latest_version() + 1):
-            lines = self.reader.read_commit_lines(version)
-            if lines is None:
+        for version in range(0, self.log.latest_version() + 1):
+            commit = self.log.read_commit(version)
+            if commit is None:
                 continue  # removed by log cleanup
-            entry = history_entry(version, lines)
+            entry = history_entry(version, commit)
             if topic is None or entry.touches(topic):
                 entries.append(entry)
         return entries
@@ -549,6 +526,16 @@ class LogStore:
         ``[start_offset, end_offset)`` of the files the commit added or
         removed, with their ``records`` and ``files``; then ``details`` (JSON).
         """
+        from pyspark.sql.types import (
+            ArrayType,
+            IntegerType,
+            LongType,
+            StringType,
+            StructField,
+            StructType,
+            TimestampType,
+        )
+
         change = StructType(
             [
                 StructField("topic", StringType()),
@@ -627,15 +614,17 @@ def _configure_object_store(spark: SparkSession, uri: str) -> None:
 
 
 def s3_commit_hazard(spark: SparkSession, uri: str) -> str | None:
-    """Why commits to the S3 store ``uri`` from this session are unsafe with other writers, or None."""
+    """Why Delta commits to the S3 store ``uri`` from this session (a user's own Spark
+    writes, SQL OPTIMIZE) are unsafe beside lakelog's, or None."""
+    from engine.session import S3_LOG_STORE, s3_log_store
+
     scheme = uri.split("://", 1)[0]
     store_class = s3_log_store(spark, scheme)
     if store_class != S3_LOG_STORE:
         return (
-            f"Delta commits to {uri} go through {store_class}, not {S3_LOG_STORE}: a commit from another driver, "
-            "or from lakelog's streaming sink or maintenance (which write with S3 conditional puts), can be "
-            f"silently overwritten and lost. Set spark.delta.logStore.{scheme}.impl={S3_LOG_STORE} "
-            "(and .jars/lakelog-jvm.jar on spark.jars)"
+            f"Delta commits to {uri} go through {store_class}, not {S3_LOG_STORE}: a commit from this session "
+            "and one of lakelog's (which are S3 conditional puts) can silently overwrite each other. Set "
+            f"spark.delta.logStore.{scheme}.impl={S3_LOG_STORE} (and .jars/lakelog-jvm.jar on spark.jars)"
         )
     bucket, _ = bucket_and_key(uri)
     hadoop = spark.sparkContext._jsc.hadoopConfiguration()
@@ -649,9 +638,12 @@ def s3_commit_hazard(spark: SparkSession, uri: str) -> str | None:
 
 
 def _warn_if_unsafe(spark: SparkSession, uri: str) -> None:
+    from engine.session import LOCAL_LOG_STORE, uses_safe_local_log_store
+
     if uri.startswith("/") and not uses_safe_local_log_store(spark):
         log.warning(
-            "spark.delta.logStore.file.impl is not %s: commits to %s from several processes may overwrite each other",
+            "spark.delta.logStore.file.impl is not %s: Delta commits to %s from this session (your own writes, "
+            "SQL OPTIMIZE) and other processes' may overwrite each other",
             LOCAL_LOG_STORE,
             uri,
         )
@@ -661,27 +653,28 @@ def _warn_if_unsafe(spark: SparkSession, uri: str) -> None:
             log.warning("UNSAFE for concurrent writers: %s", hazard)
 
 
-def _create_log_table(spark: SparkSession, uri: str) -> None:
-    """Create the log table at ``uri``; tolerate another process creating it first."""
-    if uri.startswith("/") and os.path.isdir(uri) and os.listdir(uri):
-        raise StoreError(f"{uri} is a non-empty directory that is not a lakelog store")
-    properties = ", ".join(f"{sql_string(k)} = {sql_string(v)}" for k, v in TABLE_PROPERTIES.items())
-    location = uri.replace("`", "``")
-    statement = (
-        f"CREATE TABLE IF NOT EXISTS delta.`{location}` ({LOG_TABLE_DDL}) USING delta "
-        f"PARTITIONED BY ({', '.join(f'`{c}`' for c in PARTITION_COLUMNS)}) TBLPROPERTIES ({properties})"
-    )
+def _create_log_table(uri: str) -> None:
+    """Create the log table at ``uri`` (version 0); tolerate another process creating it first."""
+    if uri.startswith("/"):
+        if os.path.exists(uri) and not os.path.isdir(uri):
+            raise StoreError(f"{uri} is a file, not a directory that could hold a store")
+        if os.path.isdir(uri) and os.listdir(uri):
+            raise StoreError(f"{uri} is a non-empty directory that is not a lakelog store")
     try:
-        spark.sql(statement)
-    except Exception as exc:
-        if not DeltaTable.is_deltatable(python_uri(uri), storage_options=delta_storage_options(uri)):
-            detail = java_message(exc) if isinstance(exc, JVM_ERRORS) else str(exc)
-            raise StoreError(f"cannot create a store at {uri}: {detail}") from exc
+        create_table(
+            uri,
+            json.dumps(LOG_SCHEMA_JSON, separators=(",", ":")),
+            PARTITION_COLUMNS,
+            TABLE_PROPERTIES,
+            client_id=f"lakelog-{os.getpid()}",
+        )
+    except OSError as exc:
+        if not is_delta_table(uri):
+            raise StoreError(f"cannot create a store at {uri}: {exc}") from exc
 
 
-def _check_store(uri: str) -> None:
-    configuration = DeltaTable(python_uri(uri), storage_options=delta_storage_options(uri)).metadata().configuration
-    version = configuration.get(STORE_FORMAT_PROPERTY)
+def _check_store(uri: str, state: TableState) -> None:
+    version = state.properties.get(STORE_FORMAT_PROPERTY)
     if version is None:
         raise StoreError(f"{uri} is a Delta table but not a lakelog store (no {STORE_FORMAT_PROPERTY} property)")
     if version != STORE_FORMAT_VERSION:

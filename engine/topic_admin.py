@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from engine.commit import TopicChange
-from engine.commit_info import admin_tags
+from engine.commit.info import admin_tags
 from engine.errors import (
     InvalidConfigError,
     InvalidPartitionsError,

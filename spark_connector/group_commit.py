@@ -15,9 +15,8 @@ import contextlib
 import time
 from collections.abc import Mapping
 
-from engine.commit import RetryPolicy
+from engine.commit import Committer, RetryPolicy, TableLog
 from engine.consumer_offsets import OFFSETS_TOPIC, OffsetAndMetadata
-from engine.direct_commit import DirectCommitter
 from engine.errors import TopicExistsError
 from engine.group_coordinator import GroupLog, commit_offsets
 from engine.offsets import TopicPartition
@@ -32,13 +31,13 @@ class GroupOffsetsCommitter:
 
     def __init__(self, uri: str, group_id: str) -> None:
         self.group_id = group_id
-        self._committer = DirectCommitter(uri, client_id=f"lakelog-stream-{group_id}")
+        self._committer = Committer(TableLog(uri), client_id=f"lakelog-stream-{group_id}")
         self._records = PartitionReader(self._committer.uri)
         self._log: GroupLog | None = None
 
     def _group_log(self) -> GroupLog:
         if self._log is None:
-            topics = self._committer.latest_view().topics
+            topics = self._committer.latest().topics
             if OFFSETS_TOPIC not in topics:
                 now = int(time.time() * 1000)
                 with contextlib.suppress(TopicExistsError):  # created by someone else meanwhile
@@ -46,9 +45,9 @@ class GroupOffsetsCommitter:
                         lambda t, p: plan_create_offsets_topic(t, p, now_ms=now, client_id=self._committer.client_id),
                         POLICY,
                     )
-                topics = self._committer.latest_view().topics
+                topics = self._committer.latest().topics
             partitions = topics[OFFSETS_TOPIC].partitions
-            self._log = GroupLog(self._committer.reader, self._records, self.group_id, partitions)
+            self._log = GroupLog(self._committer.log, self._records, self.group_id, partitions)
         return self._log
 
     def commit(self, offsets: Mapping[TopicPartition, int]) -> None:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 
-from engine.delta_log import DeltaLogReader
+from engine.commit import TableLog
 from engine.object_store import delta_storage_options, python_uri, remove_tree
 from engine.perf import batch_frame
 from engine.store import LogStore
@@ -134,9 +134,8 @@ def _wait_until(check: Callable[[], bool], timeout_s: float = 120) -> None:
         time.sleep(0.005)
 
 
-def _records_in(reader: DeltaLogReader, topic: str) -> int:
-    view = reader.view(reader.latest_version())
-    return sum(end for tp, end in view.end_offsets.items() if tp.topic == topic)
+def _records_in(reader: TableLog, topic: str) -> int:
+    return sum(end for tp, end in reader.latest().ends.items() if tp.topic == topic)
 
 
 def _lakelog_latency(store: LogStore, src: str, dst: str, samples: int, work_dir: str) -> list[float]:
@@ -154,7 +153,7 @@ def _lakelog_latency(store: LogStore, src: str, dst: str, samples: int, work_dir
         .trigger(processingTime="0 seconds")
         .start()
     )
-    reader = DeltaLogReader(store.uri)
+    reader = TableLog(store.uri)
     latencies = []
     try:
         time.sleep(10)  # let the first (empty) batches and Python workers start

@@ -5,7 +5,7 @@ Executors only convert their rows to Arrow (``value``, optional ``key``,
 driver in the commit message; the driver's commit assigns partitions (the
 key's murmur2 hash as Kafka's default partitioner, else sticky), offsets
 and writes one Parquet file per partition, then makes one Delta commit
-(:class:`engine.direct_commit.DirectCommitter`). A batch is all or nothing:
+through the commit core (:class:`engine.commit.Committer`). A batch is all or nothing:
 a record the topic refuses (unknown topic or partition, over
 ``max.message.bytes``) fails it before anything is committed.
 
@@ -40,10 +40,9 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import LongType, StructType
 
-from engine.commit import AppendResult, AppTransaction, RetryPolicy
-from engine.direct_commit import DirectCommitter
+from engine.commit import AppendResult, AppTransaction, Committer, RetryPolicy, TableLog
+from engine.commit.state import TableState
 from engine.errors import InvalidTopicError, LakelogError, StoreError
-from engine.log_view import LogView
 from engine.object_store import StoreAccess
 from engine.offsets import TopicPartition
 from engine.partitioner import KeylessPartitioner, partitions_for_keys
@@ -167,7 +166,7 @@ class SinkBatch:
         self.records = records
         self.app_transaction = app_transaction
 
-    def prepare(self, view: LogView) -> dict[TopicPartition, int]:
+    def prepare(self, view: TableState) -> dict[TopicPartition, int]:
         """The record count per partition; raises the error of the first record (in
         record order) the topics refuse as of ``view`` -- they may have changed since
         the records were placed (UnknownTopicOrPartitionError, RecordTooLargeError)."""
@@ -189,10 +188,10 @@ class SinkBatch:
         counts = np.bincount(records.tp_ids, minlength=len(records.tps))
         return {tp: int(counts[i]) for i, tp in enumerate(records.tps)}
 
-    def check(self, committed_app_version: int, view: LogView) -> None:
+    def check(self, committed_app_version: int, view: TableState) -> None:
         """A sink batch is never fenced: its app transaction only makes replays no-ops."""
 
-    def target_partitions(self, view: LogView) -> list[TopicPartition]:
+    def target_partitions(self, view: TableState) -> list[TopicPartition]:
         return sorted(self.records.tps)
 
     def build(
@@ -222,7 +221,7 @@ class SinkBatch:
         return table
 
 
-def place_records(view: LogView, tables: list[pa.Table]) -> PlacedRecords:
+def place_records(view: TableState, tables: list[pa.Table]) -> PlacedRecords:
     """The records placed in partitions exactly as the producer places records sent one by one.
 
     Partition: the ``partition`` column if set; else the key's murmur2 hash
@@ -345,7 +344,7 @@ def _keyless_partitions(
     return result
 
 
-def _raise_refusal(view: LogView, row: pa.Table) -> None:
+def _raise_refusal(view: TableState, row: pa.Table) -> None:
     """Raise what the producer raises for this one record, if anything (the exact
     error and message of the per-record path)."""
     record = row.to_pylist()[0]
@@ -374,9 +373,9 @@ def commit_records(
     """Append the records in one Delta commit to the store ``access`` reaches; None when
     ``app`` already committed them."""
     access.install()  # this Python worker's environment need not know the store's endpoint
-    committer = DirectCommitter(access.uri, client_id)
-    view = committer.latest_view()
-    if app is not None and committer.app_version(view, app.app_id) >= app.version:
+    committer = Committer(TableLog(access.uri), client_id)
+    view = committer.latest()
+    if app is not None and view.app_version(app.app_id) >= app.version:
         log.info("batch %s of %s is already committed; nothing to add", app.version, app.app_id)
         return None
     records = place_records(view, tables)

@@ -50,12 +50,11 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from engine.delta_log import DeltaLogReader, Snapshot, normalize_uri
+from engine.commit import TableLog, TableState, normalize_uri
 from engine.errors import DataLossError, InvalidOffsetError, UnknownTopicOrPartitionError
 from engine.object_store import StoreAccess
-from engine.offsets import FileStats, PartitionBounds, TopicPartition, partition_bounds, resolve_offsets
+from engine.offsets import FileStats, PartitionBounds, TopicPartition, resolve_offsets
 from engine.partition_reader import PartitionReader, files_for_range
-from engine.topics import topics_from_properties
 from spark_connector.group_commit import GroupOffsetsCommitter
 from spark_connector.options import SourceOptions, Subscription
 from spark_connector.source_plan import (
@@ -115,15 +114,14 @@ def read_range(part: RangePartition) -> Iterator[pa.RecordBatch]:
     except FileNotFoundError:
         # Files were rewritten (OPTIMIZE, compaction) and vacuumed after planning:
         # the same offsets are in the current files, unless retention took them.
-        snapshot = DeltaLogReader(part.uri).snapshot()
-        bounds, _ = partition_bounds(f for f in snapshot.files if f.tp == part.tp)
-        log_start = bounds[part.tp].start if part.tp in bounds else None
+        files = TableLog(part.uri).latest().files_of(part.tp)
+        log_start = files.start_offset
         if log_start is None or log_start > part.start:
             handle_losses(
                 [DataLoss(part.tp, part.start, log_start, "removed from the log while the batch ran")],
                 part.fail_on_data_loss,
             )
-        table = reader.read(snapshot.files, part.tp, part.start, part.end)
+        table = reader.read(files.all(), part.tp, part.start, part.end)
     columns = ["key", "value", "topic", "partition", "offset", "timestamp", "timestamp_type"]
     names = ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType"]
     if part.include_headers:
@@ -154,33 +152,33 @@ class TopicLog:
         options.access.install()
         self.options = options
         self.uri = normalize_uri(options.path)
-        self.reader = DeltaLogReader(self.uri)
+        self.reader = TableLog(self.uri)
         self.records = PartitionReader(self.uri)
 
-    def snapshot(self) -> Snapshot:
-        return self.reader.snapshot()
+    def snapshot(self) -> TableState:
+        return self.reader.latest()
 
-    def bounds(self, snapshot: Snapshot, *, strict: bool = False) -> dict[TopicPartition, PartitionBounds]:
+    def bounds(self, snapshot: TableState, *, strict: bool = False) -> dict[TopicPartition, PartitionBounds]:
         """Log start/end offsets of the subscribed partitions in ``snapshot``.
 
         ``strict`` (at query start): a named topic or assigned partition that
         does not exist is an UnknownTopicOrPartitionError.
         """
-        topics = topics_from_properties(snapshot.properties)
-        tps = subscribed(self.options.subscription, topics, strict=strict)
-        names = {tp.topic for tp in tps}
-        files = [f for f in snapshot.files if f.tp.topic in names]
-        found, missing = partition_bounds(files)
-        for tp in missing:
-            offsets = self.records.read(files, tp, 0).column("offset")
-            found[tp] = (
-                PartitionBounds(int(offsets[0].as_py()), int(offsets[-1].as_py()) + 1)
-                if len(offsets)
-                else (PartitionBounds(0, 0))
-            )
-        return {tp: found.get(tp, PartitionBounds(0, 0)) for tp in tps}
+        tps = subscribed(self.options.subscription, snapshot.topics, strict=strict)
+        return {tp: self._bounds_of(snapshot, tp) for tp in tps}
 
-    def starting_offsets(self, snapshot: Snapshot, *, streaming: bool) -> dict[TopicPartition, int]:
+    def _bounds_of(self, snapshot: TableState, tp: TopicPartition) -> PartitionBounds:
+        found = snapshot.bounds(tp)
+        if found is not None:
+            return found
+        # A file without offset statistics (another Delta writer's): read the offsets.
+        offsets = self.records.read(snapshot.files_of(tp).all(), tp, 0).column("offset")
+        end = snapshot.end_offset(tp)
+        if not len(offsets):
+            return PartitionBounds(end, end)
+        return PartitionBounds(int(offsets[0].as_py()), max(end, int(offsets[-1].as_py()) + 1))
+
+    def starting_offsets(self, snapshot: TableState, *, streaming: bool) -> dict[TopicPartition, int]:
         """The offsets a new query starts from (startingOffsets / startingTimestamp / ...ByTimestamp)."""
         opts = self.options
         bounds = self.bounds(snapshot, strict=True)
@@ -191,7 +189,7 @@ class TopicLog:
         )
 
     def _offsets_for_times(
-        self, snapshot: Snapshot, bounds: Mapping[TopicPartition, PartitionBounds], *, streaming: bool
+        self, snapshot: TableState, bounds: Mapping[TopicPartition, PartitionBounds], *, streaming: bool
     ) -> dict[TopicPartition, int]:
         opts = self.options
         result = {}
@@ -203,7 +201,8 @@ class TopicLog:
             if ts is None:
                 result[tp] = b.end if streaming else b.start
                 continue
-            found = self.records.first_offset_at(snapshot.files, tp, ts)
+            hit = self.records.first_at(snapshot.files_of(tp).all(), tp, ts)
+            found = None if hit is None else hit[0]
             if found is None:
                 if opts.timestamp_strategy == "error":
                     raise InvalidOffsetError(
@@ -216,7 +215,7 @@ class TopicLog:
 
     def plan(
         self,
-        snapshot: Snapshot,
+        snapshot: TableState,
         start: Mapping[TopicPartition, int],
         end: Mapping[TopicPartition, int],
     ) -> list[RangePartition]:
@@ -232,7 +231,7 @@ class TopicLog:
                 raise InvalidOffsetError(f"ending offset {hi} for {tp} is before its starting offset {lo}")
             while lo < hi:
                 until = min(hi, lo + RECORDS_PER_TASK)
-                files = tuple(files_for_range(snapshot.files, tp, lo, until))
+                files = tuple(files_for_range(snapshot.files_of(tp).all(), tp, lo, until))
                 parts.append(
                     RangePartition(
                         self.uri,
@@ -347,7 +346,7 @@ class LakelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return offsets_to_json(end)
 
     def _limited(
-        self, snapshot: Snapshot, begin: dict[TopicPartition, int], target: dict[TopicPartition, int]
+        self, snapshot: TableState, begin: dict[TopicPartition, int], target: dict[TopicPartition, int]
     ) -> dict[TopicPartition, int]:
         opts = self.options
         state = self.state

@@ -18,7 +18,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from engine.log_view import CommitChanges
+from engine.commit.actions import Commit
 from engine.offsets import PartitionBounds, TopicPartition, partition_bounds
 
 
@@ -115,8 +115,9 @@ class CommitRanges:
     ranges: Mapping[TopicPartition, tuple[int, int]]
 
 
-def commit_ranges(version: int, changes: CommitChanges) -> CommitRanges:
-    bounds, _ = partition_bounds(changes.added)
+def commit_ranges(version: int, commit: Commit) -> CommitRanges:
+    """The offsets ``commit`` added (files with dataChange; an OPTIMIZE adds none)."""
+    bounds, _ = partition_bounds(a.file_stats() for a in commit.adds if a.data_change and a.tp is not None)
     return CommitRanges(version, {tp: (b.start, b.end) for tp, b in bounds.items() if b.end > b.start})
 
 
@@ -158,7 +159,7 @@ class CommitIndex:
     start offsets; forgets commits that every partition has read past.
     """
 
-    def __init__(self, read_commit: Callable[[int], CommitChanges | None]) -> None:
+    def __init__(self, read_commit: Callable[[int], Commit | None]) -> None:
         self._read_commit = read_commit
         self._commits: list[CommitRanges] = []
         self._low: int | None = None  # lowest version read

@@ -45,3 +45,24 @@ def store(spark, tmp_path):
     from engine import LogStore
 
     return LogStore.open(tmp_path / "store", spark=spark)
+
+
+@pytest.fixture
+def plain_store(tmp_path):
+    """A fresh local store opened without a SparkSession (for tests that need no JVM)."""
+    from engine import LogStore
+
+    return LogStore.open(tmp_path / "store")
+
+
+@pytest.fixture(scope="session")
+def s3_bucket(s3_server) -> str:
+    return s3_server.create_bucket("lakelog-tests")
+
+
+@pytest.fixture
+def s3_uri(s3_bucket) -> str:
+    """A fresh, empty location for a store on the loopback S3 server."""
+    import uuid
+
+    return f"s3a://{s3_bucket}/{uuid.uuid4().hex[:12]}"

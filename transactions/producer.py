@@ -36,6 +36,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from engine.commit import AppTransaction, RetryPolicy
+from engine.commit.state import TableState
 from engine.config import resolve_config
 from engine.consumer import ConsumerGroupMetadata
 from engine.consumer_offsets import OFFSETS_TOPIC, OffsetAndMetadata, partition_for_group
@@ -48,7 +49,6 @@ from engine.errors import (
 )
 from engine.group_coordinator import GroupLog, offset_records
 from engine.group_state import check_commit
-from engine.log_view import LogView
 from engine.offsets import TopicPartition
 from engine.partition_reader import PartitionReader
 from engine.partitioner import KeylessPartitioner
@@ -91,14 +91,14 @@ class _EpochBump:
         self.app_transaction = AppTransaction(app_id, 0, replan=True)
         self.epoch = 0
 
-    def check(self, committed_app_version: int, view: LogView) -> None:
+    def check(self, committed_app_version: int, view: TableState) -> None:
         self.epoch = epoch_of(committed_app_version) + 1
         self.app_transaction = AppTransaction(self.app_transaction.app_id, self.epoch << _EPOCH_SHIFT, replan=True)
 
-    def prepare(self, view: LogView) -> dict[TopicPartition, int]:
+    def prepare(self, view: TableState) -> dict[TopicPartition, int]:
         return {}
 
-    def target_partitions(self, view: LogView) -> list[TopicPartition]:
+    def target_partitions(self, view: TableState) -> list[TopicPartition]:
         return []
 
     def build(self, ends: Any, topics: Any, append_time_ms: int) -> Any:
@@ -125,7 +125,7 @@ class TransactionBatch(ProducerBatch):
         self._transactional_id = transactional_id
         self._group = group
 
-    def check(self, committed_app_version: int, view: LogView) -> None:
+    def check(self, committed_app_version: int, view: TableState) -> None:
         if epoch_of(committed_app_version) != self._epoch:
             raise ProducerFencedError(
                 f"transactional id {self._transactional_id!r} is at epoch {epoch_of(committed_app_version)}, "
@@ -134,9 +134,9 @@ class TransactionBatch(ProducerBatch):
             )
         if self._group is not None:
             group_log, meta = self._group
-            check_commit(group_log.latest().state, meta.generation, meta.member_id, int(time.time() * 1000))
+            check_commit(group_log.latest(view).state, meta.generation, meta.member_id, int(time.time() * 1000))
 
-    def prepare(self, view: LogView) -> dict[TopicPartition, int]:
+    def prepare(self, view: TableState) -> dict[TopicPartition, int]:
         counts = super().prepare(view)
         if self.records.record_errors:
             index, error = next(iter(sorted(self.records.record_errors.items())))

@@ -1,11 +1,10 @@
-"""Small commits into a store without Spark, for maintenance tests."""
+"""Small commits into a store through the commit core, for maintenance tests."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from engine.commit import RetryPolicy
-from engine.direct_commit import DirectCommitter
+from engine.commit import Committer, RetryPolicy
 from engine.offsets import TopicPartition
 from engine.producer_batch import ProducerBatch, RecordBatch
 from engine.records import Headers
@@ -14,7 +13,7 @@ Record = tuple[bytes | None, bytes | None, int]  # key, value, timestamp ms
 
 
 def commit(
-    committer: DirectCommitter, topic: str, partition: int, records: Sequence[Record], headers: Headers | None = None
+    committer: Committer, topic: str, partition: int, records: Sequence[Record], headers: Headers | None = None
 ) -> int:
     """One Delta commit holding ``records`` (in order) for one partition; returns its version."""
     batch = RecordBatch()

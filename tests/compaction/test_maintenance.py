@@ -10,15 +10,13 @@ import time
 import pytest
 
 from compaction import maintain
-from compaction.commit import MaintenanceStep, commit_step
 from compaction.files import partition_logs
 from compaction.plan import optimize_bins
 from compaction.rewrite import OptimizeTask, run_optimize
+from compaction.step import MaintenanceStep, commit_step
 from engine.cli import main as cli_main
-from engine.commit import RetryPolicy
+from engine.commit import Committer, RetryPolicy, TableLog
 from engine.consumer_offsets import OFFSETS_TOPIC
-from engine.delta_log import DeltaLogReader
-from engine.direct_commit import DirectCommitter
 from engine.errors import (
     InvalidConfigError,
     MaintenanceConflictError,
@@ -37,23 +35,24 @@ NOW = int(time.time() * 1000)
 
 def log_rows(store, topic: str, partition: int) -> list[dict]:
     """Every column of a partition's records, in offset order (read without Spark)."""
-    files = DeltaLogReader(store.uri).snapshot().files
-    return PartitionReader(store.uri).read(files, TopicPartition(topic, partition), 0).to_pylist()
+    tp = TopicPartition(topic, partition)
+    files = TableLog(store.uri).latest().files_of(tp).all()
+    return PartitionReader(store.uri).read(files, tp, 0).to_pylist()
 
 
 def live_files(store, topic: str) -> dict[int, int]:
-    _, _, actions = DeltaLogReader(store.uri).add_actions()
-    return {tp.partition: len(p.files) for tp, p in partition_logs(actions, {topic}).items()}
+    state = TableLog(store.uri).latest()
+    return {tp.partition: len(p.files) for tp, p in partition_logs(state, {topic}).items()}
 
 
 def commit_actions(store, version: int) -> list[dict]:
-    lines = DeltaLogReader(store.uri).read_commit_lines(version)
-    return [json.loads(line) for line in lines or []]
+    commit = TableLog(store.uri).read_commit(version)
+    return [json.loads(json.dumps(a.to_json())) for a in (commit.actions if commit else ())]
 
 
 def test_optimize_merges_small_files_keeping_records_offsets_and_order(spark, store):
     store.create_topic("t", partitions=2)
-    writer = DirectCommitter(store.uri, "w")
+    writer = Committer(store.log, "w")
     for i in range(12):
         rows = [(f"k{j}".encode(), f"v{i}.{j}".encode(), NOW - 1000 * (12 - i)) for j in range(3)]
         commit(writer, "t", i % 2, rows, headers=[("h", f"{i}".encode()), ("n", None)])
@@ -88,7 +87,7 @@ def test_optimize_merges_small_files_keeping_records_offsets_and_order(spark, st
 
 def test_log_compaction_keeps_the_latest_value_per_key_and_the_active_file(spark, store):
     store.create_topic("c", partitions=1, config={"cleanup.policy": "compact", "delete.retention.ms": 0})
-    writer = DirectCommitter(store.uri, "w")
+    writer = Committer(store.log, "w")
     for i in range(6):
         rows = [(b"a", f"a{i}".encode(), NOW), (b"b", None if i == 4 else f"b{i}".encode(), NOW)]
         commit(writer, "c", 0, rows)
@@ -107,7 +106,7 @@ def test_log_compaction_keeps_the_latest_value_per_key_and_the_active_file(spark
 
 def test_retention_moves_the_log_start_and_consumers_follow_auto_offset_reset(spark, store):
     store.create_topic("r", partitions=1, config={"retention.ms": 60_000})
-    writer = DirectCommitter(store.uri, "w")
+    writer = Committer(store.log, "w")
     for i in range(5):
         old = NOW - 3_600_000 if i < 3 else NOW
         commit(writer, "r", 0, [(None, f"v{i}.{j}".encode(), old) for j in range(2)])
@@ -133,11 +132,10 @@ def test_retention_moves_the_log_start_and_consumers_follow_auto_offset_reset(sp
 
 def test_retention_bytes_keeps_at_least_the_limit_per_partition(spark, store):
     store.create_topic("s", partitions=1)
-    writer = DirectCommitter(store.uri, "w")
+    writer = Committer(store.log, "w")
     for _ in range(6):
         commit(writer, "s", 0, [(None, b"x" * 500, NOW)])
-    _, _, actions = DeltaLogReader(store.uri).add_actions()
-    sizes = [f.size for f in partition_logs(actions, {"s"})[TopicPartition("s", 0)].files]
+    sizes = [f.size for f in partition_logs(store.log.latest(), {"s"})[TopicPartition("s", 0)].files]
     store.alter_topic_config("s", {"retention.bytes": sum(sizes[3:])})
     maintain(store.uri, topics=["s"], optimize=False, vacuum=False)
     assert store.beginning_offsets("s") == {0: 3}
@@ -145,10 +143,10 @@ def test_retention_bytes_keeps_at_least_the_limit_per_partition(spark, store):
 
 def test_dry_run_changes_nothing_and_tells_what_the_run_does(spark, store):
     store.create_topic("c", partitions=1, config={"cleanup.policy": "compact,delete", "retention.ms": 60_000})
-    writer = DirectCommitter(store.uri, "w")
+    writer = Committer(store.log, "w")
     for i in range(8):
         commit(writer, "c", 0, [(b"k", f"{i}".encode(), NOW - 3_600_000 if i < 2 else NOW)] * 3)
-    reader = DeltaLogReader(store.uri)
+    reader = TableLog(store.uri)
     version = reader.latest_version()
     files = sorted(os.listdir(os.path.join(store.uri, "topic=c", "partition=0")))
 
@@ -196,13 +194,14 @@ def test_consumer_offsets_topic_is_compacted_and_committed_offsets_survive(spark
 
 def test_a_concurrent_maintenance_commit_loses_cleanly_and_appends_are_rebased_over(spark, store):
     store.create_topic("t", partitions=1)
-    writer = DirectCommitter(store.uri, "w")
+    writer = Committer(store.log, "w")
     for i in range(4):
         commit(writer, "t", 0, [(None, f"v{i}".encode(), NOW)])
-    reader = DeltaLogReader(store.uri)
-    version, _, actions = reader.add_actions()
+    reader = TableLog(store.uri)
+    state = reader.latest()
+    version = state.version
     meta = store.describe_topic("t")
-    files = partition_logs(actions, {"t"})[TopicPartition("t", 0)].files
+    files = partition_logs(state, {"t"})[TopicPartition("t", 0)].files
     (bin_,) = optimize_bins(files, 1 << 20)
 
     def step() -> MaintenanceStep:
@@ -212,20 +211,14 @@ def test_a_concurrent_maintenance_commit_loses_cleanly_and_appends_are_rebased_o
     first, second = step(), step()
     commit(writer, "t", 0, [(None, b"appended meanwhile", NOW)])  # an append is rebased over
     policy = RetryPolicy(retries=5, backoff_ms=1)
-    landed = commit_step(store.uri, reader, first, version, client_id="m1", policy=policy)
+    landed = commit_step(Committer(reader, "m1"), first, version, policy=policy)
     assert landed == version + 2
     loser_files = [os.path.join(store.uri, f.stats.path) for f in second.added]
-    with pytest.raises(MaintenanceConflictError, match=r"lost to commit \d+: it removed"):
-        commit_step(store.uri, reader, second, version, client_id="m2", policy=policy, files=_writer(store))
+    with pytest.raises(MaintenanceConflictError, match=r"lost to a concurrent commit: it removed"):
+        commit_step(Committer(TableLog(store.uri), "m2"), second, version, policy=policy)
     assert reader.latest_version() == landed
     assert not any(os.path.exists(p) for p in loser_files)  # the loser's files are gone again
     assert [bytes(r["value"]) for r in log_rows(store, "t", 0)] == [b"v0", b"v1", b"v2", b"v3", b"appended meanwhile"]
-
-
-def _writer(store):
-    from engine.data_files import DataFileWriter
-
-    return DataFileWriter(store.uri)
 
 
 def test_maintenance_beside_live_producers_loses_and_duplicates_nothing(spark, store):
@@ -233,10 +226,10 @@ def test_maintenance_beside_live_producers_loses_and_duplicates_nothing(spark, s
     store.create_topic("c", partitions=1, config={"cleanup.policy": "compact"})
     stop = threading.Event()
     errors: list[BaseException] = []
-    sent: dict[str, list[str]] = {"direct": [], "jvm": [], "keyed": []}
+    sent: dict[str, list[str]] = {"direct": [], "producer": [], "keyed": []}
 
     def direct() -> None:
-        writer = DirectCommitter(store.uri, "direct")
+        writer = Committer(TableLog(store.uri), "direct")
         i = 0
         while not stop.is_set():
             values = [f"d{i}.{j}" for j in range(3)]
@@ -246,12 +239,12 @@ def test_maintenance_beside_live_producers_loses_and_duplicates_nothing(spark, s
             sent["keyed"].append(f"c{i}")
             i += 1
 
-    def jvm() -> None:
+    def producer() -> None:
         with store.producer(linger_ms=0) as producer:
             i = 0
             while not stop.is_set():
                 producer.send("t", f"j{i}", partition=i % 2).get()
-                sent["jvm"].append(f"j{i}")
+                sent["producer"].append(f"j{i}")
                 i += 1
 
     def guarded(fn):
@@ -263,7 +256,7 @@ def test_maintenance_beside_live_producers_loses_and_duplicates_nothing(spark, s
 
         return run
 
-    threads = [threading.Thread(target=guarded(fn)) for fn in (direct, jvm)]
+    threads = [threading.Thread(target=guarded(fn)) for fn in (direct, producer)]
     for t in threads:
         t.start()
     reports = []
@@ -282,11 +275,11 @@ def test_maintenance_beside_live_producers_loses_and_duplicates_nothing(spark, s
         rows = log_rows(store, "t", p)
         assert [r["offset"] for r in rows] == list(range(len(rows)))  # dense, nothing lost or doubled
     values = [bytes(r["value"]).decode() for p in (0, 1) for r in log_rows(store, "t", p)]
-    assert sorted(values) == sorted(sent["direct"] + sent["jvm"])
+    assert sorted(values) == sorted(sent["direct"] + sent["producer"])
     for p in (0, 1):  # each producer's records keep their order within a partition
         seen = [bytes(r["value"]).decode() for r in log_rows(store, "t", p)]
-        jvm_seen = [v for v in seen if v.startswith("j")]
-        assert jvm_seen == sorted(jvm_seen, key=lambda v: int(v[1:]))
+        produced = [v for v in seen if v.startswith("j")]
+        assert produced == sorted(produced, key=lambda v: int(v[1:]))
     compacted = {bytes(r["key"]): bytes(r["value"]).decode() for r in log_rows(store, "c", 0)}
     latest = {f"k{i % 4}".encode(): v for i, v in enumerate(sent["keyed"])}
     assert compacted == latest
@@ -294,19 +287,19 @@ def test_maintenance_beside_live_producers_loses_and_duplicates_nothing(spark, s
 
 def test_bad_input_is_refused_and_changes_nothing(spark, store, tmp_path):
     store.create_topic("t", partitions=1)
-    version = DeltaLogReader(store.uri).latest_version()
+    version = TableLog(store.uri).latest_version()
     with pytest.raises(UnknownTopicOrPartitionError, match="'nope'"):
         maintain(store.uri, topics=["nope"])
     with pytest.raises(InvalidConfigError, match="vacuum retention"):
         maintain(store.uri, vacuum_retention_hours=-1)
     with pytest.raises(StoreError, match="no Delta table"):
         maintain(str(tmp_path / "empty"))
-    assert DeltaLogReader(store.uri).latest_version() == version
+    assert TableLog(store.uri).latest_version() == version
 
 
 def test_cli_maintain_prints_a_summary_per_topic(spark, store, capsys):
     store.create_topic("t", partitions=1)
-    writer = DirectCommitter(store.uri, "w")
+    writer = Committer(store.log, "w")
     for i in range(3):
         commit(writer, "t", 0, [(None, f"v{i}".encode(), NOW)])
     assert cli_main(["--store", store.uri, "maintain", "--topic", "t", "--dry-run"]) == 0

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from compaction import maintain
-from engine.checksum import ALL_FILES_THRESHOLD, next_checksum
-from engine.direct_commit import ENGINE_INFO, DirectCommitter
+from engine.commit import Committer
+from engine.commit.checksum import ALL_FILES_THRESHOLD, DEFAULT_HISTOGRAM_BINS, initial_checksum, next_checksum
+from engine.commit.info import ENGINE_INFO
 from tests.compaction.produce import commit
 
 BOUNDARIES = [0, 8192, 16384, 32768]
@@ -128,17 +129,19 @@ def _delta_validates(spark, uri: str, version: int) -> bool:  # True if the file
 
 @pytest.mark.spark
 def test_delta_accepts_the_checksums_of_python_commits(spark, store):
-    """Appends (producer batches, the batch sink) and maintenance's removes+adds, all written
-    from Python, each with a .crc that Delta validates; JVM commits continue the chain."""
+    """The new table, appends (producer batches, the batch sink, a DataFrame write) and
+    maintenance's removes+adds, all committed by the commit core, each with a .crc that Delta
+    validates; a JVM commit (SQL OPTIMIZE) continues the chain."""
     store.create_topic("t", partitions=2)
     now = int(time.time() * 1000)
-    writer = DirectCommitter(store.uri, "crc-test")
+    writer = Committer(store.log, "crc-test")
     for i in range(6):
         commit(writer, "t", i % 2, [(b"k", f"v{i}".encode(), now)])
     frame = spark.createDataFrame([("k", "sink")], "key string, value string")
     frame.write.format("lakelog").option("path", store.uri).option("topic", "t").mode("append").save()
     maintain(store, topics=["t"], vacuum=False)  # OPTIMIZE: removes with sizes, one add per partition
-    store.write(frame, topic="t")  # the JVM derives its checksum from ours
+    store.write(frame, topic="t")
+    spark.sql(f"OPTIMIZE delta.`{store.uri}`")  # the JVM derives its checksum from ours
     log_dir = Path(store.uri.removeprefix("file://")) / "_delta_log"
     latest = max(int(p.stem) for p in log_dir.glob("0*.json"))
     assert sorted(int(p.stem) for p in log_dir.glob("0*.crc")) == list(range(latest + 1))  # no gap
@@ -151,7 +154,7 @@ def test_delta_accepts_the_checksums_of_python_commits(spark, store):
             python_written.append((version, info["operation"]))
             assert _delta_validates(spark, store.uri, version)  # a small table: the list is kept
     operations = [op for _, op in python_written]
-    assert operations.count("WRITE") >= 7 and "OPTIMIZE" in operations
+    assert operations.count("WRITE") >= 8 and "OPTIMIZE" in operations and operations[0] == "CREATE TABLE"
     assert _delta_validates(spark, store.uri, latest)
 
     # The check is real: a checksum one byte off fails Delta's validation.
@@ -162,3 +165,11 @@ def test_delta_accepts_the_checksums_of_python_commits(spark, store):
     path.write_text(json.dumps(wrong) + "\n")
     with pytest.raises(Exception, match=r"(?i)checksum|integrity|tableSizeBytes|table size"):
         _delta_validates(spark, store.uri, version)
+
+
+def test_a_new_table_s_checksum_is_delta_s_empty_one():
+    empty = initial_checksum(METADATA, PROTOCOL, "x")
+    assert (empty["numFiles"], empty["tableSizeBytes"], empty["allFiles"]) == (0, 0, [])
+    assert empty["fileSizeHistogram"]["sortedBinBoundaries"] == list(DEFAULT_HISTOGRAM_BINS)
+    after = next_checksum(empty, [{"add": add("a", 9000)}])
+    assert after["numFiles"] == 1 and after["fileSizeHistogram"]["fileCounts"][1] == 1

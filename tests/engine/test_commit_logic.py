@@ -5,9 +5,9 @@ from __future__ import annotations
 import random
 
 from engine.commit import RetryPolicy
-from engine.commit_info import append_tags, parse_ranges, user_metadata
-from engine.delta_jvm import is_conflict, partition_predicate
+from engine.commit.info import append_tags, commit_info, parse_ranges, user_metadata
 from engine.offsets import OffsetRange, TopicPartition
+from engine.reads import partition_predicate
 
 
 def test_backoff_doubles_with_jitter_up_to_the_cap():
@@ -28,20 +28,6 @@ def test_retries_are_bounded_by_count_and_time():
     assert RetryPolicy(retries=0).exhausted(1, started=0.0, now=0.0)
 
 
-def test_conflicts_are_recognised_by_their_jvm_class_chain():
-    assert is_conflict(
-        [
-            "io.delta.exceptions.ConcurrentAppendException",
-            "org.apache.spark.sql.delta.DeltaConcurrentModificationException",
-            "java.util.ConcurrentModificationException",
-            "java.lang.RuntimeException",
-        ]
-    )
-    assert is_conflict(["org.apache.spark.sql.delta.MetadataChangedException"])
-    assert not is_conflict(["java.io.IOException", "java.lang.Exception"])
-    assert not is_conflict([])
-
-
 def test_partition_predicate_matches_exactly_the_partitions():
     sql = partition_predicate([TopicPartition("b", 2), TopicPartition("a", 1), TopicPartition("b", 0)])
     assert sql == "(`topic` = 'a' AND `partition` IN (1)) OR (`topic` = 'b' AND `partition` IN (0, 2))"
@@ -54,3 +40,12 @@ def test_append_tags_record_each_partition_range():
     assert tags["lakelog.client.id"] == "p-1"
     assert parse_ranges(tags["lakelog.ranges"]) == [("a", 0, 0, 3), ("b", 1, 5, 7)]
     assert '"lakelog.operation":"produce"' in user_metadata(tags)
+
+
+def test_commit_info_is_delta_s_with_lakelog_s_tags_and_a_fresh_txn_id_per_commit():
+    tags = append_tags("produce", "p-1", {})
+    first = commit_info("WRITE", 4, now_ms=7, tags=tags, parameters={"mode": "Append"})
+    second = commit_info("WRITE", 4, now_ms=7, tags=tags)
+    assert first.values["readVersion"] == 4 and first.values["operation"] == "WRITE"
+    assert first.values["tags"] == tags and first.values["userMetadata"] == user_metadata(tags)
+    assert first.txn_id and first.txn_id != second.txn_id

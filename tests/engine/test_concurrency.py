@@ -1,4 +1,5 @@
-"""The invariant under real concurrency: separate OS processes, each with its own SparkSession."""
+"""The invariant under real concurrency: separate OS processes (JVM-free producers; Spark only for
+``write(df)``), maintenance racing them, and a writer SIGKILLed between its data files and its commit."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from compaction import maintain
 from engine import LogStore
-from engine.log_view import parse_commit
 from tests.log_checks import check_acknowledged, check_dense, read_acks
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -81,9 +82,9 @@ def data_files(path: str) -> set[str]:
 
 def committed_files(store: LogStore) -> set[str]:
     files = set()
-    for version in range(store.reader.latest_version() + 1):
-        lines = store.reader.read_commit_lines(version) or []
-        files |= {f.path for f in parse_commit(lines).added}
+    for version in range(store.log.latest_version() + 1):
+        commit = store.log.read_commit(version)
+        files |= {a.path for a in (commit.adds if commit else ())}
     return files
 
 
@@ -157,3 +158,34 @@ def test_a_producer_killed_mid_commit_leaves_the_log_consistent(spark, tmp_path)
     present = {(r.partition, r.offset) for r in victim_rows}
     for ack in read_acks(victim_logs):
         assert {(ack["p"], o) for o in range(ack["start"], ack["end"])} <= present
+
+
+def test_jvm_free_producers_a_dataframe_write_and_maintenance_race_on_one_partition(spark, tmp_path):
+    path = str(tmp_path / "store")
+    store = LogStore.open(path, spark=spark)
+    store.create_topic("one", partitions=1, config={"segment.bytes": 1 << 20})
+    start = tmp_path / "go"
+    processes, logs = {}, []
+    for i in range(3):
+        name = f"p{i}"
+        common = ["--store", path, "--start", str(start), "--topic", "one", "--count", "60", "--batch", "3"]
+        processes[name], log = spawn(tmp_path, name, *common)
+        logs.append(log)
+    processes["df"], df_log = spawn(
+        tmp_path, "df", "--store", path, "--topic", "one", "--mode", "dataframe", "--batch", "500", "--count", "3"
+    )
+    start.touch()
+    runs = 0
+    while any(p.poll() is None for p in processes.values()):
+        maintain(path, topics=["one"], vacuum=False)
+        runs += 1
+        time.sleep(0.2)
+    wait_all(processes, tmp_path)
+    maintain(path, topics=["one"], vacuum=False)
+    assert runs >= 1
+    rows = LogStore.open(path, spark=spark).read("one").select("topic", "partition", "offset", "value").collect()
+    assert check_dense(rows)[("one", 0)] == 3 * 60 + 3 * 500
+    check_acknowledged(rows, read_acks(logs))
+    present = {r.offset for r in rows if bytes(r.value).startswith(b"df:")}
+    for ack in read_acks([df_log]):
+        assert set(range(ack["start"], ack["end"])) <= present

@@ -9,7 +9,7 @@ import pytest
 
 from compaction import maintain
 from engine.cli import main as cli_main
-from engine.direct_commit import DirectCommitter
+from engine.commit import Committer
 from engine.errors import InvalidOffsetError, InvalidRecordError, UnknownTopicOrPartitionError
 from tests.compaction.produce import commit
 
@@ -44,7 +44,7 @@ def prices(spark, tmp_path_factory):
     txn.commit_transaction()
     txn.close()
     marks["apple=11"] = tick()
-    writer = DirectCommitter(store.uri, "direct")
+    writer = Committer(store.log, "direct")
     now = int(time.time() * 1000)
     commit(writer, "prices", 0, [(b"apple", b"12", now)])
     marks["apple=12"] = tick()
@@ -135,7 +135,7 @@ def test_bad_time_travel_is_refused_by_name(prices):
 
 def test_a_version_whose_files_vacuum_deleted_is_named(store):
     store.create_topic("t", partitions=1, config={"cleanup.policy": "compact", "min.compaction.lag.ms": 0})
-    writer = DirectCommitter(store.uri, "w")
+    writer = Committer(store.log, "w")
     now = int(time.time() * 1000)
     first = commit(writer, "t", 0, [(b"k", b"1", now), (b"k", b"2", now)])
     commit(writer, "t", 0, [(b"k", b"3", now), (b"k", b"4", now)])

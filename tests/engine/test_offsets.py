@@ -1,7 +1,5 @@
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from engine.errors import InconsistentWriteError, InvalidOffsetError
@@ -55,18 +53,6 @@ def test_verify_accepts_files_that_tile_the_plan_in_any_order():
 def test_verify_rejects_anything_else(files, fragment):
     with pytest.raises(InconsistentWriteError, match=fragment):
         verify_written({A0: OffsetRange(A0, 10, 20)}, files)
-
-
-def test_file_stats_from_a_delta_add_action():
-    add = {
-        "path": "topic=a/partition=1/part-0.parquet",
-        "partitionValues": {"topic": "a", "partition": "1"},
-        "dataChange": True,
-        "stats": json.dumps({"numRecords": 3, "minValues": {"offset": 7}, "maxValues": {"offset": 9}}),
-    }
-    stats = FileStats.from_add(add)
-    assert stats == FileStats("topic=a/partition=1/part-0.parquet", A1, 3, 7, 9, True)
-    assert not FileStats.from_add({**add, "stats": None}).has_offset_stats
 
 
 def test_partition_bounds_from_file_stats():

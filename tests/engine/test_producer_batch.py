@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from engine.errors import CommitConflictError, RecordTooLargeError, UnknownTopicOrPartitionError
-from engine.log_view import LogView
 from engine.offsets import TopicPartition
 from engine.producer_batch import ProducerBatch, RecordBatch, RecordFuture, number_records
 from engine.topics import TopicMetadata
+from tests.states import state_with
 
 A0, A1, B0 = TopicPartition("a", 0), TopicPartition("a", 1), TopicPartition("b", 0)
 
@@ -30,7 +30,7 @@ def batch_of(*records):
 
 
 def view(*topics):
-    return LogView(1, {}, {t.name: t for t in topics}, {})
+    return state_with(topics)
 
 
 def test_prepare_refuses_per_record_what_current_metadata_refuses():

@@ -12,31 +12,32 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from engine.commit import TableState
 from engine.errors import InvalidRecordError, InvalidTopicError, RecordTooLargeError, UnknownTopicOrPartitionError
-from engine.log_view import LogView
 from engine.offsets import TopicPartition
 from engine.partitioner import KeylessPartitioner
 from engine.producer import outgoing_record
 from engine.producer_batch import ProducerBatch, RecordBatch
 from engine.topics import TopicMetadata
 from spark_connector.sink import _RECORD_SCHEMA, PlacedRecords, SinkBatch, place_records
+from tests.states import state_with
 
 NOW_S = 1_700_000_000.123
 A = TopicMetadata("a", "id-a", 3, {"max.message.bytes": 40})
 B = TopicMetadata("b", "id-b", 2, {"message.timestamp.type": "LogAppendTime"})
-VIEW = LogView(1, {}, {"a": A, "b": B}, {})
+VIEW = state_with([A, B])
 # Views a commit may meet after the records were placed: a topic shrank, got a
 # smaller max.message.bytes, or was deleted.
 LATER_VIEWS = [
     VIEW,
-    LogView(2, {}, {"a": TopicMetadata("a", "id-a", 2, {"max.message.bytes": 40}), "b": B}, {}),
-    LogView(2, {}, {"a": TopicMetadata("a", "id-a", 3, {"max.message.bytes": 12}), "b": B}, {}),
-    LogView(2, {}, {"a": A}, {}),
+    state_with([TopicMetadata("a", "id-a", 2, {"max.message.bytes": 40}), B], 2),
+    state_with([TopicMetadata("a", "id-a", 3, {"max.message.bytes": 12}), B], 2),
+    state_with([A], 2),
 ]
 
 
 def reference_place(
-    view: LogView, tables: list[pa.Table], new_keyless: Callable[[], KeylessPartitioner] = KeylessPartitioner
+    view: TableState, tables: list[pa.Table], new_keyless: Callable[[], KeylessPartitioner] = KeylessPartitioner
 ) -> RecordBatch:
     """The sink's placement before it was vectorized: one producer conversion per record."""
     batch = RecordBatch()
@@ -74,7 +75,7 @@ def reference_place(
     return batch
 
 
-def reference_prepare(records: RecordBatch, view: LogView) -> dict[TopicPartition, int]:
+def reference_prepare(records: RecordBatch, view: TableState) -> dict[TopicPartition, int]:
     """The old SinkBatch.prepare: ProducerBatch's per-record refusals, the first one raised."""
     counts = ProducerBatch(records, -1).prepare(view)
     if records.record_errors:
@@ -102,7 +103,7 @@ def assert_same_records(placed: PlacedRecords, reference: RecordBatch) -> None:
 
 
 def compare(
-    tables: list[pa.Table], later: LogView, new_keyless: Callable[[], KeylessPartitioner] = KeylessPartitioner
+    tables: list[pa.Table], later: TableState, new_keyless: Callable[[], KeylessPartitioner] = KeylessPartitioner
 ) -> tuple:
     """Place ``tables`` both ways; check they agree on everything, including the
     rows written and what a commit at ``later`` refuses. Returns the outcome."""

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.log_view import CommitChanges
-from engine.offsets import FileStats, PartitionBounds, TopicPartition
+from engine.commit.actions import AddFile, Commit
+from engine.offsets import PartitionBounds, TopicPartition
 from spark_connector.source_plan import (
     CommitIndex,
     CommitRanges,
@@ -102,9 +104,12 @@ class FakeLog:
         if version in self.missing:
             return None
         c = self.commits[version]
-        return CommitChanges(
-            None, tuple(FileStats(f"f{version}", tp, hi - lo, lo, hi - 1) for tp, (lo, hi) in c.ranges.items())
-        )
+        return Commit(tuple(add(f"f{version}", tp, lo, hi - 1) for tp, (lo, hi) in c.ranges.items()))
+
+
+def add(path, tp, lo, hi):
+    stats = json.dumps({"numRecords": hi - lo + 1, "minValues": {"offset": lo}, "maxValues": {"offset": hi}})
+    return AddFile(path, {"topic": tp.topic, "partition": str(tp.partition)}, 1, 1, True, stats)
 
 
 def test_commit_index_walks_back_only_as_far_as_the_start_and_then_forward():

@@ -12,7 +12,7 @@ import pytest
 from pyspark.errors import PySparkException, StreamingQueryException
 from pyspark.sql.utils import CapturedException
 
-from engine.delta_log import DeltaLogReader
+from engine.commit import TableLog
 from engine.group_admin import describe_group
 from engine.object_store import StoreAccess
 
@@ -241,11 +241,11 @@ def test_data_removed_before_it_was_read_fails_the_query_or_is_skipped_with_a_wa
             producer.send("a", f"v{i}")
     # Retention at file granularity: the files holding offsets 0..7 go.
     spark.sql(f"DELETE FROM delta.`{store.uri}` WHERE topic = 'a' AND partition = 0 AND offset < 8")
-    version = DeltaLogReader(store.uri).latest_version()
+    version = TableLog(store.uri).latest_version()
     query = copy_available_now(spark, store, "a", "b", tmp_path / "ck")
     assert query.exception() is not None
     assert "a-0: offsets 5..7" in str(query.exception())
-    assert DeltaLogReader(store.uri).latest_version() == version  # nothing written
+    assert TableLog(store.uri).latest_version() == version  # nothing written
     query = copy_available_now(spark, store, "a", "b", tmp_path / "ck", failOnDataLoss="false")
     assert query.exception() is None
     assert [bytes(r.value) for r in store.read("b").orderBy("offset").collect()][-2:] == [b"v8", b"v9"]
@@ -289,10 +289,10 @@ def test_bad_options_and_refused_records_fail_at_query_start_and_commit_nothing(
         source(spark, store, subscribe="a", maxOffsetPerTrigger="5")
     with pytest.raises((PySparkException, CapturedException), match="does not exist"):
         spark.read.format("lakelog").option("path", store.uri).option("subscribe", "nope").load().collect()
-    version = DeltaLogReader(store.uri).latest_version()
+    version = TableLog(store.uri).latest_version()
     query = copy_available_now(spark, store, "a", "missing", tmp_path / "ck")
     assert "topic 'missing' does not exist" in str(query.exception())
-    assert DeltaLogReader(store.uri).latest_version() == version
+    assert TableLog(store.uri).latest_version() == version
 
 
 def test_batch_write_appends_in_one_commit_and_refuses_overwrite(spark, store):

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from py4j.protocol import Py4JError
 
 from engine import TopicPartition
-from engine.delta_jvm import DeltaTxn
+from engine.commit.log_files import LogFiles
 from engine.errors import (
     CommitFailedError,
+    CommitStateUnknownError,
     InvalidTxnStateError,
     ProducerFencedError,
     TransactionAbortedError,
@@ -104,17 +104,17 @@ def test_a_retried_transaction_commit_after_an_unknown_outcome_lands_once(store,
     store.create_topic("a")
     producer = store.transactional_producer("tx", retry_backoff_ms=1)
     producer.init_transactions()
-    original = DeltaTxn.commit
+    original = LogFiles.put_commit
     calls = []
 
-    def land_then_fail(self, actions, operation, tags, extra=()):
-        calls.append(True)
-        version = original(self, actions, operation, tags, extra)
+    def land_then_fail(self, version, data):
+        calls.append(version)
+        landed = original(self, version, data)
         if len(calls) == 1:
-            raise Py4JError("Answer from Java side is empty")
-        return version
+            raise CommitStateUnknownError("the connection dropped before the answer arrived")
+        return landed
 
-    monkeypatch.setattr(DeltaTxn, "commit", land_then_fail)
+    monkeypatch.setattr(LogFiles, "put_commit", land_then_fail)
     producer.begin_transaction()
     future = producer.send("a", "once")
     producer.commit_transaction()

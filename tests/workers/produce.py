@@ -1,4 +1,4 @@
-"""A producer process for the concurrency tests (run as a script, one SparkSession each).
+"""A producer process for the concurrency tests (run as a script; only ``dataframe`` starts Spark).
 
 Sends ``--count`` records named ``<worker>:<i>`` and appends one JSON line
 per outcome to ``--log``: the offset it was told, or the error. Waits for
@@ -35,11 +35,14 @@ def main() -> int:
 
     began = time.monotonic()
     from engine import LogStore
-    from engine.session import build_session
 
-    spark = build_session(
-        {"spark.master": "local[1]", "spark.driver.memory": "768m", "spark.sql.shuffle.partitions": "1"}
-    )
+    spark = None
+    if args.mode == "dataframe":
+        from engine.session import build_session
+
+        spark = build_session(
+            {"spark.master": "local[1]", "spark.driver.memory": "768m", "spark.sql.shuffle.partitions": "1"}
+        )
     store = LogStore.open(args.store, spark=spark)
     print(f"ready after {time.monotonic() - began:.1f} s", flush=True)
     while args.start and not os.path.exists(args.start):

@@ -29,24 +29,52 @@ of its own incremental checksums too).
 from __future__ import annotations
 
 import bisect
-import json
-import logging
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import unquote
-
-from engine.object_store import filesystem, put_if_absent
-
-log = logging.getLogger(__name__)
 
 # Delta's default spark.databricks.delta.allFilesInCrc.thresholdNumFiles.
 ALL_FILES_THRESHOLD = 50
 _HISTOGRAM_KEYS = ("fileSizeHistogram", "histogramOpt")  # spec name, legacy Delta-Spark name
 
 
-def checksum_name(version: int) -> str:
-    return f"{version:020d}.crc"
+# The bins of Delta's file-size histogram, as Delta 4.4 writes them in a new table's checksum.
+# fmt: off
+DEFAULT_HISTOGRAM_BINS = (
+    0, 8192, 16384, 32768, 65536, 131072, 262144, 524288, 1048576, 2097152, 4194304, 8388608, 12582912,
+    16777216, 20971520, 25165824, 29360128, 33554432, 37748736, 41943040, 50331648, 58720256, 67108864,
+    75497472, 83886080, 92274688, 100663296, 109051904, 117440512, 125829120, 130023424, 134217728, 138412032,
+    142606336, 146800640, 150994944, 167772160, 184549376, 201326592, 218103808, 234881024, 251658240,
+    268435456, 285212672, 301989888, 318767104, 335544320, 352321536, 369098752, 385875968, 402653184,
+    419430400, 436207616, 452984832, 469762048, 486539264, 503316480, 520093696, 536870912, 553648128,
+    570425344, 587202560, 603979776, 671088640, 738197504, 805306368, 872415232, 939524096, 1006632960,
+    1073741824, 1140850688, 1207959552, 1275068416, 1342177280, 1409286144, 1476395008, 1610612736, 1744830464,
+    1879048192, 2013265920, 2147483648, 2415919104, 2684354560, 2952790016, 3221225472, 3489660928, 3758096384,
+    4026531840, 4294967296, 8589934592, 17179869184, 34359738368, 68719476736, 137438953472, 274877906944,
+)
+# fmt: on
+
+
+def initial_checksum(metadata: Mapping[str, Any], protocol: Mapping[str, Any], txn_id: str) -> dict[str, Any]:
+    """The checksum of a new, empty table (version 0), as Delta writes it."""
+    bins = len(DEFAULT_HISTOGRAM_BINS)
+    return {
+        "txnId": txn_id,
+        "tableSizeBytes": 0,
+        "numFiles": 0,
+        "numMetadata": 1,
+        "numProtocol": 1,
+        "domainMetadata": [],
+        "metadata": dict(metadata),
+        "protocol": dict(protocol),
+        "fileSizeHistogram": {
+            "sortedBinBoundaries": list(DEFAULT_HISTOGRAM_BINS),
+            "fileCounts": [0] * bins,
+            "totalBytes": [0] * bins,
+        },
+        "allFiles": [],
+    }
 
 
 def next_checksum(previous: Mapping[str, Any], actions: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
@@ -140,24 +168,3 @@ def _uses_deletion_vectors(protocol: Mapping[str, Any]) -> bool:
 def _in_commit_timestamps(metadata: Mapping[str, Any]) -> bool:
     configuration = metadata.get("configuration") or {}
     return str(configuration.get("delta.enableInCommitTimestamps", "false")).lower() == "true"
-
-
-def write_checksum(log_dir: str, version: int, lines: Sequence[str]) -> bool:
-    """After commit ``version`` (its file's ``lines``) landed: write its ``.crc`` if the
-    previous version has one. Never raises -- a checksum is an optimization, the commit
-    stands without it. True if written."""
-    try:
-        fs, root = filesystem(log_dir)
-        try:
-            with fs.open(f"{root}/{checksum_name(version - 1)}", "rb") as handle:
-                previous = json.loads(handle.read().decode().strip())
-        except FileNotFoundError:
-            return False
-        checksum = next_checksum(previous, [json.loads(line) for line in lines if line.strip()])
-        if checksum is None:
-            return False
-        data = (json.dumps(checksum, separators=(",", ":")) + "\n").encode()
-        return put_if_absent(log_dir, checksum_name(version), data)
-    except Exception as exc:  # an optimization must not fail a landed commit
-        log.warning("could not write %s/%s: %s", log_dir, checksum_name(version), exc)
-        return False

@@ -1,0 +1,285 @@
+"""The log table as of one Delta version: protocol, metadata, live files per partition,
+end offsets, application transactions -- and how one commit moves it forward.
+
+A :class:`TableState` is immutable. It is built once from a snapshot (a
+checkpoint and the commits after it, read by delta-rs), then moved forward
+commit by commit with :meth:`TableState.apply` from the commits' own
+actions; unchanged partitions are shared between versions, so following the
+log costs per commit what that commit touched, not the size of the table.
+
+End offsets only move forward: a partition's end offset is one past the
+largest offset any data file ever added to it (Kafka's log end offset).
+Maintenance never removes the file holding a partition's last offset (Kafka
+never deletes the active segment either), except when the whole topic is
+deleted -- a metadata change that resets the topic here.
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from functools import cached_property
+from typing import Any
+from urllib.parse import unquote
+
+from engine.commit.actions import Commit, Metadata, Protocol
+from engine.offsets import FileStats, PartitionBounds, TopicPartition
+from engine.topics import TopicMetadata, topics_from_properties
+
+
+def _order(f: FileStats) -> tuple[int, int, str]:
+    return (f.min_offset or 0, f.max_offset or 0, f.path)
+
+
+@dataclass(frozen=True)
+class PartitionFiles:
+    """The live data files of one partition.
+
+    ``ordered`` holds the files with offset statistics and records, by first
+    offset; ``reach[i]`` is the largest offset among ``ordered[: i + 1]``, so a
+    seek finds its first candidate by bisection even when files overlap (a
+    plain Delta OPTIMIZE may merge files in any order). ``other`` holds files
+    without offset statistics (they can never be pruned) and empty files.
+    """
+
+    ordered: tuple[FileStats, ...] = ()
+    reach: tuple[int, ...] = ()
+    other: tuple[FileStats, ...] = ()
+
+    @classmethod
+    def of(cls, files: Iterable[FileStats]) -> PartitionFiles:
+        ordered, other = [], []
+        for f in files:
+            (ordered if f.has_offset_stats and f.num_records else other).append(f)
+        ordered.sort(key=_order)
+        reach, top = [], -1
+        for f in ordered:
+            top = max(top, f.max_offset)  # type: ignore[type-var]
+            reach.append(top)
+        return cls(tuple(ordered), tuple(reach), tuple(other))
+
+    def __len__(self) -> int:
+        return len(self.ordered) + len(self.other)
+
+    def all(self) -> tuple[FileStats, ...]:
+        return self.ordered + self.other
+
+    def changed(self, added: Iterable[FileStats], removed: set[str]) -> PartitionFiles:
+        """The files after a commit added ``added`` and removed the paths ``removed`` (decoded)."""
+        added = list(added)
+        plain = sorted((f for f in added if f.has_offset_stats and f.num_records), key=_order)
+        extra = [f for f in added if not (f.has_offset_stats and f.num_records)]
+        other = [f for f in self.other if unquote(f.path) not in removed] if removed else list(self.other)
+        kept = [f for f in self.ordered if unquote(f.path) not in removed] if removed else self.ordered
+        if len(kept) == len(self.ordered) and (not plain or not kept or _order(plain[0]) >= _order(kept[-1])):
+            # The common case, an append after everything there is: extend, no re-sort.
+            reach = list(self.reach)
+            top = reach[-1] if reach else -1
+            for f in plain:
+                top = max(top, f.max_offset)  # type: ignore[type-var]
+                reach.append(top)
+            return PartitionFiles(tuple(self.ordered) + tuple(plain), tuple(reach), tuple(other + extra))
+        return PartitionFiles.of([*kept, *plain, *other, *extra])
+
+    def covering(self, start: int, end: int | None = None) -> list[FileStats]:
+        """Files that may hold offsets in ``[start, end)``, by first offset; files without
+        statistics last (they may hold anything)."""
+        first = bisect.bisect_left(self.reach, start)
+        chosen = []
+        for f in self.ordered[first:]:
+            if end is not None and f.min_offset >= end:  # type: ignore[operator]
+                break
+            if f.max_offset >= start:  # type: ignore[operator]
+                chosen.append(f)
+        chosen.extend(f for f in self.other if not f.has_offset_stats)
+        return chosen
+
+    @property
+    def start_offset(self) -> int | None:
+        return self.ordered[0].min_offset if self.ordered else None
+
+    @property
+    def has_unknown(self) -> bool:
+        return any(not f.has_offset_stats for f in self.other)
+
+
+class AppVersions:
+    """Delta application transaction versions: those set since the snapshot a state was
+    built from (``overlay``), else the snapshot's own (looked up once per id)."""
+
+    def __init__(self, base: Callable[[str], int] | None = None, overlay: Mapping[str, int] | None = None) -> None:
+        self._base = base
+        self._overlay = dict(overlay or {})
+        self._cache: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def get(self, app_id: str) -> int:
+        """The version ``app_id`` reached (-1 if it never committed or its entry expired)."""
+        if app_id in self._overlay:
+            return self._overlay[app_id]
+        if self._base is None:
+            return -1
+        with self._lock:
+            if app_id not in self._cache:
+                self._cache[app_id] = self._base(app_id)
+            return self._cache[app_id]
+
+    def updated(self, versions: Mapping[str, int]) -> AppVersions:
+        if not versions:
+            return self
+        moved = AppVersions(self._base, {**self._overlay, **versions})
+        moved._cache = self._cache  # the base's answers stay true
+        moved._lock = self._lock
+        return moved
+
+
+@dataclass(frozen=True)
+class TableState:
+    """The log table at ``version``. Immutable; :meth:`apply` returns the next one."""
+
+    version: int
+    protocol: Protocol
+    metadata: Metadata
+    partitions: Mapping[TopicPartition, PartitionFiles]
+    topics: Mapping[str, TopicMetadata]
+    ends: Mapping[TopicPartition, int]
+    # Partitions with a data file lacking offset statistics: their bounds must
+    # be computed from the data before anything is appended to them.
+    unknown_ends: frozenset[TopicPartition] = frozenset()
+    apps: AppVersions = field(default_factory=AppVersions)
+    # This version's .crc, when it is known (lakelog wrote or read it).
+    checksum: Mapping[str, Any] | None = None
+
+    @classmethod
+    def build(
+        cls,
+        version: int,
+        protocol: Protocol,
+        metadata: Metadata,
+        files: Iterable[FileStats],
+        apps: AppVersions | None = None,
+        checksum: Mapping[str, Any] | None = None,
+    ) -> TableState:
+        """The state from a snapshot's live files."""
+        by_tp: dict[TopicPartition, list[FileStats]] = defaultdict(list)
+        for f in files:
+            by_tp[f.tp].append(f)
+        partitions = {tp: PartitionFiles.of(fs) for tp, fs in by_tp.items()}
+        topics = topics_from_properties(metadata.configuration)
+        ends = {}
+        unknown = set()
+        for tp, pf in partitions.items():
+            if tp.topic not in topics:
+                continue
+            if pf.has_unknown:
+                unknown.add(tp)
+            if pf.reach:
+                ends[tp] = pf.reach[-1] + 1
+        return cls(
+            version, protocol, metadata, partitions, topics, ends, frozenset(unknown), apps or AppVersions(), checksum
+        )
+
+    # -- reading --------------------------------------------------------------
+
+    @property
+    def properties(self) -> Mapping[str, str]:
+        return self.metadata.configuration
+
+    def end_offset(self, tp: TopicPartition) -> int:
+        return self.ends.get(tp, 0)
+
+    def app_version(self, app_id: str) -> int:
+        return self.apps.get(app_id)
+
+    def files_of(self, tp: TopicPartition) -> PartitionFiles:
+        return self.partitions.get(tp) or PartitionFiles()
+
+    @cached_property
+    def files(self) -> list[FileStats]:
+        """Every live data file (all partitions)."""
+        return [f for pf in self.partitions.values() for f in pf.all()]
+
+    def topic_files(self, topic: str) -> list[FileStats]:
+        return [f for tp, pf in self.partitions.items() if tp.topic == topic for f in pf.all()]
+
+    def bounds(self, tp: TopicPartition) -> PartitionBounds | None:
+        """Log start and end offsets from statistics; None when a file lacks them."""
+        pf = self.files_of(tp)
+        if pf.has_unknown:
+            return None
+        start = pf.start_offset
+        end = self.end_offset(tp)
+        return PartitionBounds(end if start is None else start, end, len(pf))
+
+    @property
+    def checkpoint_interval(self) -> int:
+        try:
+            return max(1, int(self.properties.get("delta.checkpointInterval", 10)))
+        except ValueError:
+            return 10
+
+    # -- moving forward ---------------------------------------------------------
+
+    def apply(self, version: int, commit: Commit) -> TableState:
+        """The state after ``commit``, which must be version ``self.version + 1``."""
+        if version != self.version + 1:
+            raise ValueError(f"commit {version} does not follow version {self.version}")
+        metadata = commit.metadata or self.metadata
+        protocol = commit.protocol or self.protocol
+        topics = self.topics
+        ends = dict(self.ends)
+        unknown = set(self.unknown_ends)
+        if commit.metadata is not None:
+            topics = topics_from_properties(metadata.configuration)
+            for tp in list(ends) + list(unknown):
+                old, new = self.topics.get(tp.topic), topics.get(tp.topic)
+                if new is None or old is None or new.topic_id != old.topic_id:
+                    ends.pop(tp, None)
+                    unknown.discard(tp)
+        added: dict[TopicPartition, list[FileStats]] = defaultdict(list)
+        for add in commit.adds:
+            tp = add.tp
+            if tp is None:
+                continue
+            f = add.file_stats()
+            added[tp].append(f)
+            if tp.topic not in topics or not add.data_change:
+                continue
+            if not f.has_offset_stats:
+                unknown.add(tp)
+            elif f.num_records:
+                ends[tp] = max(ends.get(tp, 0), f.max_offset + 1)  # type: ignore[operator]
+        removed: dict[TopicPartition | None, set[str]] = defaultdict(set)
+        for remove in commit.removes:
+            removed[remove.tp].add(unquote(remove.path))
+        partitions = dict(self.partitions)
+        if None in removed:  # a remove naming no partition: look for its path everywhere
+            lost = removed.pop(None)
+            for tp, pf in self.partitions.items():
+                if any(unquote(f.path) in lost for f in pf.all()):
+                    removed[tp] |= lost
+        for tp in set(added) | {tp for tp in removed if tp is not None}:
+            changed = self.files_of(tp).changed(added.get(tp, ()), removed.get(tp, set()))
+            if len(changed):
+                partitions[tp] = changed
+            else:
+                partitions.pop(tp, None)
+            if tp in unknown and not changed.has_unknown:
+                unknown.discard(tp)
+        return TableState(
+            version,
+            protocol,
+            metadata,
+            partitions,
+            topics,
+            ends,
+            frozenset(unknown),
+            self.apps.updated(commit.txns),
+            None,
+        )
+
+    def with_checksum(self, checksum: Mapping[str, Any] | None) -> TableState:
+        return replace(self, checksum=checksum)
