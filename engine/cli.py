@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from engine.errors import InvalidConfigError, InvalidOffsetError, LakelogError
-from engine.offsets import EARLIEST, LATEST
+from engine.offsets import EARLIEST, LATEST, TopicPartition
 from engine.topics import TOPIC_CONFIG_KEYS
 
 STORE_ENV = "LAKELOG_STORE"
@@ -186,34 +186,40 @@ def _starting_offsets(args: argparse.Namespace, store: Any, partitions: int) -> 
 def cmd_consume(args: argparse.Namespace, out: Callable[[str], None]) -> None:
     store = _open_store(args)
     partitions = store.describe_topic(args.topic).partitions
+    if args.partition is not None and not 0 <= args.partition < partitions:
+        raise InvalidOffsetError(f"topic {args.topic!r} has no partition {args.partition}")
     start = _starting_offsets(args, store, partitions)
-    if isinstance(start, dict):
-        chosen = set(start[args.topic])
-        start[args.topic].update({p: LATEST for p in range(partitions) if p not in chosen})
-    elif args.partition is not None:
-        start = {
-            args.topic: {
-                p: (EARLIEST if (p == args.partition and start == "earliest") else LATEST) for p in range(partitions)
-            }
-        }
-        if args.partition >= partitions:
-            raise InvalidOffsetError(f"topic {args.topic!r} has no partition {args.partition}")
-    df = store.read(args.topic, starting_offsets=start)
-    if args.partition is not None:
-        df = df.where(f"partition = {args.partition}")
-    df = df.orderBy("partition", "offset")
-    if args.max_messages is not None:
-        df = df.limit(args.max_messages)
+    chosen = [args.partition] if args.partition is not None else list(range(partitions))
+    consumer = store.consumer(enable_auto_commit=False, client_id="console-consumer")
     count = 0
-    for row in df.toLocalIterator():
-        value = _decode(row.value)
-        if args.value_only:
-            out(value)
-        else:
-            kind = "CreateTime" if row.timestampType == 0 else "LogAppendTime"
-            stamp = int(row.timestamp.replace(tzinfo=UTC).timestamp() * 1000)
-            out(f"{kind}:{stamp}\tPartition:{row.partition}\tOffset:{row.offset}\t{_decode(row.key)}\t{value}")
-        count += 1
+    try:
+        # Partition by partition, each in offset order, up to the log end when the command started.
+        for p in chosen:
+            tp = (args.topic, p)
+            consumer.assign([tp])
+            end = consumer.end_offsets([tp])[TopicPartition(*tp)]
+            begin = consumer.beginning_offsets([tp])[TopicPartition(*tp)]
+            given = start[args.topic].get(p, LATEST) if isinstance(start, dict) else None
+            if given is None:
+                given = EARLIEST if start == "earliest" else LATEST
+            consumer.seek(tp, begin if given == EARLIEST else end if given == LATEST else given)
+            while consumer.position(tp) < end:
+                if args.max_messages is not None and count >= args.max_messages:
+                    break
+                for r in consumer.poll(timeout_ms=1000):
+                    if r.offset >= end or (args.max_messages is not None and count >= args.max_messages):
+                        break
+                    value = _decode(r.value)
+                    if args.value_only:
+                        out(value)
+                    else:
+                        kind = "CreateTime" if r.timestamp_type == 0 else "LogAppendTime"
+                        out(
+                            f"{kind}:{r.timestamp}\tPartition:{r.partition}\tOffset:{r.offset}\t{_decode(r.key)}\t{value}"
+                        )
+                    count += 1
+    finally:
+        consumer.close(autocommit=False)
     print(f"Processed a total of {count} messages", file=sys.stderr)
 
 
@@ -418,6 +424,27 @@ def cmd_perf_transactions(args: argparse.Namespace, out: Callable[[str], None]) 
             )
 
 
+def cmd_perf_commit(args: argparse.Namespace, out: Callable[[str], None]) -> None:
+    from engine.perf_commit import SECTIONS, perf_commit
+
+    sections = [s.strip() for s in args.sections.split(",") if s.strip()]
+    unknown = [s for s in sections if s not in SECTIONS]
+    if unknown or not sections:
+        raise InvalidConfigError(f"--sections takes {', '.join(SECTIONS)}; got {args.sections!r}")
+    perf_commit(
+        sections,
+        commits=args.commits,
+        records=args.num_records,
+        record_size=args.record_size,
+        processes=args.processes,
+        batches=args.batches,
+        small_versions=args.small_versions,
+        large_versions=args.large_versions,
+        work_dir=args.work_dir,
+        out=out,
+    )
+
+
 def cmd_perf_stream(args: argparse.Namespace, out: Callable[[str], None]) -> None:
     from spark_connector.perf_stream import perf_stream
 
@@ -611,6 +638,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--record-size", type=int, default=100)
     p.add_argument("--compare-plain", action="store_true", help="also append as many rows with plain Delta")
     p.set_defaults(func=cmd_perf_transactions)
+    p = psub.add_parser(
+        "commit", help="commit latency, throughput, contention, time to first ack, growth (no Spark, no --store)"
+    )
+    p.add_argument("--sections", default="latency,throughput,contention,first-ack,growth")
+    p.add_argument("--commits", type=int, default=300, help="one-record commits for latency")
+    p.add_argument("--num-records", type=int, default=1_000_000, help="records for throughput")
+    p.add_argument("--record-size", type=int, default=100)
+    p.add_argument("--processes", type=int, default=4, help="contending processes")
+    p.add_argument("--batches", type=int, default=100, help="100-record batches per contending process")
+    p.add_argument("--small-versions", type=int, default=100)
+    p.add_argument("--large-versions", type=int, default=20_000)
+    p.add_argument("--work-dir", help="where the temporary stores go (default: the system's temp directory)")
+    p.set_defaults(func=cmd_perf_commit)
     p = psub.add_parser("stream", help="streaming copy topic -> topic vs a plain Delta stream copy")
     p.add_argument("--num-records", type=int, default=200_000)
     p.add_argument("--record-size", type=int, default=100)

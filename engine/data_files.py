@@ -39,6 +39,9 @@ from engine.schema import LOG_ARROW_SCHEMA, PARTITION_COLUMNS, STATS_COLUMNS
 ROW_GROUP_ROWS = 65_536
 
 _FILE_COLUMNS = [f.name for f in LOG_ARROW_SCHEMA if f.name not in PARTITION_COLUMNS]
+# Parquet min/max statistics where a reader prunes by them; computing them over keys,
+# values and headers would cost a fifth of the write and prune nothing.
+_STATISTICS = [name for name in _FILE_COLUMNS if name not in ("key", "value", "headers")]
 
 
 @dataclass(frozen=True)
@@ -152,12 +155,16 @@ class DataFileWriter:
         columns = part.select(_FILE_COLUMNS)
         if self._local:
             os.makedirs(os.path.dirname(full), exist_ok=True)
-            pq.write_table(columns, full, compression="snappy", row_group_size=ROW_GROUP_ROWS)
+            pq.write_table(
+                columns, full, compression="snappy", row_group_size=ROW_GROUP_ROWS, write_statistics=_STATISTICS
+            )
             size = os.path.getsize(full)
         else:
             self._fs.makedirs(full.rsplit("/", 1)[0], exist_ok=True)
             with self._fs.open(full, "wb") as handle:
-                pq.write_table(columns, handle, compression="snappy", row_group_size=ROW_GROUP_ROWS)
+                pq.write_table(
+                    columns, handle, compression="snappy", row_group_size=ROW_GROUP_ROWS, write_statistics=_STATISTICS
+                )
             size = self._fs.size(full)
         add = AddFile(
             relative,

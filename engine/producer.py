@@ -51,7 +51,8 @@ from engine.errors import (
 )
 from engine.offsets import TopicPartition
 from engine.partitioner import KeylessPartitioner, partition_for_key
-from engine.producer_batch import ProducerBatch, RecordBatch, RecordFuture, check_record
+from engine.placement import PlacedBatch
+from engine.producer_batch import BatchFuture, PlacedEntry, ProducerBatch, RecordBatch, RecordFuture, check_record
 from engine.records import Headers, record_size, to_bytes, to_headers, to_timestamp_ms
 from engine.topics import TopicMetadata
 
@@ -286,6 +287,59 @@ class Producer:
                 self._seal()
         return RecordFuture(batch, index)
 
+    def send_batch(
+        self,
+        topic: str,
+        values: Any,
+        keys: Any = None,
+        *,
+        partition: int | None = None,
+        headers: Any = None,
+        timestamps: Any = None,
+    ) -> BatchFuture:
+        """Queue many records of one topic at once, given as columns; one future for all.
+
+        ``values`` (and ``keys``, ``headers``, ``timestamps`` in ms, each
+        None or one entry per record) are sequences or Arrow arrays. Records
+        are placed exactly as ``send`` would place them one by one (an
+        explicit ``partition``, else the key's hash, else sticky keyless
+        runs) and keep their order within each partition, after the records
+        sent before the call. The batch is committed whole or not at all; its
+        future gives every record's partition and offset (numpy arrays) once
+        the commit landed. What ``send`` refuses per record (unknown topic,
+        partition out of range, over ``max.message.bytes``) fails the whole
+        batch's future; wrong argument types and a closed producer raise.
+        """
+        if self._closing:
+            raise ProducerClosedError("cannot send: the producer is closed")
+        from engine.placement import columns_for_batch, place_records
+
+        table = columns_for_batch(topic, values, keys, partition, headers, timestamps)
+        meta = self._topic(topic, partition)
+        try:
+            placed = place_records(self._store.log.latest(), [table]) if meta is not None else None
+        except LakelogError as exc:
+            return BatchFuture(error=exc)
+        if placed is None:
+            return BatchFuture(error=UnknownTopicOrPartitionError(f"topic {topic!r} does not exist"))
+        entry = PlacedEntry(placed, int(placed.sizes.sum()))
+        with self._cond:
+            deadline = time.monotonic() + self._config["max.block.ms"] / 1000
+            while self._buffered_bytes + entry.bytes > self._config["buffer.memory"] and self._buffered_bytes:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or self._closing:
+                    return BatchFuture(
+                        error=DeliveryTimeoutError(
+                            f"buffer.memory ({self._config['buffer.memory']} bytes) stayed full for max.block.ms"
+                        )
+                    )
+                self._cond.wait(remaining)
+            self._seal()  # records sent before go first
+            self._sealed.append(entry)
+            self._buffered_bytes += entry.bytes
+            self._cond.notify_all()
+        return entry.future
+
     def _seal(self) -> None:
         """Close the open batch to new records (call with the lock held)."""
         if self._open is not None:
@@ -328,7 +382,7 @@ class Producer:
 
     # -- the sender thread ---------------------------------------------------
 
-    def _take_batch(self) -> RecordBatch | None:
+    def _take_batch(self) -> RecordBatch | PlacedEntry | None:
         """Wait for a batch to be due and take it; None when closing with nothing left."""
         linger = self._config["linger.ms"] / 1000
         with self._cond:
@@ -358,13 +412,23 @@ class Producer:
                 if self._config["enable.idempotence"]
                 else None
             )
-            batch = ProducerBatch(records, self.producer_id, app)
             try:
-                self._writer.append(batch, self._policy)
-                batch.complete()
-            except BaseException as exc:  # every record learns why it failed
-                log.warning("batch of %d records failed: %s", len(records), exc)
-                batch.fail(exc)
+                if isinstance(records, PlacedEntry):
+                    placed = PlacedBatch(records.records, app, operation="produce", producer_id=self.producer_id)
+                    try:
+                        self._writer.append(placed, self._policy)
+                        records.future.complete(placed)
+                    except BaseException as exc:
+                        log.warning("batch of %d records failed: %s", len(records.records), exc)
+                        records.future.fail(exc)
+                    continue
+                batch = ProducerBatch(records, self.producer_id, app)
+                try:
+                    self._writer.append(batch, self._policy)
+                    batch.complete()
+                except BaseException as exc:  # every record learns why it failed
+                    log.warning("batch of %d records failed: %s", len(records), exc)
+                    batch.fail(exc)
             finally:
                 with self._cond:
                     self._in_flight = None

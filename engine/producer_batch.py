@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -203,6 +204,68 @@ class RecordFuture:
         return self
 
 
+@dataclass(frozen=True)
+class BatchMetadata:
+    """Where the records of one ``send_batch`` call are: record i is in ``partitions[i]`` at
+    ``offsets[i]`` (numpy arrays, in the order the records were given)."""
+
+    topic: str
+    partitions: np.ndarray
+    offsets: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+
+class BatchFuture:
+    """The eventual :class:`BatchMetadata` of one ``send_batch`` call (all records or none)."""
+
+    def __init__(self, error: BaseException | None = None) -> None:
+        self._done = threading.Event()
+        self._error = error
+        self._metadata: BatchMetadata | None = None
+        if error is not None:
+            self._done.set()
+
+    def complete(self, placed: Any) -> None:
+        """The commit landed (``placed``: the committed :class:`engine.placement.PlacedBatch`)."""
+        records = placed.records
+        partitions = np.array([tp.partition for tp in records.tps], dtype=np.int32)[records.tp_ids]
+        topic = records.tps[0].topic if records.tps else ""
+        self._metadata = BatchMetadata(topic, partitions, placed.offsets)
+        self._done.set()
+
+    def fail(self, error: BaseException) -> None:
+        self._error = error
+        self._done.set()
+
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    def exception(self) -> BaseException | None:
+        return self._error if self._done.is_set() else None
+
+    def get(self, timeout: float | None = None) -> BatchMetadata:
+        """Block until the batch is committed; raise its error if it failed (DeliveryTimeoutError
+        when ``timeout`` seconds pass first: it may still be committed later)."""
+        if not self._done.wait(timeout):
+            raise DeliveryTimeoutError(f"batch not acknowledged within {timeout} s")
+        if self._error is not None:
+            raise self._error
+        assert self._metadata is not None
+        return self._metadata
+
+
+class PlacedEntry:
+    """A ``send_batch`` call waiting in the producer's queue."""
+
+    def __init__(self, records: Any, size: int) -> None:
+        self.records = records
+        self.bytes = size
+        self.created = time.monotonic()
+        self.future = BatchFuture()
+
+
 def check_record(topic: TopicMetadata | None, name: str, partition: int, size: int) -> LakelogError | None:
     """Why the topic refuses this record, or None."""
     return check_partition(topic, name, partition) or check_size(topic, name, size)
@@ -233,7 +296,10 @@ def number_records(tp_ids: np.ndarray, accepted: np.ndarray, starts: np.ndarray)
     offset; accepted records of a partition get consecutive offsets from it.
     """
     candidates = np.nonzero(accepted)[0]
-    order = candidates[np.argsort(tp_ids[candidates], kind="stable")]
+    ids = tp_ids[candidates]
+    if len(ids) and ids.max() < 1 << 15:
+        ids = ids.astype(np.int16)  # numpy's stable sort of 16-bit ints is a radix sort
+    order = candidates[np.argsort(ids, kind="stable")]
     sorted_tp = tp_ids[order]
     group_first = np.searchsorted(sorted_tp, sorted_tp, side="left")
     return order, starts[sorted_tp] + (np.arange(len(order)) - group_first)
@@ -263,17 +329,21 @@ def log_rows(
     time of each such topic (what the records' metadata reports).
     """
     log_append = {t for t in {tp.topic for tp in tps} if topics[t].log_append_time}
-    tp_topic = np.array([tp.topic for tp in tps], dtype=object)
+    names = sorted({tp.topic for tp in tps})
+    topic_of_tp = np.array([names.index(tp.topic) for tp in tps], dtype=np.int32)
     tp_partition = np.array([tp.partition for tp in tps], dtype=np.int32)
+    row_tps = np.asarray(row_tps)
     timestamps = np.asarray(timestamps_ms, dtype=np.int64)
     types = np.zeros(len(row_tps), dtype=np.int32)
     if log_append:
-        stamped = np.isin(tp_topic[row_tps], list(log_append))
+        stamped = np.isin(topic_of_tp, [names.index(t) for t in log_append])[row_tps]
         timestamps = np.where(stamped, append_time_ms, timestamps)
         types = np.where(stamped, TIMESTAMP_TYPE_CODES["LogAppendTime"], types).astype(np.int32)
+    # Built in C (take over the few distinct names), not as a million Python strings.
+    topic_column = pa.array(names, pa.string()).take(pa.array(topic_of_tp[row_tps]))
     table = pa.table(
         {
-            "topic": pa.array(tp_topic[row_tps], pa.string()),
+            "topic": topic_column,
             "partition": pa.array(tp_partition[row_tps], pa.int32()),
             "offset": pa.array(offsets, pa.int64()),
             "timestamp": pa.array(timestamps * 1000, pa.timestamp("us", tz="UTC")),

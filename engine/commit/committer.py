@@ -30,6 +30,7 @@ CommitStateUnknownError (it may have landed), FatalError (refused).
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import queue
@@ -344,7 +345,7 @@ class Committer:
                 log.debug("%s: re-planning an append: %s", self.client_id, replan.verdict.reason)
                 self._discard(written)
                 failures += 1
-                self._back_off(policy, failures, started, pending)
+                self._back_off(policy, failures, started, pending, replan=True)
                 continue
             except _OutcomeUnknown as unknown:
                 # Keep the files: the commit may land. The next attempt learns the
@@ -417,7 +418,15 @@ class Committer:
     def _discard(self, files: Iterable[DataFile]) -> None:
         self._files.discard(list(files))
 
-    def _back_off(self, policy: RetryPolicy, failures: int, started: float, pending: _Pending | None = None) -> None:
+    def _back_off(
+        self,
+        policy: RetryPolicy,
+        failures: int,
+        started: float,
+        pending: _Pending | None = None,
+        *,
+        replan: bool = False,
+    ) -> None:
         """Wait before the next attempt, or raise when the policy allows none.
 
         With an attempt whose outcome is still unknown, running out means the
@@ -430,7 +439,7 @@ class Committer:
                     "before it could be told; re-read the log to see whether it landed"
                 )
             raise retries_exhausted(policy, failures, started)
-        time.sleep(policy.delay_s(failures, self._rng))
+        time.sleep(policy.replan_delay_s(failures, self._rng) if replan else policy.delay_s(failures, self._rng))
 
     # -- topic changes --------------------------------------------------------------
 
@@ -681,9 +690,14 @@ class _Checkpointer:
         self._queue: queue.Queue[tuple[str, int]] = queue.Queue()
         self._thread: threading.Thread | None = None
         self._pid = -1
+        self._closed = False
+        # delta-rs must not be running when the interpreter finalizes (it crashes then).
+        atexit.register(self.close)
 
     def request(self, uri: str, version: int) -> None:
         with self._lock:
+            if self._closed:
+                return  # exiting: the next commit's process writes the checkpoint
             if self._thread is None or self._pid != os.getpid() or not self._thread.is_alive():
                 # A forked child (Spark's Python workers fork) has no copy of the thread.
                 self._queue = queue.Queue()
@@ -707,6 +721,17 @@ class _Checkpointer:
         deadline = time.monotonic() + timeout
         while self._queue.unfinished_tasks and time.monotonic() < deadline:
             time.sleep(0.01)
+
+    def close(self) -> None:
+        """Take no more requests and let the one being written finish (at interpreter exit)."""
+        with self._lock:
+            self._closed = True
+            pending = []
+            while not self._queue.empty():
+                pending.append(self._queue.get_nowait())
+                self._queue.task_done()
+        if self._pid == os.getpid():
+            self.wait()
 
 
 _checkpoints = _Checkpointer()

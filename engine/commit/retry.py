@@ -8,6 +8,8 @@ from dataclasses import dataclass
 
 from engine.errors import CommitConflictError, DeliveryTimeoutError, LakelogError
 
+REPLAN_BACKOFF_MAX_MS = 8
+
 
 @dataclass(frozen=True)
 class RetryPolicy:
@@ -30,6 +32,20 @@ class RetryPolicy:
     def delay_s(self, retry: int, rng: random.Random) -> float:
         base = min(self.backoff_max_ms, self.backoff_ms * (2 ** max(0, retry - 1)))
         return base * rng.uniform(0.8, 1.2) / 1000.0
+
+    def replan_delay_s(self, retry: int, rng: random.Random) -> float:
+        """The wait before planning again after losing a version to a concurrent commit.
+
+        Starts at 1 ms and doubles up to :data:`REPLAN_BACKOFF_MAX_MS`, with
+        jitter so that colliding writers spread out. It stays short on
+        purpose: a commit takes milliseconds, and a writer that waited longer
+        each time it lost would lose ever more often to the writers that did
+        not wait (measured: 4 processes on one partition, a backoff growing
+        to 1 s put the 99th percentile near 1 s). ``backoff_ms`` (Kafka's
+        ``retry.backoff.ms``) is for failed requests, not for losing a race.
+        """
+        base = min(self.backoff_max_ms, REPLAN_BACKOFF_MAX_MS, min(self.backoff_ms, 1) * 2 ** max(0, retry - 1))
+        return base * rng.uniform(0.5, 1.5) / 1000.0
 
     def exhausted(self, conflicts: int, started: float, now: float) -> bool:
         """Whether, after ``conflicts`` failed attempts, no further attempt may be made."""

@@ -1,15 +1,11 @@
-"""The lakelog command line, run in-process against the shared session."""
+"""The lakelog command line, run in-process (no Spark: these commands never start it)."""
 
 from __future__ import annotations
 
 import io
 
-import pytest
-
 from engine.cli import _split_configs, main
 from engine.partitioner import partition_for_key
-
-pytestmark = pytest.mark.spark
 
 
 def run(capsys, *argv, stdin: str | None = None, monkeypatch=None):
@@ -27,7 +23,7 @@ def test_config_lists_keep_commas_inside_values():
     ]
 
 
-def test_topic_commands_and_exit_codes(spark, tmp_path, capsys, monkeypatch):
+def test_topic_commands_and_exit_codes(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("LAKELOG_STORE", str(tmp_path / "s"))
     code, out, _ = run(
         capsys,
@@ -64,7 +60,7 @@ def test_no_store_is_a_usage_error(capsys, monkeypatch):
     assert code == 2 and "--store" in err
 
 
-def test_produce_consume_offsets_history(spark, tmp_path, capsys, monkeypatch):
+def test_produce_consume_offsets_history(tmp_path, capsys, monkeypatch):
     store = str(tmp_path / "s")
     run(capsys, "--store", store, "topics", "create", "t", "--partitions", "2")
     lines = "alice\tfirst\nbob\tsecond\nalice\tthird\n"
