@@ -21,7 +21,8 @@ The commit primitive, :func:`put_if_absent`, is ``link(2)`` on a local path
 and S3's conditional write (``PutObject`` with ``If-None-Match: *``, refused
 with 412 when the key exists; AWS S3 User Guide, "Conditional writes") on
 S3 -- the same request io.lakelog.storage.ConditionalS3LogStore makes through
-S3A, so JVM and Python committers exclude each other.
+S3A, so lakelog's commits and a Spark session's own Delta commits (a user's
+SQL OPTIMIZE) exclude each other.
 """
 
 from __future__ import annotations

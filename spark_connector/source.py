@@ -2,7 +2,7 @@
 
 Everything here runs in Python workers Spark starts (planning on the
 driver's machine, ``read`` in executors), with no SparkSession: the Delta
-log is read with delta-rs and fsspec (:mod:`engine.delta_log`), records with
+log is followed by the commit core (:class:`engine.commit.TableLog`), records with
 pyarrow (:mod:`engine.partition_reader`). Only committed data is ever seen:
 a plan is made from one Delta snapshot, and a Delta commit is atomic.
 

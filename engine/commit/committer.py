@@ -587,34 +587,37 @@ class Committer:
         """
         version = read_version + 1
         rebases = 0
+        body = encode_actions(actions) if actions else b""  # only the commitInfo line changes per version
         while True:
             commit_info_ = info(version)
-            commit = Commit((commit_info_, *actions))
             try:
-                landed = self.log.files.put_commit(version, commit.encode())
+                landed = self.log.files.put_commit(version, encode_actions([commit_info_]) + body)
             except CommitStateUnknownError as exc:
                 landed = self._settle(version, commit_info_.txn_id or "", exc)
             except OSError as exc:
                 self._discard(written)
                 raise DataWriteError(f"writing commit {version} failed, nothing was committed: {exc}") from exc
             if landed:
-                self._after_commit(version, commit)
+                self._after_commit(version, Commit((commit_info_, *actions)))
                 return version
-            winner = self.log.read_commit(version)
-            if winner is None:  # only log cleanup removes commits, never the newest
-                raise _Replan(Verdict(Resolution.REPLAN, f"version {version} was taken and is gone again"))
-            self.log.advance(version, winner)
-            if pending is not None and version == pending.version and winner.txn_id == pending.txn_id:
-                self._discard(written)
-                raise _PendingLanded(AppendResult(version, pending.result.ranges, pending.result.append_time_ms, 0))
-            judged = verdict(winner)
-            if judged.resolution is not Resolution.REBASE:
-                raise _Replan(judged)
-            rebases += 1
-            if rebases > policy.max_rebases or policy.timed_out(started, time.monotonic()):
-                self._discard(written)
-                raise retries_exhausted(policy, policy.retries + 1, started)
-            version += 1
+            # Judge every winner up to the first free version before putting again: a
+            # large commit (a maintenance step) would otherwise be written once per winner.
+            while True:
+                winner = self.log.read_commit(version)
+                if winner is None:
+                    break
+                self.log.advance(version, winner)
+                if pending is not None and version == pending.version and winner.txn_id == pending.txn_id:
+                    self._discard(written)
+                    raise _PendingLanded(AppendResult(version, pending.result.ranges, pending.result.append_time_ms, 0))
+                judged = verdict(winner)
+                if judged.resolution is not Resolution.REBASE:
+                    raise _Replan(judged)
+                rebases += 1
+                if rebases > policy.max_rebases or policy.timed_out(started, time.monotonic()):
+                    self._discard(written)
+                    raise retries_exhausted(policy, policy.retries + 1, started)
+                version += 1
 
     def _settle(self, version: int, txn_id: str, cause: BaseException) -> bool:
         """After a put of ``version`` whose response was lost: True if our commit is there.

@@ -47,6 +47,21 @@ def unsupported_features(protocol: Protocol) -> list[str]:
     return sorted(missing)
 
 
+def check_readable(protocol: Protocol) -> None:
+    """Raise UnsupportedTableFeatureError if lakelog's readers (which read Parquet files as
+    they are) would read the table wrongly: deletion vectors, column mapping, ..."""
+    missing: set[str] = set()
+    if protocol.min_reader_version == 2:
+        missing.add("columnMapping")
+    elif protocol.min_reader_version >= 3:
+        missing |= set(protocol.reader_features or ()) - READER_FEATURES
+    if missing:
+        raise UnsupportedTableFeatureError(
+            f"the table needs Delta reader feature(s) {', '.join(sorted(missing))} (protocol reader "
+            f"{protocol.min_reader_version}), which lakelog does not implement; it refuses to read the table"
+        )
+
+
 def _has_invariants(schema: Any) -> bool:
     if isinstance(schema, dict):
         if "delta.invariants" in (schema.get("metadata") or {}):

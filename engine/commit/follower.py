@@ -25,6 +25,7 @@ from urllib.parse import urlparse
 import pyarrow as pa
 
 from engine.commit.actions import Commit, Metadata, Protocol
+from engine.commit.features import check_readable
 from engine.commit.log_files import LogFiles
 from engine.commit.state import AppVersions, TableState
 from engine.errors import StoreError
@@ -198,7 +199,8 @@ class TableLog:
             state = self._state if self._state is not None else load_state(self.uri, self.files)
             state = self._follow(state)
             self._state = state
-            return state
+        check_readable(state.protocol)
+        return state
 
     def current(self) -> TableState:
         """The newest state this process knows, without looking for new commits."""

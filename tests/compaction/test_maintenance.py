@@ -238,6 +238,7 @@ def test_maintenance_beside_live_producers_loses_and_duplicates_nothing(spark, s
             commit(writer, "c", 0, [(f"k{i % 4}".encode(), f"c{i}".encode(), NOW)])
             sent["keyed"].append(f"c{i}")
             i += 1
+            time.sleep(0.005)  # a steady stream, not a flood of thousands of one-record files
 
     def producer() -> None:
         with store.producer(linger_ms=0) as producer:
@@ -246,6 +247,7 @@ def test_maintenance_beside_live_producers_loses_and_duplicates_nothing(spark, s
                 producer.send("t", f"j{i}", partition=i % 2).get()
                 sent["producer"].append(f"j{i}")
                 i += 1
+                time.sleep(0.005)
 
     def guarded(fn):
         def run() -> None:

@@ -1,10 +1,11 @@
-"""The producer against a real store."""
+"""The producer against a real store (no Spark)."""
 
 from __future__ import annotations
 
 import time
 from collections import defaultdict
 
+import pyarrow as pa
 import pytest
 
 from engine.errors import (
@@ -15,12 +16,16 @@ from engine.errors import (
     UnknownTopicOrPartitionError,
 )
 from engine.partitioner import partition_for_key
+from tests.rows import topic_rows
 
-pytestmark = pytest.mark.spark
+
+@pytest.fixture
+def store(plain_store):
+    return plain_store
 
 
 def rows_by_offset(store, topic):
-    return {(r.partition, r.offset): r for r in store.read(topic).collect()}
+    return {(r.partition, r.offset): r for r in topic_rows(store, topic)}
 
 
 def test_keyed_records_land_where_kafka_puts_them_with_dense_offsets(store):
@@ -52,7 +57,7 @@ def test_explicit_partition_headers_timestamps_and_tombstones(store):
     with store.producer() as producer:
         md = producer.send("t", None, key="k", partition=2, headers=[("h", b"1"), ("h", None)], timestamp=1234).get()
     assert (md.partition, md.offset, md.timestamp) == (2, 0, 1234)
-    row = store.read("t").first()
+    row = topic_rows(store, "t")[0]
     assert row.value is None and bytes(row.key) == b"k"
     assert [(h.key, h.value and bytes(h.value)) for h in row.headers] == [("h", b"1"), ("h", None)]
     assert row.timestampType == 0
@@ -65,7 +70,7 @@ def test_log_append_time_topics_stamp_records_at_commit(store):
     with store.producer() as producer:
         md = producer.send("t", "x", timestamp=5).get()
     assert md.timestamp >= before
-    row = store.read("t").first()
+    row = topic_rows(store, "t")[0]
     assert row.timestampType == 1 and int(row.timestamp.timestamp() * 1000) == md.timestamp
 
 
@@ -101,7 +106,7 @@ def test_bad_records_fail_alone_and_do_not_block_their_batch(store):
     assert isinstance(unknown.exception(), UnknownTopicOrPartitionError)
     assert isinstance(wrong.exception(), UnknownTopicOrPartitionError)
     assert (ok1.get().offset, ok2.get().offset) == (0, 1)
-    assert [bytes(r.value) for r in store.read("t").orderBy("offset").collect()] == [b"small", b"small too"]
+    assert [bytes(r.value) for r in topic_rows(store, "t")] == [b"small", b"small too"]
 
 
 def test_argument_errors_raise_and_closed_producers_refuse(store):
@@ -148,3 +153,36 @@ def test_records_in_flight_when_partitions_grow_keep_their_partition(store):
     assert first.partition == 0
     assert later.partition == partition_for_key(b"k", 8)
     assert store.end_offsets("t")[later.partition] >= 1
+
+
+def test_send_batch_places_columns_like_send_and_commits_them_whole(store):
+    store.create_topic("t", partitions=4, config={"max.message.bytes": 100})
+    keys = [f"user-{i % 7}" for i in range(40)]
+    with store.producer(linger_ms=50) as producer:
+        before = producer.send("t", "first", key="user-0")
+        batch = producer.send_batch("t", [f"v{i}" for i in range(40)], keys=keys)
+        after = producer.send("t", "last", key="user-0")
+        placed = batch.get(timeout=60)
+        pinned = producer.send_batch("t", pa.array([b"a", b"b"]), partition=3, timestamps=[5, 6]).get(timeout=60)
+        too_big = producer.send_batch("t", [b"ok", b"x" * 101], partition=0)
+        unknown = producer.send_batch("nope", [b"v"])
+        producer.flush()
+    assert list(placed.partitions) == [partition_for_key(k.encode(), 4) for k in keys]
+    assert isinstance(too_big.exception(), RecordTooLargeError)
+    assert isinstance(unknown.exception(), UnknownTopicOrPartitionError)
+    rows = rows_by_offset(store, "t")
+    for i, (p, o) in enumerate(zip(placed.partitions, placed.offsets, strict=True)):
+        assert rows[(int(p), int(o))].value == f"v{i}".encode()
+    zero = partition_for_key(b"user-0", 4)
+    in_zero = [int(o) for p, o in zip(placed.partitions, placed.offsets, strict=True) if p == zero]
+    # Send order within a partition across send, send_batch, send.
+    assert before.get().offset < min(in_zero) and max(in_zero) < after.get().offset
+    three = sum(1 for p in placed.partitions if p == 3) + (zero == 3) * 2
+    assert [(int(p), int(o)) for p, o in zip(pinned.partitions, pinned.offsets, strict=True)] == [
+        (3, three),
+        (3, three + 1),
+    ]
+    assert [int(r.timestamp.timestamp() * 1000) for r in topic_rows(store, "t") if r.partition == 3][-2:] == [5, 6]
+    assert b"x" * 101 not in {r.value for r in rows.values()} and b"ok" not in {r.value for r in rows.values()}
+    with pytest.raises(InvalidRecordError, match="keys has 1 entries for 2 values"):
+        store.producer().send_batch("t", [b"a", b"b"], keys=[b"k"])

@@ -1,4 +1,4 @@
-"""The sink's column-wise record placement against the producer's record-by-record path -- no Spark."""
+"""Placing records column-wise (the sink, send_batch) exactly as the producer places them one by one."""
 
 from __future__ import annotations
 
@@ -16,10 +16,10 @@ from engine.commit import TableState
 from engine.errors import InvalidRecordError, InvalidTopicError, RecordTooLargeError, UnknownTopicOrPartitionError
 from engine.offsets import TopicPartition
 from engine.partitioner import KeylessPartitioner
+from engine.placement import RECORD_SCHEMA, PlacedBatch, PlacedRecords, place_records
 from engine.producer import outgoing_record
 from engine.producer_batch import ProducerBatch, RecordBatch
 from engine.topics import TopicMetadata
-from spark_connector.sink import _RECORD_SCHEMA, PlacedRecords, SinkBatch, place_records
 from tests.states import state_with
 
 NOW_S = 1_700_000_000.123
@@ -44,7 +44,7 @@ def reference_place(
     keyless = new_keyless()
     sequence = 0
     for table in tables:
-        columns = [table.column(name).to_pylist() for name in _RECORD_SCHEMA.names]
+        columns = [table.column(name).to_pylist() for name in RECORD_SCHEMA.names]
         for topic, partition, key, value, headers, timestamp_ms in zip(*columns, strict=True):
             if topic is None:
                 raise InvalidTopicError("a record has a null topic (set option('topic', ...) or fill the column)")
@@ -109,7 +109,7 @@ def compare(
     rows written and what a commit at ``later`` refuses. Returns the outcome."""
     with (
         mock.patch("time.time", return_value=NOW_S),
-        mock.patch("spark_connector.sink.KeylessPartitioner", new_keyless),
+        mock.patch("engine.placement.KeylessPartitioner", new_keyless),
     ):
         new = outcome(lambda: place_records(VIEW, tables))
         old = outcome(lambda: reference_place(VIEW, tables, new_keyless))
@@ -122,10 +122,10 @@ def compare(
     if not len(placed):
         return new
     ends = {tp: 5 * i for i, tp in enumerate(sorted(placed.tps))}
-    rows = SinkBatch(placed, None).build(ends, VIEW.topics, 4242)
+    rows = PlacedBatch(placed, None).build(ends, VIEW.topics, 4242)
     expected = ProducerBatch(reference, -1).build(ends, VIEW.topics, 4242)
     assert rows.equals(expected), (rows.to_pylist(), expected.to_pylist())
-    prepared = outcome(lambda: SinkBatch(placed, None).prepare(later))
+    prepared = outcome(lambda: PlacedBatch(placed, None).prepare(later))
     assert prepared == outcome(lambda: reference_prepare(reference, later))
     return new
 
@@ -133,10 +133,10 @@ def compare(
 def tables_of(rows: list[dict], cuts: list[int], pad: int) -> list[pa.Table]:
     """The rows as several tables; with ``pad``, the first is a slice of a larger table."""
     bounds = sorted({0, len(rows), *(c for c in cuts if 0 < c < len(rows))})
-    tables = [pa.Table.from_pylist(rows[lo:hi], schema=_RECORD_SCHEMA) for lo, hi in itertools.pairwise(bounds)]
+    tables = [pa.Table.from_pylist(rows[lo:hi], schema=RECORD_SCHEMA) for lo, hi in itertools.pairwise(bounds)]
     if pad and tables:
         filler = [{"topic": "x", "key": b"pad" * pad, "value": b"pad", "headers": [{"key": "p", "value": None}]}] * pad
-        padded = pa.Table.from_pylist(filler + tables[0].to_pylist() + filler, schema=_RECORD_SCHEMA)
+        padded = pa.Table.from_pylist(filler + tables[0].to_pylist() + filler, schema=RECORD_SCHEMA)
         tables[0] = padded.slice(pad, tables[0].num_rows)
     return tables
 
@@ -226,7 +226,7 @@ def test_keyless_runs_that_switch_draw_the_counter_in_record_order(rows, switch_
 
 
 def table(*rows: dict) -> pa.Table:
-    return pa.Table.from_pylist([{"topic": "a", "value": b"v", **row} for row in rows], schema=_RECORD_SCHEMA)
+    return pa.Table.from_pylist([{"topic": "a", "value": b"v", **row} for row in rows], schema=RECORD_SCHEMA)
 
 
 @pytest.mark.parametrize(
@@ -265,13 +265,13 @@ def test_keyless_records_of_each_topic_stick_to_one_partition_drawn_in_order_of_
 
 def test_no_records_place_nothing():
     assert len(place_records(VIEW, [])) == 0
-    assert len(place_records(VIEW, [_RECORD_SCHEMA.empty_table()])) == 0
+    assert len(place_records(VIEW, [RECORD_SCHEMA.empty_table()])) == 0
 
 
 def test_null_timestamps_become_now_and_the_sequence_is_the_row_number():
     with mock.patch("time.time", return_value=NOW_S):
         placed = place_records(VIEW, [table({"timestamp_ms": 7}, {}), table({"key": b"k"})])
     assert placed.timestamps_ms.tolist() == [7, int(NOW_S * 1000), int(NOW_S * 1000)]
-    rows = SinkBatch(placed, None).build({}, VIEW.topics, 0)
+    rows = PlacedBatch(placed, None).build({}, VIEW.topics, 0)
     assert sorted(rows.column("sequence").to_pylist()) == [0, 1, 2]
     assert set(rows.column("producer_id").to_pylist()) == {-1}
