@@ -38,7 +38,7 @@ import pyarrow as pa
 
 from engine.commit import Committer, RetryPolicy, TableState
 from engine.config import INT_MAX, ConfigKey, key_table, resolve_config
-from engine.consumer_offsets import OffsetAndMetadata
+from engine.consumer_offsets import OffsetAndMetadata, current_offsets
 from engine.errors import (
     CommitFailedError,
     IllegalStateError,
@@ -425,7 +425,8 @@ class Consumer:
     def _committed_offsets(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, OffsetAndMetadata]:
         if not self._store._has_offsets_topic():
             return {}
-        offsets = self._log().latest().offsets
+        ids = {name: t.topic_id for name, t in self._store.log.latest().topics.items()}
+        offsets = current_offsets(self._log().latest().offsets, ids)
         return {tp: offsets[tp] for tp in tps if tp in offsets}
 
     def _maybe_auto_commit(self) -> None:

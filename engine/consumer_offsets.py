@@ -20,7 +20,7 @@ else.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from engine.group_state import GroupState
@@ -67,18 +67,34 @@ class OffsetAndMetadata:
     commit_timestamp: int = -1
     generation: int = -1
     member_id: str | None = None
+    # The id of the topic the offset was committed for: an offset of a deleted topic
+    # never applies to a topic created later under the same name (Kafka removes a
+    # deleted topic's offsets from its groups).
+    topic_id: str | None = None
 
 
 def offset_value(committed: OffsetAndMetadata) -> bytes:
-    return _dumps(
-        {
-            "commit_timestamp": committed.commit_timestamp,
-            "generation": committed.generation,
-            "member_id": committed.member_id,
-            "metadata": committed.metadata,
-            "offset": committed.offset,
-        }
-    )
+    value = {
+        "commit_timestamp": committed.commit_timestamp,
+        "generation": committed.generation,
+        "member_id": committed.member_id,
+        "metadata": committed.metadata,
+        "offset": committed.offset,
+    }
+    if committed.topic_id is not None:
+        value["topic_id"] = committed.topic_id
+    return _dumps(value)
+
+
+def current_offsets(
+    offsets: Mapping[TopicPartition, OffsetAndMetadata], topic_ids: Mapping[str, str]
+) -> dict[TopicPartition, OffsetAndMetadata]:
+    """The committed offsets that belong to topics as they exist now (``topic_ids``: name -> id)."""
+    return {
+        tp: o
+        for tp, o in offsets.items()
+        if tp.topic in topic_ids and (o.topic_id is None or o.topic_id == topic_ids[tp.topic])
+    }
 
 
 @dataclass
@@ -108,6 +124,7 @@ class GroupRecords:
                     v.get("commit_timestamp", -1),
                     v.get("generation", -1),
                     v.get("member_id"),
+                    v.get("topic_id"),
                 )
         else:
             self.state = None if value is None else GroupState.from_json(value.decode())

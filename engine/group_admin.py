@@ -202,15 +202,22 @@ def describe_group(store: LogStore, group_id: str) -> GroupDescription:
     live = sorted(state.live_members(now_ms), key=lambda m: m.member_id) if state is not None else []
     members = tuple(MemberDescription(m.member_id, m.client_id, state.assigned(m.member_id)) for m in live)
     owners = {tp: m.member_id for m in members for tp in m.assignment}
-    tps = sorted(set(group.offsets) | set(owners))
-    existing = set(store._latest_topics())
+    topics = store._latest_topics()
+    # Offsets committed for an earlier topic of the same name (deleted, created again) are not this topic's.
+    offsets = {
+        tp: o
+        for tp, o in group.offsets.items()
+        if not (o.topic_id and tp.topic in topics and topics[tp.topic].topic_id != o.topic_id)
+    }
+    tps = sorted(set(offsets) | set(owners))
+    existing = set(topics)
     ends: dict[str, dict[int, int]] = {}
     for topic in sorted({tp.topic for tp in tps} & existing):
         with contextlib.suppress(UnknownTopicOrPartitionError):  # deleted since we listed the topics
             ends[topic] = store.end_offsets(topic)
     partitions = []
     for tp in tps:
-        committed = group.offsets[tp].offset if tp in group.offsets else None
+        committed = offsets[tp].offset if tp in offsets else None
         end = ends.get(tp.topic, {}).get(tp.partition)
         lag = end - committed if end is not None and committed is not None else None
         partitions.append(PartitionOffsets(tp.topic, tp.partition, committed, end, lag, owners.get(tp)))
@@ -327,7 +334,7 @@ def reset_offsets(
         for name in names:
             require_topic(view.topics, name)  # deleted since the offsets were computed
         # Generation -1 and no member: an admin commit, like a manual-assign consumer's.
-        return list(offset_records(group_id, chosen, -1, None, now_ms))
+        return list(offset_records(group_id, chosen, -1, None, now_ms, view.topics))
 
     writer = store._new_writer(f"lakelog-group-admin-{os.getpid()}")
     writer.append(GroupRecordsBatch(log, "reset_offsets", plan), _POLICY)

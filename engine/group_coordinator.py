@@ -29,6 +29,7 @@ from engine.consumer_offsets import (
     offset_value,
     partition_for_group,
 )
+from engine.errors import UnknownTopicOrPartitionError
 from engine.group_state import GroupState, check_commit
 from engine.offsets import TopicPartition
 from engine.partition_reader import PartitionReader
@@ -157,7 +158,7 @@ def commit_offsets(
 
     def plan(group: GroupRecords, view: TableState, now_ms: int) -> list[tuple[bytes, bytes | None]]:
         check_commit(group.state, generation, member_id, now_ms)
-        return offset_records(log.group_id, offsets, generation, member_id, now_ms)
+        return offset_records(log.group_id, offsets, generation, member_id, now_ms, view.topics)
 
     writer.append(GroupRecordsBatch(log, "offset_commit", plan), policy)
 
@@ -168,12 +169,27 @@ def offset_records(
     generation: int,
     member_id: str | None,
     now_ms: int,
+    topics: Mapping[str, TopicMetadata],
 ) -> list[tuple[bytes, bytes]]:
-    """The (key, value) records that commit ``offsets`` (used inside transactions too)."""
+    """The (key, value) records that commit ``offsets`` (used inside transactions too), each
+    stamped with its topic's id. Raises UnknownTopicOrPartitionError, as Kafka answers, for a
+    partition that does not exist in ``topics``."""
+    for tp in offsets:
+        topic = topics.get(tp.topic)
+        if topic is None or not 0 <= tp.partition < topic.partitions:
+            raise UnknownTopicOrPartitionError(f"cannot commit an offset for {tp}: the partition does not exist")
     return [
         (
             offset_key(group_id, tp),
-            offset_value(replace(o, commit_timestamp=now_ms, generation=generation, member_id=member_id)),
+            offset_value(
+                replace(
+                    o,
+                    commit_timestamp=now_ms,
+                    generation=generation,
+                    member_id=member_id,
+                    topic_id=topics[tp.topic].topic_id,
+                )
+            ),
         )
         for tp, o in sorted(offsets.items())
     ]

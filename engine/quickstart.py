@@ -1,7 +1,8 @@
-"""The README's first command: a whole round trip on a local store.
+"""The README's first command: a whole round trip on a local store, without starting Spark.
 
 Creates (or re-creates) the topic ``quickstart``, produces keyed records,
-reads them back as a DataFrame, prints end offsets and the store's history.
+consumes them back in a consumer group, prints end offsets and the store's
+history, and reads the topic's rows with delta-rs, as any Delta reader would.
 """
 
 from __future__ import annotations
@@ -21,28 +22,36 @@ def run_quickstart(path: str, out: Callable[[str], None] = print) -> None:
     store.create_topic(TOPIC, partitions=3, config={"retention.ms": 7 * 24 * 3600 * 1000})
     out(f"created topic {TOPIC!r} with 3 partitions")
 
+    users = ["alice", "bob", "carol", "alice", "dave", "bob", "alice", "erin", "carol"]
     with store.producer(**{"client.id": "quickstart", "linger.ms": 20}) as producer:
-        futures = [
-            producer.send(TOPIC, value=f"order {i} for {user}", key=user)
-            for i, user in enumerate(["alice", "bob", "carol", "alice", "dave", "bob", "alice", "erin", "carol"])
-        ]
+        futures = [producer.send(TOPIC, value=f"order {i} for {user}", key=user) for i, user in enumerate(users)]
         producer.flush()
         for future in futures:
             md = future.get()
             out(f"acknowledged: partition {md.partition} offset {md.offset}")
 
-    out("records, per partition in offset order:")
-    rows = (
-        store.read(TOPIC)
-        .selectExpr("partition", "offset", "CAST(key AS STRING) AS key", "CAST(value AS STRING) AS value")
-        .orderBy("partition", "offset")
-        .collect()
-    )
-    for row in rows:
-        out(f"  {row.partition}  {row.offset}  {row.key:<6} {row.value}")
+    out("consumed by group 'quickstart-readers', per partition in offset order:")
+    consumer = store.consumer("quickstart-readers", auto_offset_reset="earliest", enable_auto_commit=False)
+    consumer.subscribe([TOPIC])
+    records = []
+    while len(records) < len(users):
+        batch = consumer.poll(timeout_ms=5000)
+        if not batch:
+            break
+        records += batch
+    consumer.commit()
+    consumer.close()
+    for r in sorted(records, key=lambda r: (r.partition, r.offset)):
+        out(f"  {r.partition}  {r.offset}  {r.key.decode():<6} {r.value.decode()}")
     out(f"end offsets: {store.end_offsets(TOPIC)}")
     out("history:")
     for entry in store.history_entries(TOPIC):
         ranges = ", ".join(f"{t}-{p}:{s}..{e - 1}" for t, p, s, e in entry.ranges)
         out(f"  v{entry.version}  {entry.operation:<13} {entry.client_id or '':<12} {ranges}")
+
+    from deltalake import DeltaTable
+
+    rows = DeltaTable(store.uri).to_pyarrow_table(columns=["topic", "partition", "offset"])
+    mine = rows.filter(rows.column("topic").to_numpy(zero_copy_only=False) == TOPIC)
+    out(f"the same topic read as a plain Delta table (delta-rs): {mine.num_rows} rows")
     store.close()

@@ -284,7 +284,12 @@ class TransactionalProducer:
                 group_tp = TopicPartition(OFFSETS_TOPIC, partition_for_group(self._group.group_id, partitions))
                 now = int(time.time() * 1000)
                 for key, value in offset_records(
-                    self._group.group_id, self._offsets, self._group.generation, self._group.member_id, now
+                    self._group.group_id,
+                    self._offsets,
+                    self._group.generation,
+                    self._group.member_id,
+                    now,
+                    self._store._latest_topics(),
                 ):
                     batch.add(group_tp, key, value, None, now, len(key) + len(value), len(batch))
                 group_log = GroupLog(self._store.reader, self._records_reader, self._group.group_id, partitions)

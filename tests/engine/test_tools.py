@@ -7,19 +7,32 @@ import pytest
 from engine.cli import main
 from engine.quickstart import run_quickstart
 
-pytestmark = pytest.mark.spark
 
-
-def test_quickstart_runs_end_to_end_and_can_run_again(spark, tmp_path):
+def test_quickstart_runs_end_to_end_without_spark_and_can_run_again(tmp_path):
     lines = []
     run_quickstart(str(tmp_path / "qs"), lines.append)
     run_quickstart(str(tmp_path / "qs"), lines.append)
     text = "\n".join(lines)
     assert text.count("acknowledged: partition") == 18
+    assert text.count("order 8 for carol") == 2  # consumed back, each run
     assert "end offsets: {0: " in text
     assert "produce" in text and "create_topic" in text
+    assert "read as a plain Delta table (delta-rs): 9 rows" in text
 
 
+def test_perf_commit_prints_every_section_with_its_baseline(tmp_path, capsys):
+    argv = ["perf", "commit", "--commits", "20", "--num-records", "8000", "--processes", "2", "--batches", "3"]
+    argv += ["--small-versions", "10", "--large-versions", "120", "--work-dir", str(tmp_path)]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    for section in ("latency:", "throughput:", "contention:", "first-ack:", "growth:"):
+        assert section in out
+    assert "delta-rs blind append p50" in out and "pyarrow write_table of the same rows" in out
+    assert "0 DeliveryTimeoutError(s)" in out
+    assert list(tmp_path.iterdir()) == []  # its temporary stores are gone
+
+
+@pytest.mark.spark
 def test_perf_produce_and_consume_compare_with_plain_delta(spark, tmp_path, capsys):
     store = str(tmp_path / "perf")
     code = main(
@@ -71,6 +84,7 @@ def test_perf_produce_and_consume_compare_with_plain_delta(spark, tmp_path, caps
     assert code == 0 and "data.consumed.in.nMsg" in out and "throughput ratio" in out
 
 
+@pytest.mark.spark
 def test_perf_group_consume_and_transactions(spark, tmp_path, capsys):
     store = str(tmp_path / "perf")
     assert main(["--store", store, "perf", "produce", "--num-records", "400", "--batch-size", "200"]) == 0

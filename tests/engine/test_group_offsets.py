@@ -1,0 +1,49 @@
+"""Committed offsets name the topic they belong to (no Spark)."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.errors import UnknownTopicOrPartitionError
+from engine.group_admin import describe_group
+from engine.offsets import TopicPartition
+
+TP = TopicPartition("t", 0)
+
+
+def test_offsets_of_a_deleted_topic_do_not_apply_to_one_created_again_under_its_name(plain_store):
+    store = plain_store
+    store.create_topic("t", partitions=1)
+    with store.producer(linger_ms=0) as producer:
+        for i in range(3):
+            producer.send("t", f"old-{i}", partition=0).get()
+    consumer = store.consumer("g", enable_auto_commit=False)
+    consumer.assign([TP])
+    consumer.commit({TP: 3})
+    consumer.close(autocommit=False)
+    store.delete_topic("t")
+    store.create_topic("t", partitions=1)
+    with store.producer(linger_ms=0) as producer:
+        for i in range(3):
+            producer.send("t", f"new-{i}", partition=0).get()
+    again = store.consumer("g", enable_auto_commit=False, auto_offset_reset="earliest")
+    assert again.committed([TP]) == {TP: None}
+    again.assign([TP])
+    assert [r.value for r in again.poll(timeout_ms=2000)] == [b"new-0", b"new-1", b"new-2"]
+    again.close(autocommit=False)
+    assert describe_group(store, "g").partitions == ()  # the old topic's offset is not shown as this one's
+
+
+def test_an_offset_for_a_partition_that_does_not_exist_is_refused_and_nothing_written(plain_store):
+    store = plain_store
+    store.create_topic("t", partitions=1)
+    consumer = store.consumer("g", enable_auto_commit=False)
+    consumer.assign([TP])
+    consumer.commit({TP: 0})
+    version = store.log.latest_version()
+    with pytest.raises(UnknownTopicOrPartitionError, match="t-5"):
+        consumer.commit({TopicPartition("t", 5): 1})
+    with pytest.raises(UnknownTopicOrPartitionError, match="nope-0"):
+        consumer.commit({TopicPartition("nope", 0): 1})
+    assert store.log.latest_version() == version
+    consumer.close(autocommit=False)
