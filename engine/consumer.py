@@ -367,7 +367,7 @@ class Consumer:
                     snapshot = self._store.log.latest()
                     self._init_positions(snapshot)
                 buffer = self._records.read(
-                    snapshot.files_of(tp).all(),
+                    snapshot.files_of(tp),
                     tp,
                     self._positions[tp],
                     max_records=self._config["fetch.min.records"],

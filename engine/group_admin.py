@@ -169,7 +169,7 @@ def list_groups(store: LogStore) -> list[GroupListing]:
     reader = PartitionReader(store.uri)
     groups: dict[str, GroupRecords] = {}
     for tp in sorted(tp for tp in state.partitions if tp.topic == OFFSETS_TOPIC):
-        table = reader.read(state.files_of(tp).all(), tp, 0)
+        table = reader.read(state.files_of(tp), tp, 0)
         records = zip(table.column("key").to_pylist(), table.column("value").to_pylist(), strict=True)
         # A group's records all live in its one partition, so folding each
         # partition on its own and merging loses nothing.

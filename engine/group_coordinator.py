@@ -57,7 +57,7 @@ class GroupLog:
         """The group's state and offsets as of ``state`` (default: the latest version), a copy."""
         state = state if state is not None else self._reader.latest()
         with self._lock:
-            table = self._records.read(state.files_of(self.tp).all(), self.tp, self._next)
+            table = self._records.read(state.files_of(self.tp), self.tp, self._next)
             if table.num_rows:
                 for key, value in zip(table.column("key").to_pylist(), table.column("value").to_pylist(), strict=True):
                     self._folded.apply(key, value)

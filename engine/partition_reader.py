@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from engine.commit.state import PartitionFiles
 from engine.object_store import filesystem
 from engine.offsets import FileStats, TopicPartition
 from engine.schema import LOG_ARROW_SCHEMA
@@ -45,7 +46,7 @@ class PartitionReader:
 
     def read(
         self,
-        files: Iterable[FileStats],
+        files: PartitionFiles | Iterable[FileStats],
         tp: TopicPartition,
         start: int,
         end: int | None = None,
@@ -63,7 +64,11 @@ class PartitionReader:
         """
         parts = []
         held = 0
-        candidates = files_for_range(files, tp, start, end)
+        # A partition's files from a table state are found by bisection (a long log costs a
+        # seek no more than a short one); any other collection of files is filtered.
+        candidates = (
+            files.covering(start, end) if isinstance(files, PartitionFiles) else files_for_range(files, tp, start, end)
+        )
         limit = end
         for i, f in enumerate(candidates):
             part = self.read_file(f.path, offsets=(start, end))

@@ -363,7 +363,7 @@ class LogStore:
         if found is not None:
             return found
         # A file without offset statistics (written by another Delta writer): read the offsets.
-        offsets = self._records.read(state.files_of(tp).all(), tp, 0).column("offset")
+        offsets = self._records.read(state.files_of(tp), tp, 0).column("offset")
         if not len(offsets):
             return PartitionBounds(state.end_offset(tp), state.end_offset(tp), len(state.files_of(tp)))
         end = max(state.end_offset(tp), int(offsets[-1].as_py()) + 1)

@@ -54,7 +54,7 @@ from engine.commit import TableLog, TableState, normalize_uri
 from engine.errors import DataLossError, InvalidOffsetError, UnknownTopicOrPartitionError
 from engine.object_store import StoreAccess
 from engine.offsets import FileStats, PartitionBounds, TopicPartition, resolve_offsets
-from engine.partition_reader import PartitionReader, files_for_range
+from engine.partition_reader import PartitionReader
 from spark_connector.group_commit import GroupOffsetsCommitter
 from spark_connector.options import SourceOptions, Subscription
 from spark_connector.source_plan import (
@@ -172,7 +172,7 @@ class TopicLog:
         if found is not None:
             return found
         # A file without offset statistics (another Delta writer's): read the offsets.
-        offsets = self.records.read(snapshot.files_of(tp).all(), tp, 0).column("offset")
+        offsets = self.records.read(snapshot.files_of(tp), tp, 0).column("offset")
         end = snapshot.end_offset(tp)
         if not len(offsets):
             return PartitionBounds(end, end)
@@ -231,7 +231,7 @@ class TopicLog:
                 raise InvalidOffsetError(f"ending offset {hi} for {tp} is before its starting offset {lo}")
             while lo < hi:
                 until = min(hi, lo + RECORDS_PER_TASK)
-                files = tuple(files_for_range(snapshot.files_of(tp).all(), tp, lo, until))
+                files = tuple(snapshot.files_of(tp).covering(lo, until))
                 parts.append(
                     RangePartition(
                         self.uri,

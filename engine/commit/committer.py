@@ -403,7 +403,7 @@ class Committer:
 
             reader = PartitionReader(self.uri)
             for tp in unknown:
-                offsets = reader.read(state.files_of(tp).all(), tp, 0).column("offset")
+                offsets = reader.read(state.files_of(tp), tp, 0).column("offset")
                 ends[tp] = max(ends[tp], int(offsets[-1].as_py()) + 1 if len(offsets) else 0)
         return ends
 
@@ -600,6 +600,7 @@ class Committer:
             if landed:
                 self._after_commit(version, Commit((commit_info_, *actions)))
                 return version
+            log.debug("%s: version %s was taken by another commit", self.client_id, version)
             # Judge every winner up to the first free version before putting again: a
             # large commit (a maintenance step) would otherwise be written once per winner.
             while True:
@@ -655,19 +656,14 @@ class Committer:
 
     def _after_commit(self, version: int, commit: Commit) -> None:
         """The view update, the checksum, a checkpoint every delta.checkpointInterval."""
-        before = self.log.current()
-        previous = before.checksum if before.version == version - 1 else None
         state = self.log.advance(version, commit)
-        if previous is None:
+        checksum = None if state is None else state.checksum
+        if checksum is None:  # this process did not follow the chain: derive it from the file
             previous = self.log.files.read_checksum(version - 1)
-        checksum = None
-        if previous is not None:
-            checksum = next_checksum(previous, [a.to_json() for a in commit.actions])
-            if checksum is not None and not self.log.files.write_checksum(version, checksum):
-                checksum = None
-        if state is not None and checksum is not None:
-            self.log.remember(state.with_checksum(checksum))
-        interval = (state or before).checkpoint_interval
+            checksum = None if previous is None else next_checksum(previous, [a.to_json() for a in commit.actions])
+        if checksum is not None:
+            self.log.files.write_checksum(version, checksum)
+        interval = (state or self.log.current()).checkpoint_interval
         if version % interval == 0:
             _checkpoints.request(self.uri, version)
 

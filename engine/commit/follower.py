@@ -220,12 +220,6 @@ class TableLog:
                 state = self._state = state.apply(version, commit)
             return state if state.version == version else None
 
-    def remember(self, state: TableState) -> None:
-        """Keep ``state`` if it is newer than the one held (e.g. with its checksum filled in)."""
-        with self._lock:
-            if self._state is None or self._state.version <= state.version:
-                self._state = state
-
     def _follow(self, state: TableState) -> TableState:
         replayed = 0
         while True:

@@ -20,12 +20,13 @@ import bisect
 import threading
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 from urllib.parse import unquote
 
 from engine.commit.actions import Commit, Metadata, Protocol
+from engine.commit.checksum import next_checksum
 from engine.offsets import FileStats, PartitionBounds, TopicPartition
 from engine.topics import TopicMetadata, topics_from_properties
 
@@ -150,7 +151,9 @@ class TableState:
     # be computed from the data before anything is appended to them.
     unknown_ends: frozenset[TopicPartition] = frozenset()
     apps: AppVersions = field(default_factory=AppVersions)
-    # This version's .crc, when it is known (lakelog wrote or read it).
+    # This version's .crc: read with the snapshot, then derived commit by commit in memory
+    # (engine.commit.checksum), so a writer can write its commit's .crc even when the
+    # previous commit's writer never wrote one. None once it cannot be derived exactly.
     checksum: Mapping[str, Any] | None = None
 
     @classmethod
@@ -278,8 +281,5 @@ class TableState:
             ends,
             frozenset(unknown),
             self.apps.updated(commit.txns),
-            None,
+            None if self.checksum is None else next_checksum(self.checksum, [a.to_json() for a in commit.actions]),
         )
-
-    def with_checksum(self, checksum: Mapping[str, Any] | None) -> TableState:
-        return replace(self, checksum=checksum)

@@ -173,3 +173,22 @@ def test_a_new_table_s_checksum_is_delta_s_empty_one():
     assert empty["fileSizeHistogram"]["sortedBinBoundaries"] == list(DEFAULT_HISTOGRAM_BINS)
     after = next_checksum(empty, [{"add": add("a", 9000)}])
     assert after["numFiles"] == 1 and after["fileSizeHistogram"]["fileCounts"][1] == 1
+
+
+def test_a_writer_keeps_the_checksum_chain_when_the_previous_writer_left_no_checksum(tmp_path):
+    from engine import LogStore
+    from engine.commit import TableLog
+
+    store = LogStore.open(tmp_path / "store")
+    store.create_topic("t", partitions=1)
+    now = int(time.time() * 1000)
+    other = Committer(TableLog(store.uri), "other")
+    other.latest()  # this process follows the log from here on
+    version = commit(Committer(store.log, "crashed"), "t", 0, [(b"k", b"v", now)])
+    log_dir = Path(store.uri) / "_delta_log"
+    (log_dir / f"{version:020d}.crc").unlink()  # as if its writer died before writing it
+    mine = commit(other, "t", 0, [(b"k", b"w", now)])
+    written = json.loads((log_dir / f"{mine:020d}.crc").read_text())
+    assert written["numFiles"] == 2 and written["tableSizeBytes"] == sum(
+        f.size for f in TableLog(store.uri).latest().files
+    )

@@ -1,4 +1,4 @@
-"""A read-process-write worker (run as a script, one SparkSession): consumes topic
+"""A read-process-write worker (run as a script, without Spark): consumes topic
 ``--source`` in group ``--group``, writes ``T:<value>`` to ``--sink`` and commits the
 consumed offsets in the same transaction. Exits 0 once its partitions are drained.
 The exactly-once test SIGKILLs it at random moments and starts it again."""
@@ -21,10 +21,8 @@ def main() -> int:
     args = parser.parse_args()
 
     from engine import LogStore
-    from engine.session import build_session
 
-    spark = build_session({"spark.master": "local[1]", "spark.driver.memory": "768m"})
-    store = LogStore.open(args.store, spark=spark)
+    store = LogStore.open(args.store)
     consumer = store.consumer(
         args.group,
         auto_offset_reset="earliest",

@@ -1,4 +1,4 @@
-"""A worker of the randomized history workload (run as a script, one SparkSession).
+"""A worker of the randomized history workload (run as a script; no Spark: clients need no JVM).
 
 Roles: ``producer`` (plain idempotent sends), ``txn`` (transactional sends,
 some transactions aborted), ``consumer`` (a member of one group: polls,
@@ -31,10 +31,8 @@ def main() -> int:
 
     from engine import LogStore
     from engine.errors import CommitStateUnknownError, LakelogError
-    from engine.session import build_session
 
-    spark = build_session({"spark.master": "local[1]", "spark.driver.memory": "768m"})
-    store = LogStore.open(args.store, spark=spark)
+    store = LogStore.open(args.store)
     rng = random.Random(args.seed)
     log = open(args.log, "a", encoding="utf-8")  # noqa: SIM115 - lives as long as the process
 

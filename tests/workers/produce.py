@@ -34,6 +34,11 @@ def main() -> int:
     args = parser.parse_args()
 
     began = time.monotonic()
+    import logging
+
+    # The commit core says at DEBUG when another writer took the version a commit wanted.
+    logging.basicConfig(level=logging.WARNING, stream=sys.stdout, format="%(name)s %(message)s")
+    logging.getLogger("engine.commit.committer").setLevel(logging.DEBUG)
     from engine import LogStore
 
     spark = None
