@@ -39,7 +39,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 import pyarrow as pa
@@ -219,13 +219,19 @@ class _OutcomeUnknown(Exception):
 
 @dataclass
 class _Pending:
-    """An append attempt whose outcome was unknown: our commit is at ``version`` iff that
-    version holds ``txn_id``."""
+    """Append attempts whose outcome was unknown, all put at ``version`` (an attempt after
+    an unknown one can only reach the same version: every earlier one is taken). At most
+    one landed: the one whose txnId that version holds."""
 
     version: int
-    txn_id: str
-    files: list[DataFile]
-    result: AppendResult
+    attempts: dict[str, tuple[AppendResult, list[DataFile]]]
+
+    def landed(self, txn_id: str | None) -> AppendResult | None:
+        found = self.attempts.get(txn_id or "")
+        return None if found is None else replace(found[0], version=self.version)
+
+    def files_except(self, txn_id: str | None) -> list[DataFile]:
+        return [f for t, (_, files) in self.attempts.items() if t != txn_id for f in files]
 
 
 # Attempts to settle a lost response before the outcome is reported unknown.
@@ -350,10 +356,9 @@ class Committer:
             except _OutcomeUnknown as unknown:
                 # Keep the files: the commit may land. The next attempt learns the
                 # outcome from the version it was put at (it holds our txnId or not).
-                if pending is not None:
-                    pending.files.extend(written)
-                else:
-                    pending = _Pending(unknown.version, unknown.txn_id, written, result)
+                if pending is None:
+                    pending = _Pending(unknown.version, {})
+                pending.attempts[unknown.txn_id] = (result, written)
                 failures += 1
                 self._back_off(policy, failures, started, pending)
                 continue
@@ -382,16 +387,18 @@ class Committer:
                 f"a commit put at version {pending.version} had an unknown outcome and it cannot be read back "
                 f"({exc}); re-read the log before retrying"
             ) from exc
-        if commit is not None and commit.txn_id == pending.txn_id:
+        landed = None if commit is None else pending.landed(commit.txn_id)
+        if landed is not None:
             log.info("%s: a commit with a lost response landed as version %s", self.client_id, pending.version)
-            return AppendResult(pending.version, pending.result.ranges, pending.result.append_time_ms, 0)
+            self._discard(pending.files_except(commit.txn_id))  # type: ignore[union-attr]
+            return landed
         if commit is None:
             # The log was cleaned past it (days later): whether it landed cannot be told.
             raise CommitStateUnknownError(
                 f"a commit attempted at version {pending.version} had an unknown outcome and that version "
                 "is no longer in the log; re-read the log before retrying"
             )
-        self._discard(pending.files)
+        self._discard(pending.files_except(None))
         return None
 
     def _ends_for(self, state: TableState, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
@@ -608,9 +615,10 @@ class Committer:
                 if winner is None:
                     break
                 self.log.advance(version, winner)
-                if pending is not None and version == pending.version and winner.txn_id == pending.txn_id:
+                earlier = None if pending is None or version != pending.version else pending.landed(winner.txn_id)
+                if earlier is not None:
                     self._discard(written)
-                    raise _PendingLanded(AppendResult(version, pending.result.ranges, pending.result.append_time_ms, 0))
+                    raise _PendingLanded(earlier)
                 judged = verdict(winner)
                 if judged.resolution is not Resolution.REBASE:
                     raise _Replan(judged)
