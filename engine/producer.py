@@ -264,17 +264,10 @@ class Producer:
         assert record.partition is not None
         tp = TopicPartition(topic, record.partition)
         size = record.size
-        deadline = time.monotonic() + self._config["max.block.ms"] / 1000
         with self._cond:
-            while self._buffered_bytes + size > self._config["buffer.memory"] and self._buffered_bytes:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0 or self._closing:
-                    return RecordFuture(
-                        error=DeliveryTimeoutError(
-                            f"buffer.memory ({self._config['buffer.memory']} bytes) stayed full for max.block.ms"
-                        )
-                    )
-                self._cond.wait(remaining)
+            full = self._wait_for_buffer(size)
+            if full is not None:
+                return RecordFuture(error=full)
             if self._open is None:
                 self._open = RecordBatch()
                 self._cond.notify_all()  # the sender starts the linger clock
@@ -324,21 +317,27 @@ class Producer:
             return BatchFuture(error=UnknownTopicOrPartitionError(f"topic {topic!r} does not exist"))
         entry = PlacedEntry(placed, int(placed.sizes.sum()))
         with self._cond:
-            deadline = time.monotonic() + self._config["max.block.ms"] / 1000
-            while self._buffered_bytes + entry.bytes > self._config["buffer.memory"] and self._buffered_bytes:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0 or self._closing:
-                    return BatchFuture(
-                        error=DeliveryTimeoutError(
-                            f"buffer.memory ({self._config['buffer.memory']} bytes) stayed full for max.block.ms"
-                        )
-                    )
-                self._cond.wait(remaining)
+            full = self._wait_for_buffer(entry.bytes)
+            if full is not None:
+                return BatchFuture(error=full)
             self._seal()  # records sent before go first
             self._sealed.append(entry)
             self._buffered_bytes += entry.bytes
             self._cond.notify_all()
         return entry.future
+
+    def _wait_for_buffer(self, size: int) -> DeliveryTimeoutError | None:
+        """Wait (lock held) until ``size`` more bytes fit in ``buffer.memory``; the error if
+        they did not within ``max.block.ms``."""
+        deadline = time.monotonic() + self._config["max.block.ms"] / 1000
+        while self._buffered_bytes + size > self._config["buffer.memory"] and self._buffered_bytes:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or self._closing:
+                return DeliveryTimeoutError(
+                    f"buffer.memory ({self._config['buffer.memory']} bytes) stayed full for max.block.ms"
+                )
+            self._cond.wait(remaining)
+        return None
 
     def _seal(self) -> None:
         """Close the open batch to new records (call with the lock held)."""

@@ -27,6 +27,13 @@ def _compact(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"))
 
 
+def _set_optional(body: dict[str, Any], **fields: Any) -> None:
+    """Put the fields that are set into an action's JSON (absent fields stay absent)."""
+    for name, value in fields.items():
+        if value is not None:
+            body[name] = dict(value) if isinstance(value, Mapping) else value
+
+
 def _without(body: Mapping[str, Any], known: Iterable[str]) -> dict[str, Any]:
     names = set(known)
     return {k: v for k, v in body.items() if k not in names}
@@ -170,12 +177,7 @@ class AddFile:
             "modificationTime": self.modification_time,
             "dataChange": self.data_change,
         }
-        if self.stats is not None:
-            body["stats"] = self.stats
-        if self.tags is not None:
-            body["tags"] = dict(self.tags)
-        if self.deletion_vector is not None:
-            body["deletionVector"] = dict(self.deletion_vector)
+        _set_optional(body, stats=self.stats, tags=self.tags, deletionVector=self.deletion_vector)
         body.update(self.extra)
         return {"add": body}
 
@@ -254,18 +256,15 @@ class RemoveFile:
         if self.deletion_timestamp is not None:
             body["deletionTimestamp"] = self.deletion_timestamp
         body["dataChange"] = self.data_change
-        if self.extended_file_metadata is not None:
-            body["extendedFileMetadata"] = self.extended_file_metadata
-        if self.partition_values is not None:
-            body["partitionValues"] = dict(self.partition_values)
-        if self.size is not None:
-            body["size"] = self.size
-        if self.stats is not None:
-            body["stats"] = self.stats
-        if self.tags is not None:
-            body["tags"] = dict(self.tags)
-        if self.deletion_vector is not None:
-            body["deletionVector"] = dict(self.deletion_vector)
+        _set_optional(
+            body,
+            extendedFileMetadata=self.extended_file_metadata,
+            partitionValues=self.partition_values,
+            size=self.size,
+            stats=self.stats,
+            tags=self.tags,
+            deletionVector=self.deletion_vector,
+        )
         body.update(self.extra)
         return {"remove": body}
 
