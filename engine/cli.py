@@ -290,6 +290,26 @@ def cmd_groups_describe(args: argparse.Namespace, out: Callable[[str], None]) ->
     from engine.group_admin import describe_group
 
     group = describe_group(_open_store(args), args.group)
+    if args.state:
+        # kafka-consumer-groups --describe --state
+        rows = [[group.group_id, group.assignor or "", group.state, group.generation, len(group.members)]]
+        out(_table(["GROUP", "ASSIGNMENT-STRATEGY", "STATE", "GENERATION", "#MEMBERS"], rows))
+        return
+    if args.members:
+        # kafka-consumer-groups --describe --members [--verbose]
+        headers = ["GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "CLIENT-ID", "#PARTITIONS"]
+        if args.verbose_members:
+            headers += ["ASSIGNMENT", "REVOKING"]
+        rows = []
+        for m in group.members:
+            row = [group.group_id, m.member_id, m.instance_id or "-", m.client_id, len(m.assignment)]
+            if args.verbose_members:
+                row += [_tps_text(m.assignment), _tps_text(m.revoking)]
+            rows.append(row)
+        if not group.members:
+            print(f"Consumer group '{group.group_id}' has no active members.", file=sys.stderr)
+        out(_table(headers, rows))
+        return
     clients = {m.member_id: m.client_id for m in group.members}
 
     def cell(value: Any) -> Any:
@@ -307,8 +327,18 @@ def cmd_groups_describe(args: argparse.Namespace, out: Callable[[str], None]) ->
     if not group.members:
         # A note, not a result: stderr keeps stdout a parsable table.
         print(f"Consumer group '{group.group_id}' has no active members.", file=sys.stderr)
+    else:
+        print(f"Consumer group '{group.group_id}' is {group.state} (generation {group.generation}).", file=sys.stderr)
     headers = ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "CLIENT-ID"]
     out(_table(headers, rows))
+
+
+def _tps_text(tps: Iterable[Any]) -> str:
+    """Kafka's ASSIGNMENT column: topic(p,p,...) per topic."""
+    by_topic: dict[str, list[int]] = {}
+    for tp in tps:
+        by_topic.setdefault(tp.topic, []).append(tp.partition)
+    return ",".join(f"{t}({','.join(map(str, sorted(ps)))})" for t, ps in sorted(by_topic.items())) or "-"
 
 
 def _reset_target(args: argparse.Namespace) -> tuple[str, Any]:
@@ -588,6 +618,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_groups_list)
     p = gsub.add_parser("describe", help="a group's committed offsets, lag and members")
     p.add_argument("--group", required=True)
+    shown = p.add_mutually_exclusive_group()
+    shown.add_argument("--members", action="store_true", help="the group's live members and their assignment")
+    shown.add_argument("--state", action="store_true", help="the group's state, assignor, generation, member count")
+    p.add_argument("--verbose", dest="verbose_members", action="store_true", help="with --members: the partitions")
     p.set_defaults(func=cmd_groups_describe)
     p = gsub.add_parser("reset-offsets", help="set a group's committed offsets (dry run unless --execute)")
     p.add_argument("--group", required=True)

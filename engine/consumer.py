@@ -13,14 +13,21 @@ Guarantees:
   in ``__consumer_offsets`` (one Delta commit); a member whose generation is
   stale gets CommitFailedError and nothing is committed;
 * with a ``group.id`` and ``subscribe``, members of the group in any
-  process share the subscribed partitions so that each partition has one
-  owner per generation (see :mod:`engine.group_state`). A member that stops
-  heartbeating for ``session.timeout.ms`` is removed by the next member to
-  commit a heartbeat; one that does not poll for ``max.poll.interval.ms``
-  leaves the group itself.
+  process share the subscribed partitions, Kafka's way
+  (:mod:`engine.group_state`): a partition has at most one owner at a time
+  -- a member gets it only after its previous owner's
+  ``on_partitions_revoked`` ran and its position was committed, or after
+  that owner was removed -- and ``poll`` never returns records of a
+  partition the member does not own;
+* a member that stops renewing its lease for ``session.timeout.ms`` is
+  removed by another member; one that does not poll for
+  ``max.poll.interval.ms`` leaves the group itself; a member that finds
+  itself removed calls ``on_partitions_lost`` and reads none of them again.
 
-Heartbeats are Delta commits made by a background thread every
-``heartbeat.interval.ms``.
+Heartbeats renew a lease object outside the Delta log
+(:mod:`engine.group_leases`) from a background thread; only joins, syncs,
+leaves and offset commits are Delta commits. Rebalance callbacks run in the
+thread that calls ``poll``, as in Kafka.
 """
 
 from __future__ import annotations
@@ -36,11 +43,13 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 import pyarrow as pa
 
+from engine.assignors import parse_strategy
 from engine.commit import Committer, RetryPolicy, TableState
 from engine.config import INT_MAX, ConfigKey, key_table, resolve_config
 from engine.consumer_offsets import OffsetAndMetadata, current_offsets
 from engine.errors import (
     CommitFailedError,
+    FencedInstanceIdError,
     IllegalStateError,
     InvalidConfigError,
     InvalidOffsetError,
@@ -50,7 +59,8 @@ from engine.errors import (
     UnknownTopicOrPartitionError,
 )
 from engine.group_coordinator import GroupLog, change_group, commit_offsets, partition_counts
-from engine.group_state import ASSIGNORS, GroupState, Member, heartbeat, leave
+from engine.group_leases import LeaseStore, Liveness
+from engine.group_state import GroupState, Member, expire, join, leave, overdue, sync
 from engine.offsets import PartitionBounds, TopicPartition
 from engine.partition_reader import PartitionReader
 from engine.reads import resolve_topic_names
@@ -60,6 +70,15 @@ if TYPE_CHECKING:
     from engine.store import LogStore
 
 log = logging.getLogger(__name__)
+
+
+def _strategy_error(value: Any) -> str | None:
+    try:
+        parse_strategy(value)
+    except InvalidConfigError as exc:
+        return str(exc)
+    return None
+
 
 CONSUMER_CONFIG_KEYS = key_table(
     [
@@ -78,7 +97,20 @@ CONSUMER_CONFIG_KEYS = key_table(
         ConfigKey(
             "session.timeout.ms", "long", 45_000, "Heartbeat silence after which a member is removed.", minimum=1
         ),
-        ConfigKey("heartbeat.interval.ms", "long", 3000, "Interval of heartbeat commits.", minimum=1),
+        ConfigKey(
+            "heartbeat.interval.ms",
+            "long",
+            3000,
+            "Interval of lease renewals (outside the Delta log) and of checks for silent members.",
+            minimum=1,
+        ),
+        ConfigKey(
+            "group.instance.id",
+            "string",
+            "",
+            "Static membership (KIP-345): a member restarted with the same id within session.timeout.ms "
+            "gets its partitions back without a rebalance.",
+        ),
         ConfigKey(
             "max.poll.interval.ms", "long", 300_000, "Longest gap between polls before the member leaves.", minimum=1
         ),
@@ -99,10 +131,11 @@ CONSUMER_CONFIG_KEYS = key_table(
         ),
         ConfigKey(
             "partition.assignment.strategy",
-            "enum",
+            "string",
             "range",
-            "range (Kafka's RangeAssignor) or roundrobin.",
-            choices=ASSIGNORS,
+            "range, roundrobin, sticky or cooperative-sticky (or Kafka's class names); cooperative-sticky "
+            "revokes only the partitions that move.",
+            check=_strategy_error,
         ),
         ConfigKey("retries", "int", 20, "Retries of a conflicting offset commit.", minimum=0),
     ]
@@ -130,6 +163,9 @@ class ConsumerGroupMetadata:
 
 
 class ConsumerRebalanceListener(Protocol):
+    """Kafka's ConsumerRebalanceListener. ``on_partitions_lost`` is optional: without it,
+    ``on_partitions_revoked`` is called for lost partitions too (Kafka's default)."""
+
     def on_partitions_revoked(self, partitions: set[TopicPartition]) -> None: ...
 
     def on_partitions_assigned(self, partitions: set[TopicPartition]) -> None: ...
@@ -169,8 +205,10 @@ class Consumer:
         # Membership, shared with the heartbeat thread.
         self._lock = threading.Lock()
         self._member_id: str | None = None
+        self._instance_id: str | None = cfg["group.instance.id"] or None
         self._generation = -1
-        self._pending: GroupState | None = None  # a new generation seen by a heartbeat
+        self._leases: LeaseStore | None = None
+        self._lease_renewed = time.monotonic()
         self._heartbeat_error: BaseException | None = None
         self._last_poll = time.monotonic()
         self._stop = threading.Event()
@@ -198,8 +236,7 @@ class Consumer:
                 raise UnknownTopicOrPartitionError(f"subscribe() needs topic names or a pattern, got {topics!r}")
         self._subscription = topics
         self._listener = listener
-        if self._member_id is not None:
-            self._heartbeat_now()  # a changed subscription rebalances
+        # A member whose subscription changed rejoins at its next poll (a rebalance).
 
     def assign(self, partitions: Iterable[Any]) -> None:
         """Take exactly these partitions, outside any group rebalancing (Kafka's assign)."""
@@ -457,6 +494,12 @@ class Consumer:
             self._group_log = GroupLog(self._store.reader, self._records, self.group_id, partitions)
         return self._group_log
 
+    def _lease_store(self) -> LeaseStore:
+        if self._leases is None:
+            assert self.group_id is not None
+            self._leases = LeaseStore(self._store.uri, self.group_id)
+        return self._leases
+
     def _subscribed_topics(self, view_topics: Mapping[str, Any]) -> tuple[str, ...]:
         spec = self._subscription
         if isinstance(spec, re.Pattern):
@@ -469,55 +512,114 @@ class Consumer:
             self.client_id,
             self._subscribed_topics(view_topics),
             self._config["session.timeout.ms"],
-            0,
+            self._config["max.poll.interval.ms"],
+            self._instance_id,
         )
 
+    def _change(self, operation: str, change: Any) -> GroupState:
+        return change_group(self._group_writer(), self._log(), operation, change)
+
     def _run_group_protocol(self) -> None:
+        """One round of Kafka's consumer coordinator, in the polling thread: join, revoke and
+        sync, take a new assignment. Callbacks run here."""
         if self._heartbeat_error is not None:
             error, self._heartbeat_error = self._heartbeat_error, None
             raise error
         if self._subscription is None:
             return
         if self._member_id is None:
-            with self._lock:
-                self._member_id = f"{self.client_id}-{uuid.uuid4()}"
-            self._heartbeat_now()
-            self._start_heartbeats()
-        with self._lock:
-            pending, self._pending = self._pending, None
-        if pending is not None:
-            self._apply_generation(pending)
-
-    def _heartbeat_now(self) -> GroupState:
-        """Join or heartbeat (one commit); a new generation is applied at the next poll."""
+            self._join()
+        view = self._store.log.latest()
+        group = self._log().latest(view).state or GroupState(self._log().group_id)
         member_id = self._member_id
+        assert member_id is not None
+        me = group.members.get(member_id)
+        if me is None or self._lease_lapsed():
+            self._lose_membership(group)
+            return
+        wanted = self._member(view.topics)
+        counts = {t: n for t, n in partition_counts(view).items() if t in wanted.topics}
+        if wanted.topics != me.topics or counts != {t: n for t, n in group.partition_counts.items() if t in counts}:
+            # A changed subscription (a pattern matched a new topic) or a grown topic rebalances.
+            group = self._change(
+                "join_group", lambda st, now, v: join(st, self._member(v.topics), now, partition_counts(v))
+            )
+        to_revoke = set(group.to_revoke(member_id))
+        if to_revoke:
+            self._revoke(to_revoke & set(self._positions), lost=False)
+            group = self._change("sync_group", lambda st, now, v: sync(st, member_id, to_revoke))
+        assigned = set(group.assigned(member_id))
+        owned = set(self._positions)
+        if group.generation != self._generation or assigned != owned:
+            if owned - assigned:
+                # Taken without a revocation of ours (we were removed and joined again): lost.
+                self._revoke(owned - assigned, lost=True)
+            added = assigned - set(self._positions)
+            with self._lock:
+                self._generation = group.generation
+            self._set_assignment(set(self._positions) | added)
+            if added and self._listener is not None:
+                self._listener.on_partitions_assigned(added)
+            if added or owned != assigned:
+                log.info("%s: generation %d, assigned %s", member_id, group.generation, sorted(assigned))
 
-        def change(state: GroupState, now_ms: int, view: Any) -> GroupState:
-            if not state.members:  # a fresh (or emptied) group takes the member's assignor
-                state = GroupState(
-                    state.group_id, state.generation, self._config["partition.assignment.strategy"], {}, {}, {}
+    def _join(self) -> None:
+        with self._lock:
+            self._member_id = f"{self.client_id}-{uuid.uuid4()}"
+            self._generation = -1
+        member_id = self._member_id
+        self._lease_store().renew(member_id, self._instance_id)
+        self._lease_renewed = time.monotonic()
+        assignor = self._config["partition.assignment.strategy"]
+        self._change(
+            "join_group", lambda st, now, v: join(st, self._member(v.topics), now, partition_counts(v), assignor)
+        )
+        self._start_heartbeats()
+
+    def _lease_lapsed(self) -> bool:
+        """Whether this member must assume the others removed it: its lease was not renewed for
+        its session timeout, less one heartbeat of margin (they wait the whole timeout)."""
+        cfg = self._config
+        limit = (cfg["session.timeout.ms"] - cfg["heartbeat.interval.ms"]) / 1000
+        return time.monotonic() - self._lease_renewed > limit
+
+    def _revoke(self, partitions: set[TopicPartition], *, lost: bool) -> None:
+        """Give up ``partitions``: commit their positions (with auto-commit, as Kafka's
+        onJoinPrepare does; not for lost ones, which another member may own already), run the
+        listener, forget them."""
+        if not partitions:
+            return
+        if not lost and self._config["enable.auto.commit"]:
+            positions = {tp: self._positions[tp] for tp in partitions if self._positions.get(tp) is not None}
+            if positions:
+                try:
+                    self.commit({tp: pos for tp, pos in positions.items()})
+                except LakelogError as exc:
+                    log.warning("%s: committing revoked partitions failed: %s", self._member_id, exc)
+        if self._listener is not None:
+            callback = getattr(self._listener, "on_partitions_lost", None) if lost else None
+            (callback or self._listener.on_partitions_revoked)(set(partitions))
+        self._set_assignment(set(self._positions) - partitions)
+
+    def _lose_membership(self, group: GroupState) -> None:
+        """We are not (or may no longer be) a member: our partitions are lost; join again."""
+        member_id = self._member_id
+        self._revoke(set(self._positions), lost=True)
+        self._stop_heartbeats()
+        with self._lock:
+            self._member_id = None
+            self._generation = -1
+        if self._instance_id is not None:
+            holder = group.member_for_instance(self._instance_id)
+            if holder is not None and holder.member_id != member_id:
+                self._closed = True
+                raise FencedInstanceIdError(
+                    f"group.instance.id {self._instance_id!r} joined group {self.group_id!r} under member id "
+                    f"{holder.member_id}; this instance ({member_id}) is fenced and closed"
                 )
-            return heartbeat(state, self._member(view.topics), now_ms, partition_counts(view))
-
-        state = change_group(self._group_writer(), self._log(), "heartbeat", change)
-        with self._lock:
-            if self._member_id == member_id and state.generation != self._generation:
-                self._pending = state
-        return state
-
-    def _apply_generation(self, state: GroupState) -> None:
-        """Take the assignment of a new generation; positions of kept partitions stay."""
-        new = set(state.assigned(self._member_id or ""))
-        old = set(self._positions)
-        revoked, added = old - new, new - old
-        if revoked and self._listener is not None:
-            self._listener.on_partitions_revoked(revoked)
-        with self._lock:
-            self._generation = state.generation
-        self._set_assignment(new)
-        if added and self._listener is not None:
-            self._listener.on_partitions_assigned(added)
-        log.info("%s: generation %d, assigned %s", self._member_id, state.generation, sorted(new))
+        log.warning(
+            "%s: no longer a member of group %s; its partitions are lost, joining again", member_id, self.group_id
+        )
 
     def _start_heartbeats(self) -> None:
         if self._heartbeats is not None and self._heartbeats.is_alive():
@@ -526,49 +628,85 @@ class Consumer:
         self._heartbeats = threading.Thread(target=self._heartbeat_loop, name=f"{self.client_id}-hb", daemon=True)
         self._heartbeats.start()
 
+    def _stop_heartbeats(self) -> None:
+        self._stop.set()
+        if self._heartbeats is not None and self._heartbeats is not threading.current_thread():
+            self._heartbeats.join()
+        self._heartbeats = None
+
     def _heartbeat_loop(self) -> None:
-        interval = self._config["heartbeat.interval.ms"] / 1000
+        """Renew the lease; remove members whose leases went silent or who owe a revocation past
+        their rebalance timeout (Kafka's coordinator does both). No Delta commit unless someone
+        is removed."""
+        cfg = self._config
+        interval = cfg["heartbeat.interval.ms"] / 1000
+        liveness = Liveness(time.monotonic())
         while not self._stop.wait(interval):
-            if time.monotonic() - self._last_poll > self._config["max.poll.interval.ms"] / 1000:
+            if time.monotonic() - self._last_poll > cfg["max.poll.interval.ms"] / 1000:
                 log.warning("%s: no poll within max.poll.interval.ms, leaving the group", self._member_id)
                 self._leave_group(stop_thread=False)
                 return
+            member_id = self._member_id
+            if member_id is None:
+                return
             try:
-                self._heartbeat_now()
+                self._lease_store().renew(member_id, self._instance_id)
+                self._lease_renewed = time.monotonic()
+                self._expire_silent(liveness, member_id)
             except LakelogError as exc:
-                log.warning("%s: heartbeat failed: %s", self._member_id, exc)
-            except Exception as exc:  # the session is gone (closing); the poll thread learns of it
+                log.warning("%s: heartbeat failed: %s", member_id, exc)
+            except OSError as exc:
+                log.warning("%s: renewing the lease failed: %s", member_id, exc)
+            except Exception as exc:  # the store is gone (closing); the poll thread learns of it
                 self._heartbeat_error = exc
                 return
 
+    def _expire_silent(self, liveness: Liveness, member_id: str) -> None:
+        group = self._log().latest().state
+        if group is None or member_id not in group.members:
+            return
+        others = {m: v.session_timeout_ms for m, v in group.members.items() if m != member_id}
+        now = time.monotonic()
+        liveness.observe(self._lease_store().read(), others, now)
+        gone = set(liveness.silent(others, now)) | set(overdue(group, int(time.time() * 1000)))
+        gone.discard(member_id)
+        if gone:
+            log.info("%s: removing silent member(s) %s from group %s", member_id, sorted(gone), self.group_id)
+            self._change("expire_members", lambda st, now_ms, v: expire(st, gone, now_ms, partition_counts(v)))
+
     def _leave_group(self, stop_thread: bool = True) -> None:
+        """Revoke (in the polling thread only), leave the group, drop the lease. A static member
+        does not leave: its partitions wait for it for session.timeout.ms (KIP-345)."""
         if stop_thread:
-            self._stop.set()
-            if self._heartbeats is not None and self._heartbeats is not threading.current_thread():
-                self._heartbeats.join()
+            self._stop_heartbeats()
         with self._lock:
             member_id, self._member_id = self._member_id, None
             self._generation = -1
-            self._pending = None
         if member_id is None or self.group_id is None:
+            return
+        if self._instance_id is not None:
             return
 
         def change(state: GroupState, now_ms: int, view: Any) -> GroupState:
             return leave(state, member_id, now_ms, partition_counts(view))
 
         try:
-            change_group(self._group_writer(), self._log(), "leave_group", change)
+            self._change("leave_group", change)
+            self._lease_store().remove(member_id)
         except LakelogError as exc:  # the others will time the member out
             log.warning("%s: leaving group %s failed: %s", member_id, self.group_id, exc)
 
     # -- closing ----------------------------------------------------------------
 
     def close(self, autocommit: bool = True) -> None:
-        """Commit positions (if auto-commit is on), leave the group, stop. Idempotent."""
+        """Commit positions (if auto-commit is on), revoke (the listener runs), leave the group,
+        stop. Idempotent."""
         if self._closed:
             return
         if autocommit and self._config["enable.auto.commit"] and self.group_id and self._positions:
             self._auto_commit()
+        if self._subscription is not None and self._positions and self._listener is not None:
+            self._listener.on_partitions_revoked(set(self._positions))
         self._leave_group()
         self._closed = True
 

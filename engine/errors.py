@@ -176,6 +176,16 @@ class CommitFailedError(FatalError):
     """
 
 
+class FencedInstanceIdError(FatalError):
+    """Another consumer joined the group with this consumer's ``group.instance.id``: this
+    instance was replaced (KIP-345) and must stop. Close it."""
+
+
+class RebalanceInProgressError(RetriableError):
+    """The group is rebalancing and this member still owes its revocation; poll (which
+    revokes and syncs) and try again."""
+
+
 class NoOffsetForPartitionError(FatalError):
     """``auto.offset.reset=none`` and a partition has no usable committed offset."""
 

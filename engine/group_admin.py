@@ -9,14 +9,15 @@ partition of ``__consumer_offsets`` like any offset commit, through a
 :class:`engine.group_coordinator.GroupRecordsBatch` whose plan checks that
 the group has no live members. The check runs inside every commit attempt
 against the group's records at that attempt's Delta version, and the commit
-records a read of that partition: a member joining concurrently (its join
-is a commit to the same partition) makes ours conflict, and the re-plan
-sees the member and refuses. So a reset or delete never lands on a group
-that had a live member when it committed.
+is re-planned when another commit appended to that partition: a member
+joining concurrently (its join is a commit to the same partition) makes ours
+re-plan, and the re-plan sees the member and refuses. So a reset or delete
+never lands on a group that had a live member when it committed.
 
-"Live" is :meth:`engine.group_state.GroupState.live_members`: members whose
-session timed out count as gone even before another member's heartbeat
-removes them, as Kafka's coordinator would have expired them.
+"Live" means a member of the group's state whose lease
+(:mod:`engine.group_leases`) was renewed within its session timeout: members
+that stopped count as gone even before another member removes them, as
+Kafka's coordinator would have expired them.
 """
 
 from __future__ import annotations
@@ -47,6 +48,8 @@ from engine.errors import (
     UnknownTopicOrPartitionError,
 )
 from engine.group_coordinator import GroupLog, GroupRecordsBatch, offset_records
+from engine.group_leases import LeaseStore, fresh
+from engine.group_state import EMPTY
 from engine.offsets import TopicPartition
 from engine.partition_reader import PartitionReader
 from engine.topic_admin import require_topic
@@ -57,9 +60,8 @@ if TYPE_CHECKING:
 ResetTarget = Literal["earliest", "latest", "datetime", "offset"]
 RESET_TARGETS: tuple[str, ...] = ("earliest", "latest", "datetime", "offset")
 
-# Kafka's ConsumerGroupState names for what can be told from the stored records.
-STABLE = "Stable"  # at least one live member
-EMPTY = "Empty"  # no live member, but a state record or committed offsets
+# Kafka's ConsumerGroupState names: the group state machine's own (Stable, PreparingRebalance,
+# CompletingRebalance) while a member is live, Empty once none is.
 
 # Group changes retry like the coordinator's own (change_group): members'
 # heartbeats to the same partition conflict often but briefly.
@@ -71,7 +73,7 @@ class GroupListing:
     """One group as ``list_groups`` reports it."""
 
     group_id: str
-    state: str  # "Stable" or "Empty"
+    state: str  # Kafka's group state: Stable, PreparingRebalance, CompletingRebalance, Empty
     members: int  # live members
 
 
@@ -80,6 +82,9 @@ class MemberDescription:
     member_id: str
     client_id: str
     assignment: tuple[TopicPartition, ...]
+    instance_id: str | None = None  # group.instance.id of a static member
+    revoking: tuple[TopicPartition, ...] = ()  # partitions it must still give up in the rebalance under way
+    last_heartbeat_ms: int | None = None  # when its lease was last renewed
 
 
 @dataclass(frozen=True)
@@ -101,7 +106,7 @@ class PartitionOffsets:
 @dataclass(frozen=True)
 class GroupDescription:
     group_id: str
-    state: str  # "Stable" or "Empty"
+    state: str  # Stable, PreparingRebalance, CompletingRebalance or Empty
     generation: int | None  # None when the group has only offsets (never had members)
     assignor: str | None
     members: tuple[MemberDescription, ...]  # live members, by member id
@@ -116,13 +121,21 @@ def _exists(group: GroupRecords) -> bool:
     return group.state is not None or bool(group.offsets)
 
 
-def _live_count(group: GroupRecords, now_ms: int) -> int:
-    return len(group.state.live_members(now_ms)) if group.state is not None else 0
+def _live(store: LogStore, group: GroupRecords, now_ms: int) -> set[str]:
+    """Members whose leases are fresh (members of the stored state that stopped renewing are gone)."""
+    if group.state is None or not group.state.members:
+        return set()
+    leases = LeaseStore(store.uri, group.group_id).read()
+    return fresh(leases, {m: v.session_timeout_ms for m, v in group.state.members.items()}, now_ms)
 
 
-def _require_inactive(group: GroupRecords, now_ms: int, action: str) -> None:
+def _state_name(group: GroupRecords, live: set[str]) -> str:
+    return group.state.state if live and group.state is not None else EMPTY
+
+
+def _require_inactive(store: LogStore, group: GroupRecords, now_ms: int, action: str) -> None:
     """Raise GroupNotEmptyError if the group has live members (Kafka: the group must be inactive)."""
-    live = _live_count(group, now_ms)
+    live = len(_live(store, group, now_ms))
     if live:
         raise GroupNotEmptyError(
             f"cannot {action} group {group.group_id!r}: it has {live} live member(s); "
@@ -179,8 +192,8 @@ def list_groups(store: LogStore) -> list[GroupListing]:
     for group_id, group in sorted(groups.items()):
         if not _exists(group):
             continue
-        live = _live_count(group, now_ms)
-        listings.append(GroupListing(group_id, STABLE if live else EMPTY, live))
+        live = _live(store, group, now_ms)
+        listings.append(GroupListing(group_id, _state_name(group, live), len(live)))
     return listings
 
 
@@ -199,8 +212,24 @@ def describe_group(store: LogStore, group_id: str) -> GroupDescription:
         raise GroupIdNotFoundError(f"consumer group {group_id!r} does not exist")
     now_ms = _now_ms()
     state = group.state
-    live = sorted(state.live_members(now_ms), key=lambda m: m.member_id) if state is not None else []
-    members = tuple(MemberDescription(m.member_id, m.client_id, state.assigned(m.member_id)) for m in live)
+    alive = _live(store, group, now_ms)
+    leases = LeaseStore(store.uri, group_id).read() if alive else {}
+    members = (
+        tuple(
+            MemberDescription(
+                m.member_id,
+                m.client_id,
+                state.assigned(m.member_id),
+                m.instance_id,
+                state.to_revoke(m.member_id),
+                leases[m.member_id].modified_ms if m.member_id in leases else None,
+            )
+            for m in sorted(state.members.values(), key=lambda m: m.member_id)
+            if m.member_id in alive
+        )
+        if state is not None
+        else ()
+    )
     owners = {tp: m.member_id for m in members for tp in m.assignment}
     topics = store._latest_topics()
     # Offsets committed for an earlier topic of the same name (deleted, created again) are not this topic's.
@@ -223,7 +252,7 @@ def describe_group(store: LogStore, group_id: str) -> GroupDescription:
         partitions.append(PartitionOffsets(tp.topic, tp.partition, committed, end, lag, owners.get(tp)))
     return GroupDescription(
         group_id,
-        STABLE if members else EMPTY,
+        _state_name(group, alive),
         state.generation if state is not None else None,
         state.assignor if state is not None else None,
         members,
@@ -320,7 +349,7 @@ def reset_offsets(
     # Checked before computing anything (a datetime lookup is a Spark job), and
     # so that a dry run is refused too, like Kafka's; the binding check is the
     # one inside the commit below.
-    _require_inactive(_read_group(store, group_id), _now_ms(), "reset the offsets of")
+    _require_inactive(store, _read_group(store, group_id), _now_ms(), "reset the offsets of")
     offsets = _plan_reset(store, list(dict.fromkeys(names)), to, value)
     if dry_run:
         return offsets
@@ -330,7 +359,7 @@ def reset_offsets(
     chosen = {tp: OffsetAndMetadata(offset) for tp, offset in offsets.items()}
 
     def plan(group: GroupRecords, view: TableState, now_ms: int) -> list[tuple[bytes, bytes | None]]:
-        _require_inactive(group, now_ms, "reset the offsets of")
+        _require_inactive(store, group, now_ms, "reset the offsets of")
         for name in names:
             require_topic(view.topics, name)  # deleted since the offsets were computed
         # Generation -1 and no member: an admin commit, like a manual-assign consumer's.
@@ -357,7 +386,7 @@ def delete_group(store: LogStore, group_id: str) -> None:
     def plan(group: GroupRecords, view: TableState, now_ms: int) -> list[tuple[bytes, bytes | None]]:
         if not _exists(group):
             raise GroupIdNotFoundError(f"consumer group {group_id!r} does not exist")
-        _require_inactive(group, now_ms, "delete")
+        _require_inactive(store, group, now_ms, "delete")
         records: list[tuple[bytes, bytes | None]] = [(offset_key(group_id, tp), None) for tp in sorted(group.offsets)]
         if group.state is not None:
             records.append((group_key(group_id), None))
@@ -365,3 +394,4 @@ def delete_group(store: LogStore, group_id: str) -> None:
 
     writer = store._new_writer(f"lakelog-group-admin-{os.getpid()}")
     writer.append(GroupRecordsBatch(log, "delete_group", plan), _POLICY)
+    LeaseStore(store.uri, group_id).remove_all()

@@ -30,6 +30,7 @@ from engine.consumer_offsets import (
     partition_for_group,
 )
 from engine.errors import UnknownTopicOrPartitionError
+from engine.group_leases import LeaseStore, fresh
 from engine.group_state import GroupState, check_commit
 from engine.offsets import TopicPartition
 from engine.partition_reader import PartitionReader
@@ -46,6 +47,7 @@ class GroupLog:
 
     def __init__(self, reader: TableLog, records: PartitionReader, group_id: str, partitions: int) -> None:
         self.group_id = group_id
+        self.uri = reader.uri
         self.tp = TopicPartition(OFFSETS_TOPIC, partition_for_group(group_id, partitions))
         self._reader = reader
         self._records = records
@@ -123,6 +125,14 @@ class GroupRecordsBatch:
         return record_rows(self._log.tp, ends.get(self._log.tp, 0), self._records, self._now_ms)
 
 
+def live_members(log: GroupLog, state: GroupState, now_ms: int) -> set[str]:
+    """Members of ``state`` whose leases were renewed within their session timeout (one look)."""
+    if not state.members:
+        return set()
+    leases = LeaseStore(log.uri, log.group_id).read()
+    return fresh(leases, {m: v.session_timeout_ms for m, v in state.members.items()}, now_ms)
+
+
 def partition_counts(view: TableState) -> dict[str, int]:
     return {name: t.partitions for name, t in view.topics.items() if not t.internal}
 
@@ -130,13 +140,18 @@ def partition_counts(view: TableState) -> dict[str, int]:
 def change_group(
     writer: Committer, log: GroupLog, operation: str, change: Callable[[GroupState, int, TableState], GroupState]
 ) -> GroupState:
-    """Commit ``change`` applied to the group's latest state; returns the committed state."""
+    """Commit ``change`` applied to the group's latest state; returns the state after it.
+
+    A change that changes nothing commits nothing.
+    """
     result: list[GroupState] = []
 
     def plan(group: GroupRecords, view: TableState, now_ms: int) -> list[tuple[bytes, bytes | None]]:
         current = group.state or GroupState(log.group_id)
         new = change(current, now_ms, view)
         result[:] = [new]
+        if group.state is not None and new == current:
+            return []
         return [(group_key(log.group_id), new.to_json().encode())]
 
     writer.append(GroupRecordsBatch(log, operation, plan), RetryPolicy(retries=50, backoff_ms=20, backoff_max_ms=500))
@@ -151,13 +166,16 @@ def commit_offsets(
     member_id: str | None,
     policy: RetryPolicy,
 ) -> None:
-    """Commit ``offsets`` for the group if the member is in its current generation.
+    """Commit ``offsets`` for the group if the member may (:func:`engine.group_state.check_commit`:
+    in the current generation, owning or revoking each partition; a consumer without
+    membership only while the group has no live member).
 
     Raises CommitFailedError (nothing committed) otherwise.
     """
 
     def plan(group: GroupRecords, view: TableState, now_ms: int) -> list[tuple[bytes, bytes | None]]:
-        check_commit(group.state, generation, member_id, now_ms)
+        live = None if member_id is not None or group.state is None else live_members(log, group.state, now_ms)
+        check_commit(group.state, generation, member_id, list(offsets), live=live)
         return offset_records(log.group_id, offsets, generation, member_id, now_ms, view.topics)
 
     writer.append(GroupRecordsBatch(log, "offset_commit", plan), policy)

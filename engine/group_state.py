@@ -1,31 +1,56 @@
-"""Consumer group membership as plain values: members, generations, assignments.
+"""A consumer group's membership and assignment as plain values: Kafka's group protocol, brokerless.
 
-Kafka's group coordinator is a broker; here the coordinator is whoever
-commits next. A group's state is one record in ``__consumer_offsets``
-(latest value wins), and every change -- join, heartbeat, leave, a member's
-session timing out -- is a read-modify-write of that record in one Delta
-commit that reads the group's partition of ``__consumer_offsets``. Two
-changes racing conflict in Delta and the loser re-plans against the
-winner's state, so the functions below always see the state they replace.
+Kafka's group coordinator is a broker; here the group's state is one record
+in ``__consumer_offsets`` (latest value wins) and every change to it is a
+read-modify-write in one Delta commit to the group's partition, so two
+changes racing are ordered by the log and the loser re-plans against the
+winner's state (the commit core's conflict rule). The functions below are
+that state machine: pure, so the same rules serve lakelog's consumers and,
+later, Kafka clients' JoinGroup/SyncGroup/Heartbeat/LeaveGroup.
 
-As in Kafka's eager protocol, any change of membership or subscriptions
-starts a new generation with a fresh assignment, computed right here by
-the member whose commit changed it (Kafka lets the group leader run the
-assignor; the outcome is the same because the assignors are
-deterministic). Offsets may only be committed by a member of the current
-generation (:func:`check_commit`).
+What a member does, and when (:mod:`engine.consumer` drives it from ``poll``):
+
+* **join** (:func:`join`): a new member, a changed subscription or a
+  partition count that grew starts a rebalance. A static member
+  (``group.instance.id``) that comes back under a new member id takes its
+  old place and assignment without one (KIP-345).
+* **revoke, then sync** (:func:`sync`): during a rebalance each member must
+  give up the partitions in ``revoking`` -- all of them with the eager
+  assignors (range, roundrobin, sticky), only those that move elsewhere with
+  cooperative-sticky (KIP-429) -- after its ``on_partitions_revoked`` ran
+  and its positions were committed; its sync records that.
+* **complete**: the sync that leaves no member with partitions to revoke
+  assigns the target assignment and starts the next generation. So a
+  partition is given to a new member only after its previous owner revoked
+  it (or left, or was expired): one owner per partition at a time, and a
+  clean join or leave redelivers nothing.
+* **leave** / **expire**: a member that leaves, or whose lease went stale for
+  its ``session.timeout.ms`` (liveness lives off the Delta log, in
+  :mod:`engine.group_leases`), is removed; its partitions are free at once
+  (a member that finds itself removed calls ``on_partitions_lost`` and does
+  not read them again). A member that does not sync within its rebalance
+  timeout (``max.poll.interval.ms``) is expired too, as Kafka's coordinator
+  removes members that do not rejoin in time.
+
+Offsets may only be committed by a member of the current generation for
+partitions it owns or is revoking (:func:`check_commit`).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
-from engine.errors import CommitFailedError, InvalidConfigError
+from engine.assignors import Subscription, assign, cooperative_round, is_cooperative, parse_strategy
+from engine.errors import CommitFailedError, FencedInstanceIdError
 from engine.offsets import TopicPartition
 
-ASSIGNORS = ("range", "roundrobin")
+EMPTY = "Empty"
+PREPARING_REBALANCE = "PreparingRebalance"  # eager: members revoke everything, then sync
+COMPLETING_REBALANCE = "CompletingRebalance"  # cooperative: owners of moving partitions revoke them
+STABLE = "Stable"
+DEAD = "Dead"  # a group with no state record (deleted): shown, never stored
 
 
 @dataclass(frozen=True)
@@ -34,19 +59,35 @@ class Member:
     client_id: str
     topics: tuple[str, ...]  # subscribed topic names (a pattern is resolved by the member)
     session_timeout_ms: int
-    last_heartbeat_ms: int
+    rebalance_timeout_ms: int = 300_000  # max.poll.interval.ms
+    instance_id: str | None = None  # group.instance.id: a static member
 
-    def expired(self, now_ms: int) -> bool:
-        return now_ms - self.last_heartbeat_ms > self.session_timeout_ms
+
+TPs = tuple[TopicPartition, ...]
+
+
+def _tps(items: Iterable[TopicPartition]) -> TPs:
+    return tuple(sorted(set(items)))
 
 
 @dataclass(frozen=True)
 class GroupState:
     group_id: str
-    generation: int = 0
-    assignor: str = "range"
+    generation: int = 0  # bumped each time a rebalance completes
+    assignor: str = "range"  # the group's partition.assignment.strategy
     members: Mapping[str, Member] = field(default_factory=dict)
-    assignment: Mapping[str, tuple[TopicPartition, ...]] = field(default_factory=dict)
+    # What each member owns right now: it may read and commit these.
+    assignment: Mapping[str, TPs] = field(default_factory=dict)
+    # During a rebalance: what each member must still give up before it is synced.
+    revoking: Mapping[str, TPs] = field(default_factory=dict)
+    # Cooperative rebalances: the assignment the group moves to once revocations are done.
+    target: Mapping[str, TPs] | None = None
+    # Eager rebalances: what each member gave up, so a sticky assignor can give it back
+    # (Kafka's StickyAssignor carries it in the member's subscription user data).
+    previous: Mapping[str, TPs] = field(default_factory=dict)
+    state: str = EMPTY
+    rebalance: int = 0  # id of the rebalance in progress (or the last one)
+    rebalance_started_ms: int = 0
     # Partition counts the assignment was computed for: growing a topic rebalances.
     partition_counts: Mapping[str, int] = field(default_factory=dict)
 
@@ -54,26 +95,48 @@ class GroupState:
     def empty(self) -> bool:
         return not self.members
 
-    def live_members(self, now_ms: int) -> list[Member]:
-        return [m for m in self.members.values() if not m.expired(now_ms)]
+    @property
+    def rebalancing(self) -> bool:
+        return self.state in (PREPARING_REBALANCE, COMPLETING_REBALANCE)
 
-    def assigned(self, member_id: str) -> tuple[TopicPartition, ...]:
+    def assigned(self, member_id: str) -> TPs:
         return self.assignment.get(member_id, ())
 
+    def to_revoke(self, member_id: str) -> TPs:
+        return self.revoking.get(member_id, ())
+
+    def owner(self, tp: TopicPartition) -> str | None:
+        return next((m for m, tps in self.assignment.items() if tp in tps), None)
+
+    def member_for_instance(self, instance_id: str) -> Member | None:
+        return next((m for m in self.members.values() if m.instance_id == instance_id), None)
+
+    # -- storage ----------------------------------------------------------------
+
     def to_json(self) -> str:
+        def pairs(tps: Iterable[TopicPartition]) -> list[list]:
+            return [[tp.topic, tp.partition] for tp in tps]
+
         return json.dumps(
             {
                 "group": self.group_id,
                 "generation": self.generation,
                 "assignor": self.assignor,
+                "state": self.state,
+                "rebalance": self.rebalance,
+                "rebalance_started_ms": self.rebalance_started_ms,
                 "members": [
                     {
                         "member_id": m.member_id,
                         "client_id": m.client_id,
+                        "instance_id": m.instance_id,
                         "topics": list(m.topics),
                         "session_timeout_ms": m.session_timeout_ms,
-                        "last_heartbeat_ms": m.last_heartbeat_ms,
-                        "assignment": [[tp.topic, tp.partition] for tp in self.assigned(m.member_id)],
+                        "rebalance_timeout_ms": m.rebalance_timeout_ms,
+                        "assignment": pairs(self.assigned(m.member_id)),
+                        "revoking": pairs(self.to_revoke(m.member_id)),
+                        "target": None if self.target is None else pairs(self.target.get(m.member_id, ())),
+                        "previous": pairs(self.previous.get(m.member_id, ())),
                     }
                     for m in sorted(self.members.values(), key=lambda m: m.member_id)
                 ],
@@ -85,120 +148,241 @@ class GroupState:
     @classmethod
     def from_json(cls, text: str) -> GroupState:
         data = json.loads(text)
-        members = {}
-        assignment = {}
+        members, assignment, revoking, target, previous = {}, {}, {}, {}, {}
+        has_target = False
         for m in data["members"]:
-            members[m["member_id"]] = Member(
-                m["member_id"], m["client_id"], tuple(m["topics"]), m["session_timeout_ms"], m["last_heartbeat_ms"]
+            mid = m["member_id"]
+            members[mid] = Member(
+                mid,
+                m["client_id"],
+                tuple(m["topics"]),
+                m["session_timeout_ms"],
+                m.get("rebalance_timeout_ms", 300_000),
+                m.get("instance_id"),
             )
-            assignment[m["member_id"]] = tuple(TopicPartition(t, p) for t, p in m["assignment"])
+            assignment[mid] = tuple(TopicPartition(t, p) for t, p in m["assignment"])
+            if m.get("revoking"):
+                revoking[mid] = tuple(TopicPartition(t, p) for t, p in m["revoking"])
+            if m.get("previous"):
+                previous[mid] = tuple(TopicPartition(t, p) for t, p in m["previous"])
+            if m.get("target") is not None:
+                has_target = True
+                target[mid] = tuple(TopicPartition(t, p) for t, p in m["target"])
+        state = data.get("state") or (STABLE if members else EMPTY)
         return cls(
-            data["group"], data["generation"], data["assignor"], members, assignment, data.get("partition_counts", {})
+            group_id=data["group"],
+            generation=data["generation"],
+            assignor=data["assignor"],
+            members=members,
+            assignment=assignment,
+            revoking=revoking,
+            target=target if has_target else None,
+            previous=previous,
+            state=state,
+            rebalance=data.get("rebalance", 0),
+            rebalance_started_ms=data.get("rebalance_started_ms", 0),
+            partition_counts=data.get("partition_counts", {}),
         )
 
 
-def assign(
-    assignor: str, members: Iterable[Member], partition_counts: Mapping[str, int]
-) -> dict[str, tuple[TopicPartition, ...]]:
-    """Kafka's RangeAssignor or RoundRobinAssignor over the members' subscriptions.
-
-    Deterministic: members are ordered by member id, partitions by topic
-    then number, so every process computes the same assignment.
-    """
-    ordered = sorted(members, key=lambda m: m.member_id)
-    result: dict[str, list[TopicPartition]] = {m.member_id: [] for m in ordered}
-    if assignor == "range":
-        # Per topic, consecutive ranges; the first (n % members) members get one more.
-        for topic in sorted(partition_counts):
-            subscribers = [m.member_id for m in ordered if topic in m.topics]
-            if not subscribers:
-                continue
-            count = partition_counts[topic]
-            per, extra = divmod(count, len(subscribers))
-            start = 0
-            for i, member_id in enumerate(subscribers):
-                n = per + (1 if i < extra else 0)
-                result[member_id] += [TopicPartition(topic, p) for p in range(start, start + n)]
-                start += n
-    elif assignor == "roundrobin":
-        everything = [TopicPartition(t, p) for t in sorted(partition_counts) for p in range(partition_counts[t])]
-        turn = 0
-        for tp in everything:
-            # The next member in turn that subscribes to this topic (Kafka's circular iterator).
-            for step in range(len(ordered)):
-                member = ordered[(turn + step) % len(ordered)]
-                if tp.topic in member.topics:
-                    result[member.member_id].append(tp)
-                    turn = (turn + step + 1) % len(ordered)
-                    break
-    else:
-        raise InvalidConfigError(f"partition.assignment.strategy {assignor!r} is not one of {', '.join(ASSIGNORS)}")
-    return {member_id: tuple(tps) for member_id, tps in result.items()}
+def _subscriptions(state: GroupState, members: Mapping[str, Member]) -> list[Subscription]:
+    return [
+        Subscription(
+            m.member_id,
+            m.topics,
+            _tps([*state.assigned(m.member_id), *state.previous.get(m.member_id, ())]),
+            state.generation,
+            m.instance_id,
+        )
+        for m in members.values()
+    ]
 
 
-def _rebalanced(state: GroupState, members: dict[str, Member], partition_counts: Mapping[str, int]) -> GroupState:
+def _wanted_counts(members: Mapping[str, Member], partition_counts: Mapping[str, int]) -> dict[str, int]:
     wanted = {t for m in members.values() for t in m.topics}
-    counts = {t: n for t, n in partition_counts.items() if t in wanted}
-    return replace(
+    return {t: n for t, n in partition_counts.items() if t in wanted}
+
+
+def _rebalance(
+    state: GroupState, members: Mapping[str, Member], partition_counts: Mapping[str, int], now_ms: int
+) -> GroupState:
+    """Start a rebalance of ``members`` (the group's new membership); completes at once when
+    nobody has anything to revoke."""
+    members = dict(members)
+    counts = _wanted_counts(members, partition_counts)
+    assignment = {m: state.assigned(m) for m in members}
+    moved = replace(
         state,
-        generation=state.generation + 1,
         members=members,
-        assignment=assign(state.assignor, members.values(), counts),
+        assignment=assignment,
+        rebalance=state.rebalance + 1,
+        rebalance_started_ms=now_ms,
         partition_counts=counts,
     )
+    if not members:
+        return replace(moved, assignment={}, revoking={}, target=None, state=EMPTY, generation=state.generation + 1)
+    if is_cooperative(state.assignor):
+        target = assign(state.assignor, _subscriptions(moved, members), counts)
+        _, revoking = cooperative_round(target, assignment)
+        moved = replace(moved, target=target, revoking={m: tps for m, tps in revoking.items() if tps})
+        moved = replace(moved, state=COMPLETING_REBALANCE)
+    else:
+        moved = replace(moved, target=None, revoking={m: tps for m, tps in assignment.items() if tps})
+        moved = replace(moved, state=PREPARING_REBALANCE)
+    return _maybe_complete(moved)
 
 
-def heartbeat(
-    state: GroupState,
-    member: Member,
-    now_ms: int,
-    partition_counts: Mapping[str, int],
-) -> GroupState:
-    """The state after ``member`` joins or heartbeats at ``now_ms``.
-
-    Members whose session expired are removed. A new generation starts when
-    the member set, a subscription, or a subscribed topic's partition count
-    changed; otherwise only the heartbeat time moves.
-    """
-    live = {m.member_id: m for m in state.live_members(now_ms) if m.member_id != member.member_id}
-    previous = state.members.get(member.member_id)
-    live[member.member_id] = replace(member, last_heartbeat_ms=now_ms)
-    wanted = {t for m in live.values() for t in m.topics}
-    counts = {t: n for t, n in partition_counts.items() if t in wanted}
-    changed = (
-        set(live) != set(state.members)
-        or previous is None
-        or previous.topics != member.topics
-        or counts != dict(state.partition_counts)
+def _maybe_complete(state: GroupState) -> GroupState:
+    """Assign and start the next generation once no member has anything left to revoke."""
+    if any(state.revoking.values()):
+        return state
+    if state.target is not None:
+        target = state.target
+    else:
+        target = assign(state.assignor, _subscriptions(state, state.members), state.partition_counts)
+    return replace(
+        state,
+        assignment={m: _tps(target.get(m, ())) for m in state.members},
+        revoking={},
+        target=None,
+        previous={},
+        state=STABLE if state.members else EMPTY,
+        generation=state.generation + 1,
     )
-    if changed:
-        return _rebalanced(state, live, partition_counts)
-    return replace(state, members=live)
+
+
+def join(
+    state: GroupState, member: Member, now_ms: int, partition_counts: Mapping[str, int], assignor: str = "range"
+) -> GroupState:
+    """The state after ``member`` joins (or rejoins, or changed its subscription).
+
+    An empty group takes the joining member's assignor. A static member whose
+    ``instance_id`` is known replaces its old member id, keeping its
+    assignment; no rebalance unless its subscription changed. A member already
+    in the group with the same subscription changes nothing (idempotent).
+    """
+    if state.empty:
+        state = replace(state, assignor=parse_strategy(assignor), assignment={}, revoking={}, target=None)
+    previous = state.members.get(member.member_id)
+    if previous is not None and previous.topics == member.topics:
+        return _refresh_counts(state, now_ms, partition_counts)
+    members = dict(state.members)
+    if member.instance_id is not None and previous is None:
+        old = state.member_for_instance(member.instance_id)
+        if old is not None:
+            # KIP-345: the same static member under a new id takes over its place.
+            members.pop(old.member_id)
+            members[member.member_id] = member
+            swap = {member.member_id if k == old.member_id else k: v for k, v in state.assignment.items()}
+            revoking = {member.member_id if k == old.member_id else k: v for k, v in state.revoking.items()}
+            target = None
+            if state.target is not None:
+                target = {member.member_id if k == old.member_id else k: v for k, v in state.target.items()}
+            moved = replace(state, members=members, assignment=swap, revoking=revoking, target=target)
+            if old.topics == member.topics:
+                return _refresh_counts(moved, now_ms, partition_counts)
+            return _rebalance(moved, members, partition_counts, now_ms)
+    members[member.member_id] = member
+    return _rebalance(state, members, partition_counts, now_ms)
+
+
+def _refresh_counts(state: GroupState, now_ms: int, partition_counts: Mapping[str, int]) -> GroupState:
+    if _wanted_counts(state.members, partition_counts) != dict(state.partition_counts) and state.members:
+        return _rebalance(state, state.members, partition_counts, now_ms)
+    return state
+
+
+def refresh(state: GroupState, now_ms: int, partition_counts: Mapping[str, int]) -> GroupState:
+    """Rebalance if a subscribed topic's partition count changed (or a topic appeared or went)."""
+    return _refresh_counts(state, now_ms, partition_counts)
+
+
+def sync(state: GroupState, member_id: str, revoked: Collection[TopicPartition]) -> GroupState:
+    """The state after ``member_id`` gave up ``revoked`` (its callback ran, its positions are
+    committed). Unchanged if it still holds partitions it must revoke; the rebalance
+    completes when no member does."""
+    if member_id not in state.members:
+        return state
+    must = set(state.to_revoke(member_id))
+    if not must or not must <= set(revoked):
+        return state
+    assignment = dict(state.assignment)
+    assignment[member_id] = _tps(set(state.assigned(member_id)) - must)
+    revoking = {m: tps for m, tps in state.revoking.items() if m != member_id}
+    previous = dict(state.previous)
+    previous[member_id] = _tps([*previous.get(member_id, ()), *must])
+    return _maybe_complete(replace(state, assignment=assignment, revoking=revoking, previous=previous))
 
 
 def leave(state: GroupState, member_id: str, now_ms: int, partition_counts: Mapping[str, int]) -> GroupState:
-    """The state after ``member_id`` leaves (a new generation if it was a member)."""
-    if member_id not in state.members:
+    """The state after ``member_id`` leaves (its partitions are free); unchanged if it is not a member."""
+    return expire(state, [member_id], now_ms, partition_counts)
+
+
+def expire(
+    state: GroupState, member_ids: Iterable[str], now_ms: int, partition_counts: Mapping[str, int]
+) -> GroupState:
+    """The state without ``member_ids`` (left, session expired, or silent past its rebalance
+    timeout): their partitions are free at once, and the others rebalance."""
+    gone = set(member_ids) & set(state.members)
+    if not gone:
         return state
-    live = {m.member_id: m for m in state.live_members(now_ms) if m.member_id != member_id}
-    return _rebalanced(state, live, partition_counts)
+    members = {m: v for m, v in state.members.items() if m not in gone}
+    kept = replace(
+        state,
+        assignment={m: tps for m, tps in state.assignment.items() if m not in gone},
+        revoking={m: tps for m, tps in state.revoking.items() if m not in gone},
+        previous={m: tps for m, tps in state.previous.items() if m not in gone},
+    )
+    return _rebalance(kept, members, partition_counts, now_ms)
 
 
-def check_commit(state: GroupState | None, generation: int, member_id: str | None, now_ms: int) -> None:
-    """Refuse an offset commit from outside the group's current generation.
+def overdue(state: GroupState, now_ms: int) -> list[str]:
+    """Members that still hold partitions to revoke past their rebalance timeout."""
+    if not state.rebalancing:
+        return []
+    return sorted(
+        m
+        for m, tps in state.revoking.items()
+        if tps and m in state.members and now_ms - state.rebalance_started_ms > state.members[m].rebalance_timeout_ms
+    )
 
-    ``generation`` -1 / ``member_id`` None is a consumer without group
-    membership (``assign``): Kafka accepts its commits only while the group
-    has no live members, and so does this.
+
+def check_commit(
+    state: GroupState | None,
+    generation: int,
+    member_id: str | None,
+    partitions: Collection[TopicPartition] = (),
+    *,
+    live: Collection[str] | None = None,
+    instance_id: str | None = None,
+) -> None:
+    """Refuse an offset commit Kafka's coordinator would refuse (CommitFailedError; nothing is
+    committed).
+
+    A member must be in the group, at its current generation, and commit only
+    partitions it owns or is revoking. ``generation`` -1 / ``member_id`` None
+    is a consumer without membership (``assign``): Kafka accepts its commits
+    only while the group has no live members (``live``: members whose leases
+    are fresh; by default every member counts). A static member replaced by a
+    newer instance of itself gets FencedInstanceIdError.
     """
     if member_id is None:
-        if state is not None and state.live_members(now_ms):
+        alive = set(state.members) if state is not None else set()
+        if live is not None:
+            alive &= set(live)
+        if alive:
             raise CommitFailedError(
-                f"group {state.group_id!r} has live members: a consumer that is not one of them "
+                f"group {state.group_id!r} has live members: a consumer that is not one of them "  # type: ignore[union-attr]
                 "(manual assign) cannot commit offsets for it"
             )
         return
     if state is None or member_id not in state.members:
+        if state is not None and instance_id is not None and state.member_for_instance(instance_id) is not None:
+            raise FencedInstanceIdError(
+                f"group.instance.id {instance_id!r} joined group {state.group_id!r} again under another member id; "
+                "this instance is fenced"
+            )
         raise CommitFailedError(
             f"member {member_id} is not in group {state.group_id if state else '?'!r} "
             "(its session timed out or it left); the commit was refused, nothing was committed"
@@ -207,4 +391,11 @@ def check_commit(state: GroupState | None, generation: int, member_id: str | Non
         raise CommitFailedError(
             f"commit from member {member_id} of generation {generation} refused: group {state.group_id!r} "
             f"is at generation {state.generation} (a rebalance happened); nothing was committed"
+        )
+    allowed = set(state.assigned(member_id)) | set(state.to_revoke(member_id))
+    foreign = sorted(str(tp) for tp in partitions if tp not in allowed)
+    if foreign:
+        raise CommitFailedError(
+            f"member {member_id} of group {state.group_id!r} does not own {', '.join(foreign)}; "
+            "the commit was refused, nothing was committed"
         )

@@ -47,7 +47,7 @@ from engine.errors import (
     ProducerFencedError,
     TransactionAbortedError,
 )
-from engine.group_coordinator import GroupLog, offset_records
+from engine.group_coordinator import GroupLog, live_members, offset_records
 from engine.group_state import check_commit
 from engine.offsets import TopicPartition
 from engine.partition_reader import PartitionReader
@@ -118,7 +118,7 @@ class TransactionBatch(ProducerBatch):
         app: AppTransaction,
         epoch: int,
         transactional_id: str,
-        group: tuple[GroupLog, ConsumerGroupMetadata] | None,
+        group: tuple[GroupLog, ConsumerGroupMetadata, list[TopicPartition]] | None,
     ) -> None:
         super().__init__(records, producer_id, app, producer_epoch=epoch)
         self._epoch = epoch
@@ -133,8 +133,12 @@ class TransactionBatch(ProducerBatch):
                 "nothing of this transaction was committed"
             )
         if self._group is not None:
-            group_log, meta = self._group
-            check_commit(group_log.latest(view).state, meta.generation, meta.member_id, int(time.time() * 1000))
+            group_log, meta, partitions = self._group
+            state = group_log.latest(view).state
+            live = None
+            if meta.member_id is None and state is not None:
+                live = live_members(group_log, state, int(time.time() * 1000))
+            check_commit(state, meta.generation, meta.member_id, partitions, live=live)
 
     def prepare(self, view: TableState) -> dict[TopicPartition, int]:
         counts = super().prepare(view)
@@ -293,7 +297,7 @@ class TransactionalProducer:
                 ):
                     batch.add(group_tp, key, value, None, now, len(key) + len(value), len(batch))
                 group_log = GroupLog(self._store.reader, self._records_reader, self._group.group_id, partitions)
-                group = (group_log, self._group)
+                group = (group_log, self._group, list(self._offsets))
             if not len(batch):
                 batch.complete(None, {})  # type: ignore[arg-type]
                 self.state = TransactionState.READY
