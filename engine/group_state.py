@@ -361,7 +361,8 @@ def check_commit(
     committed).
 
     A member must be in the group, at its current generation, and commit only
-    partitions it owns or is revoking. ``generation`` -1 / ``member_id`` None
+    partitions it owns or is revoking; at an older generation, only partitions
+    it still owns (the rebalance since did not move them). ``generation`` -1 / ``member_id`` None
     is a consumer without membership (``assign``): Kafka accepts its commits
     only while the group has no live members (``live``: members whose leases
     are fresh; by default every member counts). A static member replaced by a
@@ -388,10 +389,15 @@ def check_commit(
             "(its session timed out or it left); the commit was refused, nothing was committed"
         )
     if state.generation != generation:
-        raise CommitFailedError(
-            f"commit from member {member_id} of generation {generation} refused: group {state.group_id!r} "
-            f"is at generation {state.generation} (a rebalance happened); nothing was committed"
-        )
+        # A rebalance completed that this member did not take part in (with cooperative-sticky a
+        # member that keeps all its partitions is not asked to). Partitions it still owns are its
+        # own to commit; any other commit from an old generation is refused, as Kafka does.
+        if not partitions or not set(partitions) <= set(state.assigned(member_id)):
+            raise CommitFailedError(
+                f"commit from member {member_id} of generation {generation} refused: group {state.group_id!r} "
+                f"is at generation {state.generation} (a rebalance happened); nothing was committed"
+            )
+        return
     allowed = set(state.assigned(member_id)) | set(state.to_revoke(member_id))
     foreign = sorted(str(tp) for tp in partitions if tp not in allowed)
     if foreign:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from engine import TopicPartition
@@ -86,12 +88,16 @@ def test_offsets_of_a_stale_group_generation_are_refused_with_the_records(store)
     stale = consumer.group_metadata()
     other = store.consumer("g", heartbeat_interval_ms=300, session_timeout_ms=4000)
     other.subscribe(["a"])
-    other.poll(timeout_ms=100)  # a new generation
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not other.assignment():  # a new generation
+        other.poll(timeout_ms=100)
+        consumer.poll(timeout_ms=100)
+    (moved,) = other.assignment()
     producer = store.transactional_producer("tx")
     producer.init_transactions()
     producer.begin_transaction()
     producer.send("out", "processed")
-    producer.send_offsets_to_transaction({("a", 0): 1}, stale)
+    producer.send_offsets_to_transaction({moved: 1}, stale)
     with pytest.raises(CommitFailedError, match="generation"):
         producer.commit_transaction()
     producer.abort_transaction()
