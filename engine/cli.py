@@ -475,6 +475,25 @@ def cmd_perf_commit(args: argparse.Namespace, out: Callable[[str], None]) -> Non
     )
 
 
+def cmd_perf_groups(args: argparse.Namespace, out: Callable[[str], None]) -> None:
+    from engine.perf_groups import perf_groups
+
+    try:
+        sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+    except ValueError as exc:
+        raise InvalidConfigError(f"--sizes takes group sizes like 1,4,8,16; got {args.sizes!r}") from exc
+    if not sizes or min(sizes) < 1:
+        raise InvalidConfigError(f"--sizes takes group sizes like 1,4,8,16; got {args.sizes!r}")
+    perf_groups(
+        sizes,
+        records=args.num_records,
+        idle_seconds=args.idle_seconds,
+        kafka=not args.no_kafka,
+        work_dir=args.work_dir,
+        out=out,
+    )
+
+
 def cmd_perf_stream(args: argparse.Namespace, out: Callable[[str], None]) -> None:
     from spark_connector.perf_stream import perf_stream
 
@@ -685,6 +704,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--large-versions", type=int, default=20_000)
     p.add_argument("--work-dir", help="where the temporary stores go (default: the system's temp directory)")
     p.set_defaults(func=cmd_perf_commit)
+    p = psub.add_parser(
+        "groups", help="consumer groups of N processes: throughput, rebalances, duplicates, next to a Kafka broker"
+    )
+    p.add_argument("--sizes", default="1,4,8,16", help="group sizes (members)")
+    p.add_argument("--num-records", type=int, default=1_000_000)
+    p.add_argument("--idle-seconds", type=float, default=60, help="how long to count an idle group's commits")
+    p.add_argument("--no-kafka", action="store_true", help="skip the Apache Kafka broker side")
+    p.add_argument("--work-dir", help="where the temporary stores go (default: the system's temp directory)")
+    p.set_defaults(func=cmd_perf_groups)
     p = psub.add_parser("stream", help="streaming copy topic -> topic vs a plain Delta stream copy")
     p.add_argument("--num-records", type=int, default=200_000)
     p.add_argument("--record-size", type=int, default=100)

@@ -137,7 +137,21 @@ CONSUMER_CONFIG_KEYS = key_table(
             "revokes only the partitions that move.",
             check=_strategy_error,
         ),
-        ConfigKey("retries", "int", 20, "Retries of a conflicting offset commit.", minimum=0),
+        ConfigKey(
+            "retries",
+            "int",
+            INT_MAX,
+            "Retries of an offset commit or group change that lost its version to another (bounded by "
+            "default.api.timeout.ms).",
+            minimum=0,
+        ),
+        ConfigKey(
+            "default.api.timeout.ms",
+            "long",
+            60_000,
+            "How long commit() and the group's joins and syncs may take, retries included (Kafka's commitSync bound).",
+            minimum=1,
+        ),
     ]
 )
 
@@ -193,7 +207,9 @@ class Consumer:
         self._records = PartitionReader(store.uri)
         self._writer: Committer | None = None
         self._group_log: GroupLog | None = None
-        self._policy = RetryPolicy(retries=cfg["retries"], backoff_ms=20, backoff_max_ms=500)
+        self._policy = RetryPolicy(
+            retries=cfg["retries"], backoff_ms=20, backoff_max_ms=500, timeout_ms=cfg["default.api.timeout.ms"]
+        )
         # Assignment and positions (consumer thread only).
         self._positions: dict[TopicPartition, int | None] = {}
         self._buffers: dict[TopicPartition, pa.Table] = {}
@@ -517,7 +533,7 @@ class Consumer:
         )
 
     def _change(self, operation: str, change: Any) -> GroupState:
-        return change_group(self._group_writer(), self._log(), operation, change)
+        return change_group(self._group_writer(), self._log(), operation, change, self._policy)
 
     def _run_group_protocol(self) -> None:
         """One round of Kafka's consumer coordinator, in the polling thread: join, revoke and

@@ -30,7 +30,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Literal
 
-from engine.commit import RetryPolicy
 from engine.commit.state import TableState
 from engine.consumer_offsets import (
     OFFSETS_TOPIC,
@@ -47,7 +46,7 @@ from engine.errors import (
     InvalidOffsetError,
     UnknownTopicOrPartitionError,
 )
-from engine.group_coordinator import GroupLog, GroupRecordsBatch, offset_records
+from engine.group_coordinator import GROUP_POLICY, GroupLog, GroupRecordsBatch, offset_records
 from engine.group_leases import LeaseStore, fresh
 from engine.group_state import EMPTY
 from engine.offsets import TopicPartition
@@ -65,7 +64,7 @@ RESET_TARGETS: tuple[str, ...] = ("earliest", "latest", "datetime", "offset")
 
 # Group changes retry like the coordinator's own (change_group): members'
 # heartbeats to the same partition conflict often but briefly.
-_POLICY = RetryPolicy(retries=50, backoff_ms=20, backoff_max_ms=500)
+_POLICY = GROUP_POLICY
 
 
 @dataclass(frozen=True)

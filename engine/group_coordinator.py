@@ -137,8 +137,17 @@ def partition_counts(view: TableState) -> dict[str, int]:
     return {name: t.partitions for name, t in view.topics.items() if not t.internal}
 
 
+# Group changes from admin tools and streaming queries: members' commits to the same partition
+# keep taking versions under load, so the bound is time (as Kafka's default.api.timeout.ms).
+GROUP_POLICY = RetryPolicy(retries=1 << 30, backoff_ms=20, backoff_max_ms=500, timeout_ms=60_000)
+
+
 def change_group(
-    writer: Committer, log: GroupLog, operation: str, change: Callable[[GroupState, int, TableState], GroupState]
+    writer: Committer,
+    log: GroupLog,
+    operation: str,
+    change: Callable[[GroupState, int, TableState], GroupState],
+    policy: RetryPolicy = GROUP_POLICY,
 ) -> GroupState:
     """Commit ``change`` applied to the group's latest state; returns the state after it.
 
@@ -154,7 +163,7 @@ def change_group(
             return []
         return [(group_key(log.group_id), new.to_json().encode())]
 
-    writer.append(GroupRecordsBatch(log, operation, plan), RetryPolicy(retries=50, backoff_ms=20, backoff_max_ms=500))
+    writer.append(GroupRecordsBatch(log, operation, plan), policy)
     return result[0]
 
 

@@ -15,15 +15,15 @@ import contextlib
 import time
 from collections.abc import Mapping
 
-from engine.commit import Committer, RetryPolicy, TableLog
+from engine.commit import Committer, TableLog
 from engine.consumer_offsets import OFFSETS_TOPIC, OffsetAndMetadata
 from engine.errors import TopicExistsError
-from engine.group_coordinator import GroupLog, commit_offsets
+from engine.group_coordinator import GROUP_POLICY, GroupLog, commit_offsets
 from engine.offsets import TopicPartition
 from engine.partition_reader import PartitionReader
 from engine.topic_admin import plan_create_offsets_topic
 
-POLICY = RetryPolicy(retries=50, backoff_ms=20, backoff_max_ms=500)
+POLICY = GROUP_POLICY
 
 
 class GroupOffsetsCommitter:

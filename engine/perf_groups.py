@@ -1,0 +1,392 @@
+"""``lakelog perf groups``: consumer groups of N processes, lakelog next to a real Kafka broker.
+
+The same workload on both sides, each group size in turn (lakelog, then
+Kafka, interleaved per size): a topic of 8 partitions holding ``records``
+records of 100 bytes; N member processes join together, each polling up to
+500 records, committing after every poll; then one more member joins and,
+once the group settled, one leaves. Reported per size and side:
+
+* group throughput: records delivered / time from the start signal to the
+  last record delivered, and its ratio to the 1-member group's;
+* records delivered twice (the run is clean: no kill; must be 0);
+* rebalance settled after the join and after the leave: from the trigger
+  (the new member subscribing; the leaving member closing) to the last
+  ``assigned`` callback of the rebalance, in any member;
+* lakelog only: Delta commits per minute of an idle group of the largest size.
+
+lakelog members are JVM-free processes using lakelog's consumer; Kafka
+members are confluent-kafka (librdkafka) consumers against
+:class:`engine.kafka_reference.KafkaBroker`, both with the range assignor
+(Kafka's default), ``enable.auto.commit=false``, committing synchronously at
+most every 200 ms and in the revocation callback.
+Every store and the broker live in a temporary directory this tool removes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PARTITIONS = 8
+TOPIC = "perf-groups"
+# Members commit as they go: at most this often (and when partitions are revoked), on both sides.
+COMMIT_INTERVAL_S = 0.2
+
+
+# -- members (each a process) --------------------------------------------------------
+
+
+def _logger(path: str, name: str) -> Callable[..., None]:
+    out = open(path, "a", encoding="utf-8")  # noqa: SIM115 - lives as long as the member process
+
+    def record(event: str, **fields: object) -> None:
+        out.write(json.dumps({"t": time.time(), "member": name, "event": event, **fields}) + "\n")
+        out.flush()
+
+    return record
+
+
+def lakelog_member(store_path: str, name: str, log_path: str, go: str, stop: str) -> None:
+    from engine import LogStore
+
+    record = _logger(log_path, name)
+    store = LogStore.open(store_path)
+    consumer = store.consumer(
+        "perf",
+        client_id=name,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        max_poll_records=500,
+        heartbeat_interval_ms=500,
+        session_timeout_ms=10_000,
+    )
+
+    class Listener:
+        def on_partitions_revoked(self, partitions: object) -> None:
+            record("revoked", partitions=sorted(tp.partition for tp in partitions))  # type: ignore[attr-defined]
+            consumer.commit()
+
+        def on_partitions_assigned(self, partitions: object) -> None:
+            record("assigned", partitions=sorted(tp.partition for tp in partitions))  # type: ignore[attr-defined]
+
+    while not os.path.exists(go):
+        time.sleep(0.005)
+    record("subscribing")
+    consumer.subscribe([TOPIC], listener=Listener())
+    next_commit = 0.0
+    while not os.path.exists(stop):
+        table = consumer.poll_arrow(timeout_ms=100)
+        if table.num_rows:
+            partitions = table.column("partition").to_numpy()
+            offsets = table.column("offset").to_numpy()
+            for p in sorted(set(partitions.tolist())):
+                mine = offsets[partitions == p]
+                record("records", p=int(p), first=int(mine[0]), last=int(mine[-1]), n=len(mine))
+            if time.monotonic() >= next_commit:
+                consumer.commit()
+                next_commit = time.monotonic() + COMMIT_INTERVAL_S
+    record("closing")
+    consumer.close(autocommit=False)
+
+
+def kafka_member(bootstrap: str, name: str, log_path: str, go: str, stop: str) -> None:
+    from confluent_kafka import Consumer, KafkaException
+
+    record = _logger(log_path, name)
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "perf",
+            "client.id": name,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "session.timeout.ms": 10_000,
+            "heartbeat.interval.ms": 500,
+            "partition.assignment.strategy": "range",
+        }
+    )
+
+    def on_assign(c: object, partitions: list) -> None:
+        record("assigned", partitions=sorted(tp.partition for tp in partitions))
+
+    def on_revoke(c: object, partitions: list) -> None:
+        record("revoked", partitions=sorted(tp.partition for tp in partitions))
+        if partitions:
+            with contextlib.suppress(KafkaException):  # nothing consumed yet: nothing to commit
+                consumer.commit(asynchronous=False)
+
+    while not os.path.exists(go):
+        time.sleep(0.005)
+    record("subscribing")
+    consumer.subscribe([TOPIC], on_assign=on_assign, on_revoke=on_revoke)
+    next_commit = 0.0
+    while not os.path.exists(stop):
+        messages = consumer.consume(num_messages=500, timeout=0.1)
+        good = [m for m in messages if m.error() is None]
+        if not good:
+            continue
+        by_partition: dict[int, list[int]] = {}
+        for m in good:
+            by_partition.setdefault(m.partition(), []).append(m.offset())
+        for p, offsets in sorted(by_partition.items()):
+            record("records", p=p, first=offsets[0], last=offsets[-1], n=len(offsets))
+        if time.monotonic() >= next_commit:
+            consumer.commit(asynchronous=False)
+            next_commit = time.monotonic() + COMMIT_INTERVAL_S
+    record("closing")
+    consumer.close()
+
+
+# -- one side, one group size ---------------------------------------------------------
+
+
+class Group:
+    """N member processes of one side, their logs, their start and stop files."""
+
+    def __init__(self, work: Path, side: str, target: str) -> None:
+        self.work, self.side, self.target = work, side, target
+        self.go = work / f"{side}.go"
+        self.procs: dict[str, subprocess.Popen] = {}
+
+    def start(self, name: str) -> None:
+        verb = "lakelog-member" if self.side == "lakelog" else "kafka-member"
+        args = [sys.executable, "-m", "engine.perf_groups", verb, self.target, name]
+        args += [str(self.work / f"{name}.jsonl"), str(self.go), str(self.work / f"{name}.stop")]
+        self.procs[name] = subprocess.Popen(
+            args,
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            stderr=open(self.work / f"{name}.err", "w"),  # noqa: SIM115
+        )
+
+    def kill(self) -> None:
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+    def stop(self, name: str) -> None:
+        (self.work / f"{name}.stop").touch()
+        if self.procs[name].wait(timeout=600) != 0:
+            raise RuntimeError(f"{self.side} member {name} failed: {(self.work / f'{name}.err').read_text()[-2000:]}")
+
+    def events(self) -> list[dict]:
+        found = []
+        for name in self.procs:
+            path = self.work / f"{name}.jsonl"
+            if path.exists():
+                found += [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        return sorted(found, key=lambda e: e["t"])
+
+    def delivered(self) -> Counter:
+        seen: Counter = Counter()
+        for e in self.events():
+            if e["event"] == "records":
+                seen.update((e["p"], o) for o in range(e["first"], e["last"] + 1))
+        return seen
+
+
+def _settled(events: list[dict], since: float) -> float:
+    """Seconds from ``since`` to the last ``assigned`` callback after it (the rebalance's end)."""
+    after = [e["t"] for e in events if e["event"] == "assigned" and e["t"] >= since]
+    return (max(after) - since) if after else float("nan")
+
+
+def _wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def run_side(side: str, target: str, work: Path, size: int, records: int) -> dict[str, float]:
+    group = Group(work, side, target)
+    try:
+        return _run(group, side, size, records)
+    finally:
+        group.kill()  # whatever happened: no member outlives the run
+
+
+def _run(group: Group, side: str, size: int, records: int) -> dict[str, float]:
+    names = [f"{side}-{i}" for i in range(size)]
+    for name in names:
+        group.start(name)
+    time.sleep(2.0 if side == "lakelog" else 4.0)  # every process is up and waiting
+    started = time.time()
+    group.go.touch()
+    _wait_for(lambda: sum(group.delivered().values()) >= records, 900, f"{side} to deliver {records} records")
+    seen = group.delivered()
+    last = max(e["t"] for e in group.events() if e["event"] == "records")
+    figures = {
+        "throughput_rps": records / (last - started),
+        "delivered_twice": sum(1 for n in seen.values() if n > 1),
+        "missing": records - len(seen),
+    }
+    # A member joins the settled group, then (once that settled) one leaves.
+    joiner = f"{side}-joiner"
+    group.start(joiner)
+    _wait_for(lambda: any(e["event"] == "subscribing" and e["member"] == joiner for e in group.events()), 60, "join")
+    joined_at = next(e["t"] for e in group.events() if e["event"] == "subscribing" and e["member"] == joiner)
+    time.sleep(12)
+    figures["join_settled_s"] = _settled(group.events(), joined_at)
+    leaving = names[0]
+    left_at = time.time()
+    group.stop(leaving)
+    time.sleep(12)
+    figures["leave_settled_s"] = _settled(group.events(), left_at)
+    for name in [*names[1:], joiner]:
+        group.stop(name)
+    return figures
+
+
+def idle_commits(work: Path, size: int, seconds: float) -> float:
+    """Delta commits per minute in a store whose group of ``size`` members has nothing to read."""
+    from engine import LogStore
+
+    path = str(work / "idle-store")
+    store = LogStore.open(path)
+    store.create_topic(TOPIC, partitions=PARTITIONS)
+    group = Group(work, "lakelog", path)
+    try:
+        for i in range(size):
+            group.start(f"idle-{i}")
+        group.go.touch()
+        _wait_for(
+            lambda: sum(1 for e in group.events() if e["event"] == "assigned") >= min(size, PARTITIONS),
+            120,
+            "assignment",
+        )
+        time.sleep(3)
+        before = store.log.latest_version()
+        time.sleep(seconds)
+        commits = store.log.latest_version() - before
+        for i in range(size):
+            group.stop(f"idle-{i}")
+    finally:
+        group.kill()
+    return commits * 60.0 / seconds
+
+
+def _fill_lakelog(path: str, records: int) -> None:
+    from engine import LogStore
+    from engine.perf_commit import _random_values
+
+    store = LogStore.open(path)
+    store.create_topic(TOPIC, partitions=PARTITIONS)
+    values = _random_values(records, 100)
+    per = records // PARTITIONS
+    with store.producer(linger_ms=0) as producer:
+        for p in range(PARTITIONS):
+            producer.send_batch(TOPIC, values.slice(p * per, per), partition=p).get()
+
+
+def _fill_kafka(bootstrap: str, records: int) -> None:
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(TOPIC, num_partitions=PARTITIONS, replication_factor=1)])[TOPIC].result()
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1 << 20})
+    value = os.urandom(100)
+    per = records // PARTITIONS
+    for p in range(PARTITIONS):
+        for _ in range(per):
+            while True:
+                try:
+                    producer.produce(TOPIC, value=value, partition=p)
+                    break
+                except BufferError:
+                    producer.poll(0.05)
+        producer.flush()
+
+
+def perf_groups(
+    sizes: Sequence[int],
+    *,
+    records: int,
+    idle_seconds: float,
+    kafka: bool,
+    work_dir: str | None,
+    out: Callable[[str], None],
+) -> dict[str, dict[int, dict[str, float]]]:
+    """Run both sides for every group size; print one line per size and side, then the ratios."""
+    work = Path(tempfile.mkdtemp(prefix="lakelog-perf-groups-", dir=work_dir))
+    results: dict[str, dict[int, dict[str, float]]] = {"lakelog": {}, "kafka": {}}
+    broker = None
+    try:
+        if kafka:
+            from engine.kafka_reference import KafkaBroker
+
+            broker = KafkaBroker().start()
+        for size in sizes:
+            records_here = records - records % PARTITIONS
+            store = str(work / f"store-{size}")
+            _fill_lakelog(store, records_here)
+            sides = [("lakelog", store)]
+            if broker is not None:
+                if size == sizes[0]:  # one topic serves every size: each run starts over in a fresh group
+                    _fill_kafka(broker.bootstrap, records_here)
+                sides.append(("kafka", broker.bootstrap))
+            for side, target in sides:
+                side_work = work / f"{side}-{size}"
+                side_work.mkdir()
+                if side == "kafka":
+                    _reset_kafka_group(broker)
+                figures = run_side(side, target, side_work, size, records_here)
+                results[side][size] = figures
+                out(
+                    f"{side:7} {size:2} member(s): {figures['throughput_rps']:,.0f} rec/s, "
+                    f"{figures['delivered_twice']} delivered twice, {figures['missing']} missing; rebalance settled "
+                    f"{figures['join_settled_s']:.2f} s after a join, {figures['leave_settled_s']:.2f} s after a leave"
+                )
+        for side in results:
+            one = results[side].get(sizes[0], {}).get("throughput_rps")
+            if one:
+                ratios = ", ".join(f"{s}: {results[side][s]['throughput_rps'] / one:.2f}" for s in results[side])
+                out(f"{side} group throughput / {sizes[0]}-member group's: {ratios}")
+        if results["kafka"]:
+            out(
+                "lakelog / kafka throughput: "
+                + ", ".join(
+                    f"{s}: {results['lakelog'][s]['throughput_rps'] / results['kafka'][s]['throughput_rps']:.2f}"
+                    for s in results["kafka"]
+                )
+            )
+        if idle_seconds > 0:
+            rate = idle_commits(work, max(sizes), idle_seconds)
+            out(f"lakelog idle group of {max(sizes)} members: {rate:.1f} Delta commits per minute")
+            results["lakelog"]["idle_commits_per_min"] = {"rate": rate}  # type: ignore[index]
+    finally:
+        if broker is not None:
+            broker.stop()
+        shutil.rmtree(work, ignore_errors=True)
+    return results
+
+
+def _reset_kafka_group(broker: object) -> None:
+    """Start each Kafka run from the beginning: delete the group's committed offsets."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})  # type: ignore[attr-defined]
+    with contextlib.suppress(KafkaException):  # the first run: no such group yet
+        admin.delete_consumer_groups(["perf"])["perf"].result()
+
+
+if __name__ == "__main__":
+    verb = sys.argv[1]
+    if verb == "lakelog-member":
+        lakelog_member(*sys.argv[2:7])
+    elif verb == "kafka-member":
+        kafka_member(*sys.argv[2:7])

@@ -1,0 +1,134 @@
+"""Group members in one process (no Spark): callbacks, cooperative rebalances, static members,
+fencing, and liveness kept off the Delta log."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from engine import TopicPartition
+from engine.errors import FencedInstanceIdError
+from engine.group_admin import describe_group
+
+FAST = {"heartbeat_interval_ms": 200, "session_timeout_ms": 2500, "auto_offset_reset": "earliest"}
+TPS = {TopicPartition("t", p) for p in range(4)}
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.events: list[tuple[str, frozenset]] = []
+
+    def on_partitions_revoked(self, partitions):
+        self.events.append(("revoked", frozenset(partitions)))
+
+    def on_partitions_assigned(self, partitions):
+        self.events.append(("assigned", frozenset(partitions)))
+
+    def on_partitions_lost(self, partitions):
+        self.events.append(("lost", frozenset(partitions)))
+
+
+def until(condition, *consumers, timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "the group did not get there in time"
+        for c in consumers:
+            c.poll(timeout_ms=50)
+
+
+@pytest.fixture
+def store(plain_store):
+    plain_store.create_topic("t", partitions=4)
+    with plain_store.producer(linger_ms=0) as producer:
+        for i in range(40):
+            producer.send("t", f"v{i}", partition=i % 4)
+    return plain_store
+
+
+def test_cooperative_rebalances_revoke_only_what_moves_and_the_rest_keeps_being_read(store):
+    first, second = Recorder(), Recorder()
+    a = store.consumer("g", client_id="a", partition_assignment_strategy="cooperative-sticky", **FAST)
+    b = store.consumer("g", client_id="b", partition_assignment_strategy="cooperative-sticky", **FAST)
+    try:
+        a.subscribe(["t"], listener=first)
+        until(lambda: a.assignment() == TPS, a)
+        b.subscribe(["t"], listener=second)
+        until(lambda: len(a.assignment()) == 2 and len(b.assignment()) == 2, a, b)
+        (revoked,) = [p for kind, p in first.events if kind == "revoked"]
+        assert len(revoked) == 2 and revoked == b.assignment()  # only what moved, and exactly that
+        assert first.events[0] == ("assigned", frozenset(TPS))
+        assert second.events == [("assigned", frozenset(b.assignment()))]
+        d = describe_group(store, "g")
+        assert (d.state, d.assignor) == ("Stable", "cooperative-sticky") and len(d.members) == 2
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_static_member_restarted_within_its_session_gets_its_partitions_back_without_a_rebalance(store):
+    static = store.consumer("g", client_id="s", group_instance_id="worker-1", **FAST)
+    other = store.consumer("g", client_id="o", **FAST)
+    try:
+        static.subscribe(["t"])
+        other.subscribe(["t"])
+        until(lambda: static.assignment() and other.assignment(), static, other)
+        mine, generation = static.assignment(), static.group_metadata().generation
+        static.close()  # a static member does not leave: its partitions wait for it
+        assert describe_group(store, "g").generation == generation
+        commits_before = len(store.history_entries())
+        again = store.consumer("g", client_id="s2", group_instance_id="worker-1", **FAST)
+        again.subscribe(["t"])
+        until(lambda: again.assignment(), again, other)
+        assert again.assignment() == mine and again.group_metadata().generation == generation
+        joins = [e.operation for e in store.history_entries()[commits_before:]]
+        assert joins == ["join_group"]  # it took its old place: no sync, no new generation
+        other.poll(timeout_ms=50)
+        assert other.group_metadata().generation == generation
+        # A second instance with the same id takes the place over: the first is fenced.
+        twin = store.consumer("g", client_id="s3", group_instance_id="worker-1", **FAST)
+        twin.subscribe(["t"])
+        until(lambda: twin.assignment(), twin)
+        with pytest.raises(FencedInstanceIdError, match="worker-1"):
+            again.poll(timeout_ms=0)
+        twin.close()
+    finally:
+        other.close()
+
+
+def test_a_member_removed_for_silence_finds_its_partitions_lost_and_the_rest_take_them(store):
+    lost = Recorder()
+    a = store.consumer("g", client_id="a", **FAST)
+    b = store.consumer("g", client_id="b", **FAST)
+    try:
+        a.subscribe(["t"], listener=lost)
+        b.subscribe(["t"])
+        until(lambda: a.assignment() and b.assignment(), a, b)
+        mine = a.assignment()
+        a._stop_heartbeats()  # a hung process: no lease renewals, no polls
+        until(lambda: b.assignment() == TPS, b)
+        assert ("lost", frozenset(mine)) not in lost.events  # a has not polled yet
+        a.poll(timeout_ms=0)  # it wakes up: what it had is lost, and it joins again
+        assert ("lost", frozenset(mine)) in lost.events
+        operations = [e.operation for e in store.history_entries()]
+        assert "expire_members" in operations and "heartbeat" not in operations
+    finally:
+        a.close()
+        b.close()
+
+
+def test_an_idle_group_writes_nothing_to_the_table(store):
+    members = [store.consumer("g", client_id=f"m{i}", enable_auto_commit=False, **FAST) for i in range(3)]
+    try:
+        for m in members:
+            m.subscribe(["t"])
+        until(lambda: all(m.assignment() for m in members), *members)
+        version = store.log.latest_version()
+        for _ in range(20):  # several heartbeat intervals of polling that finds nothing new
+            for m in members:
+                m.poll(timeout_ms=50)
+        assert store.log.latest_version() == version
+        assert len(describe_group(store, "g").members) == 3
+    finally:
+        for m in members:
+            m.close()
