@@ -17,6 +17,9 @@ from engine.errors import (
     UnknownTopicOrPartitionError,
 )
 from engine.group_admin import GroupListing, PartitionOffsets, delete_group, describe_group, list_groups, reset_offsets
+from engine.group_coordinator import GroupLog, change_group, partition_counts
+from engine.group_state import expire
+from engine.partition_reader import PartitionReader
 
 pytestmark = pytest.mark.spark
 
@@ -174,6 +177,39 @@ def test_groups_cli(store, capsys):
     ]
     assert lines[1:] == [["g", "orders", "0", "5", "7", "2", "-", "-"], ["g", "orders", "1", "3", "3", "0", "-", "-"]]
     assert "has no active members" in err
+
+    # kafka-consumer-groups --describe --members --verbose / --state, with a live member.
+    member = store.consumer("g", client_id="worker-1", group_instance_id="w1", enable_auto_commit=False, **MEMBER)
+    member.subscribe(["orders"])
+    member.poll(timeout_ms=0)
+    code, out, _ = run(capsys, *s, "groups", "describe", "--group", "g", "--members", "--verbose")
+    lines = [line.split() for line in out.splitlines()]
+    assert lines[0] == [
+        "GROUP",
+        "CONSUMER-ID",
+        "GROUP-INSTANCE-ID",
+        "CLIENT-ID",
+        "#PARTITIONS",
+        "ASSIGNMENT",
+        "REVOKING",
+    ]
+    assert lines[1][2:] == ["w1", "worker-1", "2", "orders(0,1)", "-"]
+    code, out, _ = run(capsys, *s, "groups", "describe", "--group", "g", "--state")
+    assert [line.split() for line in out.splitlines()] == [
+        ["GROUP", "ASSIGNMENT-STRATEGY", "STATE", "GENERATION", "#MEMBERS"],
+        ["g", "range", "Stable", "1", "1"],
+    ]
+    code, out, err = run(capsys, *s, "groups", "describe", "--group", "g")
+    assert "is Stable (generation 1)" in err and all(line.split()[-1] == "worker-1" for line in out.splitlines()[1:])
+    member.close()  # a static member does not leave: expire it as the others would
+    assert len(describe_group(store, "g").members) == 1
+    log = GroupLog(store.log, PartitionReader(store.uri), "g", 50)
+    change_group(
+        store._new_writer("admin"),
+        log,
+        "expire_members",
+        lambda st, now, v: expire(st, list(st.members), now, partition_counts(v)),
+    )
 
     # Without --execute: a dry run that prints the plan and commits nothing.
     code, out, err = run(capsys, *s, "groups", "reset-offsets", "--group", "g", "--topic", "orders", "--to-earliest")

@@ -12,6 +12,7 @@ import java.nio.file.Paths;
 import java.nio.file.StandardCopyOption;
 import java.nio.file.StandardOpenOption;
 import java.util.Iterator;
+import java.util.UUID;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.Path;
 
@@ -40,9 +41,12 @@ public class AtomicLocalLogStore extends HadoopFileSystemLogStore {
         java.nio.file.Path target = Paths.get(path.toUri());
         java.nio.file.Path dir = target.getParent();
         Files.createDirectories(dir);
-        java.nio.file.Path temp = Files.createTempFile(dir, "." + target.getFileName() + ".", ".tmp");
+        // Not Files.createTempFile: its files are owner-only (0600), and a commit file keeps the
+        // mode of the file it is linked from; other users' Delta readers could not read it. A
+        // plain new file gets what the process umask gives, as Delta's own writers' files do.
+        java.nio.file.Path temp = dir.resolve("." + target.getFileName() + "." + UUID.randomUUID() + ".tmp");
         try {
-            try (FileChannel channel = FileChannel.open(temp, StandardOpenOption.WRITE, StandardOpenOption.TRUNCATE_EXISTING);
+            try (FileChannel channel = FileChannel.open(temp, StandardOpenOption.WRITE, StandardOpenOption.CREATE_NEW);
                  OutputStream out = Channels.newOutputStream(channel)) {
                 while (actions.hasNext()) {
                     out.write((actions.next() + "\n").getBytes(StandardCharsets.UTF_8));

@@ -1,0 +1,54 @@
+"""Member leases off the Delta log, on a local directory and on the loopback S3 server, and the
+observer-clock liveness rule (no Spark)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from engine import LogStore
+from engine.group_leases import Lease, LeaseStore, Liveness, fresh
+
+
+@pytest.fixture(params=["local", "s3"])
+def uri(request, tmp_path) -> str:
+    if request.param == "local":
+        return str(tmp_path / "store")
+    return request.getfixturevalue("s3_uri")
+
+
+def test_leases_are_renewed_read_and_removed_beside_the_table_not_in_it(uri):
+    store = LogStore.open(uri)
+    version = store.log.latest_version()
+    leases = LeaseStore(uri, "group/with odd:chars")
+    assert leases.read() == {}
+    leases.renew("m-1", None)
+    leases.renew("m 2", "instance-a")
+    first = leases.read()
+    assert set(first) == {"m-1", "m 2"} and all(isinstance(v, Lease) for v in first.values())
+    time.sleep(1.1)  # S3's LastModified has whole seconds
+    leases.renew("m-1", None)
+    second = leases.read()
+    assert second["m-1"].token != first["m-1"].token and second["m 2"].token == first["m 2"].token
+    assert fresh(second, {"m-1": 60_000, "m 2": 60_000, "m-3": 60_000}, int(time.time() * 1000)) == {"m-1", "m 2"}
+    leases.remove("m 2")
+    leases.remove("never-there")
+    assert set(leases.read()) == {"m-1"}
+    assert store.log.latest_version() == version  # no Delta commit for any of it
+    leases.remove_all()
+    assert leases.read() == {}
+
+
+def test_a_member_is_silent_only_after_the_observer_saw_its_lease_unchanged_for_its_session():
+    seen = Liveness(now=100.0)
+    members = {"a": 5_000, "b": 5_000, "gone": 5_000}
+    lease = {"a": Lease("a", 0, "t1"), "b": Lease("b", 0, "t1")}
+    seen.observe(lease, members, 100.0)
+    assert seen.silent(members, 104.0) == []
+    seen.observe({"a": Lease("a", 0, "t2"), "b": lease["b"]}, members, 104.0)  # a renewed, b did not
+    assert seen.silent(members, 105.5) == ["b", "gone"]  # no lease at all counts from the observer's start
+    assert seen.silent(members, 108.0) == ["b", "gone"]
+    assert seen.silent(members, 109.5) == ["a", "b", "gone"]
+    seen.observe({}, {"a": 5_000}, 110.0)  # members that left the group are forgotten
+    assert seen.silent({"b": 5_000}, 200.0) == []
