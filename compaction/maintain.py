@@ -10,6 +10,11 @@ snapshot (so live producers, sinks and streams keep running):
 3. OPTIMIZE: runs of small files become files near ``segment.bytes``
    (``dataChange=false``: no reader sees a change).
 
+Before them, files whose offset ranges overlap (left by a plain Delta
+OPTIMIZE) are rewritten in offset order (``dataChange=false``), since the
+three steps above assume disjoint ranges; a partition that still overlaps
+when a step plans (a foreign OPTIMIZE landed meanwhile) is left out of it.
+
 Then VACUUM deletes files no snapshot within ``delta.deletedFileRetentionDuration``
 (default 7 days) references, and expired Delta log files are cleaned up
 (``delta.logRetentionDuration``, up to the last checkpoint). A step that
@@ -26,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from compaction.files import PartitionLog, partition_logs
-from compaction.plan import cleanable_files, compaction_bins, optimize_bins, retention_victims
+from compaction.plan import cleanable_files, compaction_bins, optimize_bins, overlapping_runs, retention_victims
 from compaction.rewrite import CompactTask, OptimizeTask, TaskResult, run_compact, run_optimize, run_tasks
 from compaction.step import MaintenanceStep, commit_step
 from engine.commit import Committer, RetryPolicy, TableLog, normalize_uri
@@ -194,7 +199,7 @@ def _maintain_topic(ctx: _Context, topic: str, optimize: bool, replans: int) -> 
     unplannable = sorted(tp.partition for tp, p in logs.items() if p.unplannable)
     if unplannable:
         report.skipped.append(f"partitions {unplannable} have files without offset statistics")
-    steps = []
+    steps = [("sort", _plan_sort)]
     if "delete" in policy:
         steps.append(("retention", _plan_retention))
     if "compact" in policy:
@@ -209,6 +214,11 @@ def _maintain_topic(ctx: _Context, topic: str, optimize: bool, replans: int) -> 
                 report.skipped.append(f"{operation}: the topic was deleted meanwhile")
                 return report
             logs = {tp: _without(p, deleted) for tp, p in logs.items() if not p.unplannable}
+            if operation != "sort":
+                overlapping = sorted(tp.partition for tp, p in logs.items() if overlapping_runs(p.files))
+                if overlapping:
+                    report.skipped.append(f"{operation}: partitions {overlapping} hold files whose offsets overlap")
+                    logs = {tp: p for tp, p in logs.items() if tp.partition not in overlapping}
             ctx.progress(f"{topic}: {operation}, planning on version {version}")
             step = plan(ctx, meta, logs, report)
             if step is not None and ctx.dry_run:
@@ -261,6 +271,31 @@ def _undo_counts(report: TopicReport, step: MaintenanceStep) -> None:
     report.files_optimized -= counts.get("files_optimized", 0)
     report.files_deleted_by_retention -= counts.get("files_deleted", 0)
     report.bytes_deleted_by_retention -= counts.get("bytes_deleted", 0)
+
+
+def _plan_sort(
+    ctx: _Context, meta: TopicMetadata, logs: dict[TopicPartition, PartitionLog], report: TopicReport
+) -> MaintenanceStep | None:
+    tasks = []
+    for tp, plog in sorted(logs.items()):
+        runs = overlapping_runs(plog.files)
+        if runs:
+            tasks.append(OptimizeTask(ctx.uri, tp, tuple(tuple(r) for r in runs)))
+    if not tasks:
+        return None
+    files = sum(len(b) for t in tasks for b in t.bins)
+    ctx.progress(
+        f"{meta.name}: {files} file(s) of {len(tasks)} partition(s) overlap in offsets (a plain Delta OPTIMIZE?); "
+        "rewriting them in offset order"
+    )
+    if ctx.dry_run:
+        merged = files - sum(len(t.bins) for t in tasks)
+        report.files_optimized += merged
+        bins = [b for t in tasks for b in t.bins]
+        step = MaintenanceStep("sort", meta.name, meta.topic_id, [f for b in bins for f in b], [], {})
+        step.bins = bins
+        return step
+    return _step_from_results("sort", meta, run_tasks(tasks, run_optimize, ctx.spark), report, None)
 
 
 def _plan_retention(

@@ -19,6 +19,12 @@ Every file keeps its first record through compaction (see
 :mod:`compaction.log_cleaner`), so a file's minimum offset is the start of
 the range it covers for ever after, and retention moves the log start to
 exactly where Kafka would put it.
+
+All of that assumes files whose offset ranges do not overlap, which is what
+lakelog writes. A plain Delta OPTIMIZE (Spark's, delta-rs') bins files by
+size, not by offset, and may leave files whose ranges interleave; such runs
+are first rewritten in offset order (:func:`overlapping_runs`) before any
+other rule applies to the partition.
 """
 
 from __future__ import annotations
@@ -112,3 +118,21 @@ def cleanable_files(files: Sequence[LiveFile], *, now_ms: int, min_compaction_la
             break
         cleanable.append(f)
     return cleanable
+
+
+def overlapping_runs(files: Sequence[LiveFile]) -> list[list[LiveFile]]:
+    """The runs of ``files`` (sorted by first offset) whose offset ranges overlap, two files or more each.
+
+    Rewriting each run into one file holding its records in offset order
+    leaves a partition whose files cover disjoint ranges, which every other
+    rule here assumes.
+    """
+    runs: list[list[LiveFile]] = []
+    reach = -1
+    for f in files:
+        if runs and f.min_offset <= reach:
+            runs[-1].append(f)
+        else:
+            runs.append([f])
+        reach = max(reach, f.max_offset)
+    return [r for r in runs if len(r) >= 2]

@@ -24,14 +24,15 @@ from engine.commit.info import TAG_CLIENT, TAG_DETAILS, TAG_OPERATION, TAG_TOPIC
 from engine.data_files import DataFile
 
 # Delta's own names where Delta has the operation, so DESCRIBE HISTORY reads naturally.
-DELTA_OPERATIONS = {"optimize": "OPTIMIZE", "compact": "LOG COMPACTION", "retention": "DELETE"}
+# "sort" rewrites files whose offset ranges overlap in offset order: an OPTIMIZE to Delta.
+DELTA_OPERATIONS = {"optimize": "OPTIMIZE", "sort": "OPTIMIZE", "compact": "LOG COMPACTION", "retention": "DELETE"}
 
 
 @dataclass
 class MaintenanceStep:
     """One step on one topic: files it removes, files it adds, and what it tells history."""
 
-    operation: str  # optimize | compact | retention
+    operation: str  # sort | optimize | compact | retention
     topic: str
     topic_id: str
     removed: Sequence[LiveFile]
@@ -42,7 +43,7 @@ class MaintenanceStep:
 
     @property
     def data_change(self) -> bool:
-        return self.operation != "optimize"
+        return self.operation not in ("optimize", "sort")
 
     def change(self, client_id: str) -> MaintenanceChange:
         """The step as the commit core takes it."""

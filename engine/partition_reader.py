@@ -63,13 +63,15 @@ class PartitionReader:
         more than ``max_records``).
         """
         parts = []
-        held = 0
+        held, top = 0, -1
         # A partition's files from a table state are found by bisection (a long log costs a
         # seek no more than a short one); any other collection of files is filtered.
         candidates = (
             files.covering(start, end) if isinstance(files, PartitionFiles) else files_for_range(files, tp, start, end)
         )
         limit = end
+        # A file without statistics may hold any offset: then every candidate is read.
+        may_stop = max_records is not None and all(f.has_offset_stats for f in candidates[-1:])
         for i, f in enumerate(candidates):
             part = self.read_file(f.path, offsets=(start, end))
             offsets = part.column("offset")
@@ -79,11 +81,19 @@ class PartitionReader:
             part = part.filter(keep)
             parts.append(part)
             held += part.num_rows
+            if part.num_rows:
+                top = max(top, pc.max(part.column("offset")).as_py())
             rest = candidates[i + 1 :]
-            if max_records is not None and held >= max_records and rest and rest[0].has_offset_stats:
-                # Everything below the next file's first offset is in hand.
-                limit = rest[0].min_offset if limit is None else min(limit, rest[0].min_offset)
-                break
+            if may_stop and rest:
+                # Everything below the next file's first offset is in hand; stop once that
+                # is enough (a merged file's rows may all lie past it: then read on).
+                bound = rest[0].min_offset if end is None else min(end, rest[0].min_offset)
+                below = (
+                    held if top < bound else sum(pc.sum(pc.less(p.column("offset"), bound)).as_py() or 0 for p in parts)
+                )
+                if below >= max_records:  # type: ignore[operator]
+                    limit = bound
+                    break
         schema = pa.schema([LOG_ARROW_SCHEMA.field(n) for n in _DATA_COLUMNS])
         table = pa.concat_tables(parts).sort_by("offset") if parts else schema.empty_table()
         if limit is not None and limit != end and table.num_rows:

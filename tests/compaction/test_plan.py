@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from compaction.files import LiveFile
-from compaction.plan import cleanable_files, optimize_bins, retention_victims
+from compaction.plan import cleanable_files, optimize_bins, overlapping_runs, retention_victims
 from engine.offsets import TopicPartition
 
 TP = TopicPartition("t", 0)
@@ -60,3 +60,19 @@ def test_cleanable_prefix_stops_at_the_active_file_and_at_young_records():
     assert names(cleanable_files(fs, now_ms=1000, min_compaction_lag_ms=0)) == ["f0", "f1", "f2"]
     assert names(cleanable_files(fs, now_ms=1000, min_compaction_lag_ms=500)) == ["f0", "f1"]
     assert cleanable_files(fs, now_ms=1000, min_compaction_lag_ms=950) == []
+
+
+def ranged(*ranges: tuple[int, int]) -> list[LiveFile]:
+    return [LiveFile(f"f{i}", TP, 10, hi - lo + 1, lo, hi, 1, 1) for i, (lo, hi) in enumerate(sorted(ranges))]
+
+
+def test_overlapping_runs_are_the_maximal_clusters_of_interleaved_ranges():
+    # A plain OPTIMIZE that binned by size: [0..29] holds 0-9 and 20-29, [10..19] sits inside it.
+    fs = ranged((0, 29), (10, 19), (30, 39), (40, 55), (41, 42), (56, 60), (60, 70))
+    assert [names(r) for r in overlapping_runs(fs)] == [["f0", "f1"], ["f3", "f4"], ["f5", "f6"]]
+    assert overlapping_runs(files(10, 10, 10)) == []  # lakelog's own layout: disjoint ranges
+    assert overlapping_runs([]) == []
+    # A file reaching past its neighbours chains them into one run.
+    assert [names(r) for r in overlapping_runs(ranged((0, 100), (5, 6), (50, 60), (101, 102)))] == [
+        ["f0", "f1", "f2"]
+    ]
