@@ -4,6 +4,7 @@ rewrites such a partition in offset order before applying its own rules. No JVM.
 
 from __future__ import annotations
 
+import itertools
 import random
 import tempfile
 import time
@@ -58,7 +59,7 @@ def foreign_rewrite(store: LogStore, chosen: list[LiveFile], cuts: list[int], sh
     rows = rows.take(pa.array(order))
     added = []
     edges = [0, *sorted(c % max(rows.num_rows, 1) for c in cuts), rows.num_rows]
-    for lo, hi in zip(edges, edges[1:], strict=False):
+    for lo, hi in itertools.pairwise(edges):
         if hi > lo:
             added += writer.write(with_partition_columns(TP, rows.slice(lo, hi - lo)), data_change=False)
     state = store.log.latest()
