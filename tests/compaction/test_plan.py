@@ -73,6 +73,4 @@ def test_overlapping_runs_are_the_maximal_clusters_of_interleaved_ranges():
     assert overlapping_runs(files(10, 10, 10)) == []  # lakelog's own layout: disjoint ranges
     assert overlapping_runs([]) == []
     # A file reaching past its neighbours chains them into one run.
-    assert [names(r) for r in overlapping_runs(ranged((0, 100), (5, 6), (50, 60), (101, 102)))] == [
-        ["f0", "f1", "f2"]
-    ]
+    assert [names(r) for r in overlapping_runs(ranged((0, 100), (5, 6), (50, 60), (101, 102)))] == [["f0", "f1", "f2"]]
