@@ -383,7 +383,7 @@ def cmd_groups_delete(args: argparse.Namespace, out: Callable[[str], None]) -> N
 
 
 def cmd_perf_produce(args: argparse.Namespace, out: Callable[[str], None]) -> None:
-    from engine.perf import perf_produce_dataframe, perf_produce_producer, ratio
+    from benchmarks.produce_consume import perf_produce_dataframe, perf_produce_producer, ratio
 
     store = _open_store(args)
     if args.topic not in store.list_topics():
@@ -411,7 +411,7 @@ def cmd_perf_produce(args: argparse.Namespace, out: Callable[[str], None]) -> No
 
 
 def cmd_perf_consume(args: argparse.Namespace, out: Callable[[str], None]) -> None:
-    from engine.perf import perf_consume, perf_consume_group, ratio
+    from benchmarks.produce_consume import perf_consume, perf_consume_group, ratio
 
     store = _open_store(args)
     if args.group:
@@ -432,7 +432,7 @@ def cmd_perf_consume(args: argparse.Namespace, out: Callable[[str], None]) -> No
 
 
 def cmd_perf_transactions(args: argparse.Namespace, out: Callable[[str], None]) -> None:
-    from engine.perf import perf_transactions
+    from benchmarks.produce_consume import perf_transactions
 
     store = _open_store(args)
     if args.topic not in store.list_topics():
@@ -455,7 +455,7 @@ def cmd_perf_transactions(args: argparse.Namespace, out: Callable[[str], None]) 
 
 
 def cmd_perf_commit(args: argparse.Namespace, out: Callable[[str], None]) -> None:
-    from engine.perf_commit import SECTIONS, perf_commit
+    from benchmarks.commit import SECTIONS, perf_commit
 
     sections = [s.strip() for s in args.sections.split(",") if s.strip()]
     unknown = [s for s in sections if s not in SECTIONS]
@@ -476,7 +476,7 @@ def cmd_perf_commit(args: argparse.Namespace, out: Callable[[str], None]) -> Non
 
 
 def cmd_perf_groups(args: argparse.Namespace, out: Callable[[str], None]) -> None:
-    from engine.perf_groups import perf_groups
+    from benchmarks.groups import perf_groups
 
     try:
         sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
@@ -495,7 +495,7 @@ def cmd_perf_groups(args: argparse.Namespace, out: Callable[[str], None]) -> Non
 
 
 def cmd_perf_stream(args: argparse.Namespace, out: Callable[[str], None]) -> None:
-    from spark_connector.perf_stream import perf_stream
+    from benchmarks.stream import perf_stream
 
     store = _open_store(args)
     figures = perf_stream(
@@ -529,7 +529,7 @@ def cmd_maintain(args: argparse.Namespace, out: Callable[[str], None]) -> None:
 
 
 def cmd_perf_maintain(args: argparse.Namespace, out: Callable[[str], None]) -> None:
-    from compaction.perf_maintain import perf_maintain
+    from benchmarks.maintain import perf_maintain
 
     store = _open_store(args)
     perf_maintain(

@@ -32,6 +32,16 @@ def test_perf_commit_prints_every_section_with_its_baseline(tmp_path, capsys):
     assert list(tmp_path.iterdir()) == []  # its temporary stores are gone
 
 
+@pytest.mark.slow
+def test_perf_groups_runs_member_processes_and_reports_duplicates_and_settle_times(tmp_path, capsys):
+    argv = ["perf", "groups", "--sizes", "2", "--num-records", "4000", "--idle-seconds", "2", "--no-kafka"]
+    assert main([*argv, "--work-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "lakelog  2 member(s):" in out and "0 delivered twice, 0 missing" in out
+    assert "lakelog idle group of 2 members: 0.0 Delta commits per minute" in out
+    assert "kafka" not in out  # --no-kafka: no broker side
+
+
 @pytest.mark.spark
 def test_perf_produce_and_consume_compare_with_plain_delta(spark, tmp_path, capsys):
     store = str(tmp_path / "perf")

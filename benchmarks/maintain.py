@@ -19,11 +19,11 @@ from collections.abc import Callable
 from pyspark.sql import functions as F
 from pyspark.sql.window import Window
 
+from benchmarks.produce_consume import batch_frame
 from compaction.maintain import maintain
 from engine.commit import Committer, RetryPolicy, TableLog
 from engine.offsets import TopicPartition
 from engine.partition_reader import PartitionReader, files_for_range
-from engine.perf import batch_frame
 from engine.producer_batch import ProducerBatch, RecordBatch
 from engine.store import LogStore
 

@@ -210,7 +210,7 @@ def contention(work: str, processes: int, batches: int, out: Callable[[str], Non
     go = f"{work}/go"
     children = [
         subprocess.Popen(
-            [sys.executable, "-m", "engine.perf_commit", "contention-worker", path, f"w{i}", str(batches), "100", go],
+            [sys.executable, "-m", "benchmarks.commit", "contention-worker", path, f"w{i}", str(batches), "100", go],
             cwd=ROOT,
             env={**os.environ, "PYTHONPATH": str(ROOT)},
             stdout=subprocess.PIPE,
@@ -305,7 +305,7 @@ def _measure(store, samples: int) -> tuple[float, float]:
 _FRESH = """
 import json, sys
 from engine import LogStore
-from engine.perf_commit import _measure
+from benchmarks.commit import _measure
 print(json.dumps(_measure(LogStore.open(sys.argv[1]), int(sys.argv[2]))))
 """
 

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 
+from benchmarks.produce_consume import batch_frame
 from engine.commit import TableLog
 from engine.object_store import delta_storage_options, python_uri, remove_tree
-from engine.perf import batch_frame
 from engine.store import LogStore
 
 # Records each copy moves once before the timed runs.

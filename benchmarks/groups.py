@@ -16,7 +16,7 @@ once the group settled, one leaves. Reported per size and side:
 
 lakelog members are JVM-free processes using lakelog's consumer; Kafka
 members are confluent-kafka (librdkafka) consumers against
-:class:`engine.kafka_reference.KafkaBroker`, both with the range assignor
+:class:`benchmarks.kafka_reference.KafkaBroker`, both with the range assignor
 (Kafka's default), ``enable.auto.commit=false``, committing synchronously at
 most every 200 ms and in the revocation callback.
 Every store and the broker live in a temporary directory this tool removes.
@@ -160,7 +160,7 @@ class Group:
 
     def start(self, name: str) -> None:
         verb = "lakelog-member" if self.side == "lakelog" else "kafka-member"
-        args = [sys.executable, "-m", "engine.perf_groups", verb, self.target, name]
+        args = [sys.executable, "-m", "benchmarks.groups", verb, self.target, name]
         args += [str(self.work / f"{name}.jsonl"), str(self.go), str(self.work / f"{name}.stop")]
         self.procs[name] = subprocess.Popen(
             args,
@@ -279,8 +279,8 @@ def idle_commits(work: Path, size: int, seconds: float) -> float:
 
 
 def _fill_lakelog(path: str, records: int) -> None:
+    from benchmarks.commit import _random_values
     from engine import LogStore
-    from engine.perf_commit import _random_values
 
     store = LogStore.open(path)
     store.create_topic(TOPIC, partitions=PARTITIONS)
@@ -326,7 +326,7 @@ def perf_groups(
     broker = None
     try:
         if kafka:
-            from engine.kafka_reference import KafkaBroker
+            from benchmarks.kafka_reference import KafkaBroker
 
             broker = KafkaBroker().start()
         for size in sizes:
