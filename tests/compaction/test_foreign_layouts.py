@@ -180,3 +180,28 @@ def test_a_fetch_never_stalls_when_a_merged_file_reaches_past_the_next_one(plain
     # past the next file's first offset: it must read on, not return nothing.
     foreign_rewrite(plain_store, [files[0], files[2]], [], random.Random(5))
     assert read_all(plain_store, 10, max_records) == list(range(10, 30))
+
+
+def test_delta_rs_optimize_and_z_order_beside_a_small_fetch_consumer(plain_store):
+    from deltalake import DeltaTable
+
+    plain_store.create_topic("t", partitions=1)
+    values = fill(plain_store, [70, 30, 90, 10, 50, 80, 20, 60])
+    consumer = Consumer(plain_store, {"fetch.min.records": 1, "max.poll.records": 2, "auto.offset.reset": "earliest"})
+    consumer.assign([TP])
+    got = [r.value for _ in range(40) for r in consumer.poll(timeout_ms=0)]
+    table = DeltaTable(plain_store.uri)
+    table.optimize.compact(target_size=3_000)  # bins neighbours: disjoint ranges
+    got += [r.value for _ in range(30) for r in consumer.poll(timeout_ms=0)]
+    # Z-ordering by key orders rows by a column other than offset (delta-rs writes one file here).
+    DeltaTable(plain_store.uri).optimize.z_order(["key"])
+    (zordered,) = live(plain_store)
+    raw = PartitionReader(plain_store.uri).read_file(zordered.path, ["offset"]).column("offset").to_pylist()
+    assert raw != sorted(raw)
+    for _ in range(1000):
+        got += [r.value for r in consumer.poll(timeout_ms=0)]
+    consumer.close()
+    assert got == values
+    maintain(plain_store, topics=["t"], vacuum=False)
+    assert overlapping_runs(live(plain_store)) == []
+    assert read_all(plain_store, 0, 1) == list(range(len(values)))

@@ -1,0 +1,81 @@
+"""Delta's own OPTIMIZE (Spark SQL) on a live store: it bins files by size, not by offset, so
+files come out with interleaved offset ranges. Consumers fetching a few records at a time,
+batch reads and lakelog's maintenance must not skip, repeat or renumber a record."""
+
+from __future__ import annotations
+
+import stat
+
+import pytest
+
+from compaction import maintain
+from compaction.files import partition_logs
+from compaction.plan import overlapping_runs
+from engine.consumer import Consumer
+from engine.offsets import TopicPartition
+from engine.producer import Producer
+
+pytestmark = pytest.mark.spark
+
+
+def ranges(store, topic: str) -> dict[int, list[tuple[int, int]]]:
+    logs = partition_logs(store.log.latest(), {topic})
+    return {tp.partition: [(f.min_offset, f.max_offset) for f in p.files] for tp, p in logs.items()}
+
+
+def test_spark_sql_optimize_beside_a_small_fetch_consumer_skips_nothing(spark, store):
+    store.create_topic("t", partitions=2)
+    expected: dict[int, list[bytes]] = {0: [], 1: []}
+    with Producer(store, {"linger.ms": 0}) as producer:
+        for i in range(24):
+            # Sizes vary so that binning by size takes files from all over the log.
+            values = [f"r{i}-{j}-".encode() + b"x" * (40 * (i % 5)) for j in range(1 + (i * 7) % 9)]
+            producer.send_batch("t", values, partition=i % 2).get(30)
+            expected[i % 2] += values
+    consumer = Consumer(store, {"fetch.min.records": 1, "max.poll.records": 4, "auto.offset.reset": "earliest"})
+    consumer.assign([TopicPartition("t", 0), TopicPartition("t", 1)])
+    got: dict[int, list[bytes]] = {0: [], 1: []}
+
+    def drain(limit: int) -> None:
+        for _ in range(limit):
+            for r in consumer.poll(timeout_ms=0):
+                got[r.partition].append(r.value)
+
+    drain(5)  # part way through, positions in the middle of the old files
+    batch_before = sorted(
+        (r.partition, r.offset, bytes(r.value))
+        for r in spark.read.format("lakelog").option("path", store.uri).option("subscribe", "t").load().collect()
+    )
+    spark.conf.set("spark.databricks.delta.optimize.maxFileSize", "12000")
+    try:
+        spark.sql(f"OPTIMIZE delta.`{store.uri}`").collect()
+    finally:
+        spark.conf.unset("spark.databricks.delta.optimize.maxFileSize")
+    after_optimize = store.log.latest()
+    assert after_optimize.version > 0
+    layout = ranges(store, "t")
+    assert any(overlapping_runs(p.files) for p in partition_logs(after_optimize, {"t"}).values()), layout
+    # Delta's commit file came through lakelog's LogStore for the JVM: readable by others.
+    commit = store.uri.replace("file://", "") + f"/_delta_log/{after_optimize.version:020d}.json"
+    assert stat.S_IMODE(__import__("os").stat(commit).st_mode) & 0o044 == 0o044
+
+    drain(200)
+    consumer.close()
+    assert got == expected
+    batch_after = sorted(
+        (r.partition, r.offset, bytes(r.value))
+        for r in spark.read.format("lakelog").option("path", store.uri).option("subscribe", "t").load().collect()
+    )
+    assert batch_after == batch_before
+
+    # lakelog's maintenance puts the partition back in offset order; nothing changes for readers.
+    maintain(store, topics=["t"], vacuum=False)
+    assert not any(overlapping_runs(p.files) for p in partition_logs(store.log.latest(), {"t"}).values())
+    again = Consumer(store, {"fetch.min.records": 1, "max.poll.records": 3, "auto.offset.reset": "earliest"})
+    again.assign([TopicPartition("t", 0), TopicPartition("t", 1)])
+    replay: dict[int, list[bytes]] = {0: [], 1: []}
+    for _ in range(200):
+        for r in again.poll(timeout_ms=0):
+            replay[r.partition].append(r.value)
+    again.close()
+    assert replay == expected
