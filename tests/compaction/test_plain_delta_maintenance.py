@@ -25,13 +25,40 @@ def ranges(store, topic: str) -> dict[int, list[tuple[int, int]]]:
 
 def test_spark_sql_optimize_beside_a_small_fetch_consumer_skips_nothing(spark, store):
     store.create_topic("t", partitions=2)
+    store.create_topic("copy", partitions=1)
     expected: dict[int, list[bytes]] = {0: [], 1: []}
-    with Producer(store, {"linger.ms": 0}) as producer:
-        for i in range(24):
-            # Sizes vary so that binning by size takes files from all over the log.
-            values = [f"r{i}-{j}-".encode() + b"x" * (40 * (i % 5)) for j in range(1 + (i * 7) % 9)]
-            producer.send_batch("t", values, partition=i % 2).get(30)
-            expected[i % 2] += values
+
+    def produce(batches: range) -> None:
+        with Producer(store, {"linger.ms": 0}) as producer:
+            for i in batches:
+                # Sizes vary so that binning by size takes files from all over the log.
+                values = [f"r{i}-{j}-".encode() + b"x" * (40 * (i % 5)) for j in range(1 + (i * 7) % 9)]
+                producer.send_batch("t", values, partition=i % 2).get(30)
+                expected[i % 2] += values
+
+    def stream_copy() -> None:
+        query = (
+            spark.readStream.format("lakelog")
+            .option("path", store.uri)
+            .option("subscribe", "t")
+            .option("startingOffsets", "earliest")
+            .option("maxOffsetsPerTrigger", "7")  # batches end inside merged files
+            .load()
+            .select("value")
+            .writeStream.format("lakelog")
+            .option("path", store.uri)
+            .option("topic", "copy")
+            .option("checkpointLocation", str(checkpoint))
+            .trigger(availableNow=True)
+            .start()
+        )
+        query.awaitTermination(300)
+        assert query.exception() is None
+
+    checkpoint = store.uri.replace("file://", "") + "-checkpoint"
+    produce(range(12))
+    stream_copy()  # a streaming query part way through the topic when OPTIMIZE runs
+    produce(range(12, 24))
     consumer = Consumer(store, {"fetch.min.records": 1, "max.poll.records": 4, "auto.offset.reset": "earliest"})
     consumer.assign([TopicPartition("t", 0), TopicPartition("t", 1)])
     got: dict[int, list[bytes]] = {0: [], 1: []}
@@ -62,11 +89,20 @@ def test_spark_sql_optimize_beside_a_small_fetch_consumer_skips_nothing(spark, s
     drain(200)
     consumer.close()
     assert got == expected
+    stream_copy()
+    copied = [bytes(r.value) for r in store.read("copy").select("value").collect()]
+    assert sorted(copied) == sorted(expected[0] + expected[1])  # each record once
     batch_after = sorted(
         (r.partition, r.offset, bytes(r.value))
         for r in spark.read.format("lakelog").option("path", store.uri).option("subscribe", "t").load().collect()
     )
     assert batch_after == batch_before
+    # A producer goes on from the end: nothing renumbered.
+    ends = store.end_offsets("t")
+    with Producer(store, {"linger.ms": 0}) as producer:
+        landed = producer.send_batch("t", [b"after"], partition=0).get(30)
+    assert int(landed.offsets[0]) == ends[0] == len(expected[0])
+    expected[0].append(b"after")
 
     # lakelog's maintenance puts the partition back in offset order; nothing changes for readers.
     maintain(store, topics=["t"], vacuum=False)
