@@ -3,11 +3,13 @@
 The same workload on both sides, each group size in turn (lakelog, then
 Kafka, interleaved per size): a topic of 8 partitions holding ``records``
 records of 100 bytes; N member processes join together, each polling up to
-500 records, committing after every poll; then one more member joins and,
+500 records; then one more member joins and,
 once the group settled, one leaves. Reported per size and side:
 
 * group throughput: records delivered / time from the start signal to the
-  last record delivered, and its ratio to the 1-member group's;
+  last record delivered, and its ratio to the 1-member group's; split into
+  the time until the group last changed hands (its last ``assigned``
+  callback before the end) and the throughput after that;
 * records delivered twice (the run is clean: no kill; must be 0);
 * rebalance settled after the join and after the leave: from the trigger
   (the new member subscribing; the leaving member closing) to the last
@@ -228,8 +230,14 @@ def _run(group: Group, side: str, size: int, records: int) -> dict[str, float]:
     _wait_for(lambda: sum(group.delivered().values()) >= records, 900, f"{side} to deliver {records} records")
     seen = group.delivered()
     last = max(e["t"] for e in group.events() if e["event"] == "records")
+    events = group.events()
+    # When the group last changed hands before the end: what throughput leaves to formation.
+    formed = max((e["t"] for e in events if e["event"] == "assigned" and e["t"] <= last), default=started)
+    after = sum(e["n"] for e in events if e["event"] == "records" and e["t"] > formed)
     figures = {
         "throughput_rps": records / (last - started),
+        "formed_s": formed - started,
+        "steady_rps": after / (last - formed) if last > formed else 0.0,
         "delivered_twice": sum(1 for n in seen.values() if n > 1),
         "missing": records - len(seen),
     }
@@ -348,7 +356,9 @@ def perf_groups(
                 out(
                     f"{side:7} {size:2} member(s): {figures['throughput_rps']:,.0f} rec/s, "
                     f"{figures['delivered_twice']} delivered twice, {figures['missing']} missing; rebalance settled "
-                    f"{figures['join_settled_s']:.2f} s after a join, {figures['leave_settled_s']:.2f} s after a leave"
+                    f"{figures['join_settled_s']:.2f} s after a join, "
+                    f"{figures['leave_settled_s']:.2f} s after a leave; group formed {figures['formed_s']:.2f} s "
+                    f"after the start, {figures['steady_rps']:,.0f} rec/s after"
                 )
         for side in results:
             one = results[side].get(sizes[0], {}).get("throughput_rps")
