@@ -81,6 +81,7 @@ def lakelog_member(store_path: str, name: str, log_path: str, go: str, stop: str
         def on_partitions_assigned(self, partitions: object) -> None:
             record("assigned", partitions=sorted(tp.partition for tp in partitions))  # type: ignore[attr-defined]
 
+    record("ready")
     while not os.path.exists(go):
         time.sleep(0.005)
     record("subscribing")
@@ -127,6 +128,7 @@ def kafka_member(bootstrap: str, name: str, log_path: str, go: str, stop: str) -
             with contextlib.suppress(KafkaException):  # nothing consumed yet: nothing to commit
                 consumer.commit(asynchronous=False)
 
+    record("ready")
     while not os.path.exists(go):
         time.sleep(0.005)
     record("subscribing")
@@ -224,7 +226,9 @@ def _run(group: Group, side: str, size: int, records: int) -> dict[str, float]:
     names = [f"{side}-{i}" for i in range(size)]
     for name in names:
         group.start(name)
-    time.sleep(2.0 if side == "lakelog" else 4.0)  # every process is up and waiting
+    ready = set(names)
+    _wait_for(lambda: ready <= {e["member"] for e in group.events() if e["event"] == "ready"}, 300, "members")
+    time.sleep(0.5)  # every process is up, has its client built and waits for the start signal
     started = time.time()
     group.go.touch()
     _wait_for(lambda: sum(group.delivered().values()) >= records, 900, f"{side} to deliver {records} records")
