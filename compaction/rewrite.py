@@ -4,7 +4,7 @@ Each task covers one partition and is a plain picklable value, so the same
 function runs in this process or as a Spark task on an executor
 (:func:`run_tasks`), reading and writing Parquet with pyarrow. Nothing here
 commits: tasks return the files they wrote and the files they replace, and
-the driver commits them (:mod:`compaction.commit`).
+the driver commits them (:mod:`compaction.step`).
 """
 
 from __future__ import annotations

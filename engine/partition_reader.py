@@ -15,9 +15,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from engine.commit.state import PartitionFiles
+from engine.commit.state import PartitionFiles, TableState
 from engine.object_store import filesystem
-from engine.offsets import FileStats, TopicPartition
+from engine.offsets import FileStats, PartitionBounds, TopicPartition
 from engine.schema import LOG_ARROW_SCHEMA
 
 _DATA_COLUMNS = [f.name for f in LOG_ARROW_SCHEMA if f.name not in ("topic", "partition")]
@@ -99,6 +99,19 @@ class PartitionReader:
         if limit is not None and limit != end and table.num_rows:
             table = table.filter(pc.less(table.column("offset"), limit))
         return with_partition_columns(tp, table)
+
+    def bounds(self, state: TableState, tp: TopicPartition) -> PartitionBounds:
+        """Log start and end offsets of ``tp`` in ``state``: from file statistics, else (a file
+        another Delta writer left without them) from the offsets themselves."""
+        found = state.bounds(tp)
+        if found is not None:
+            return found
+        files = state.files_of(tp)
+        offsets = self.read(files, tp, 0).column("offset")
+        end = state.end_offset(tp)
+        if not len(offsets):
+            return PartitionBounds(end, end, len(files))
+        return PartitionBounds(int(offsets[0].as_py()), max(end, int(offsets[-1].as_py()) + 1), len(files))
 
     def read_file(
         self, path: str, columns: Sequence[str] | None = None, offsets: tuple[int, int | None] | None = None

@@ -359,15 +359,7 @@ class LogStore:
         return result
 
     def _partition_bounds(self, state: TableState, tp: TopicPartition) -> PartitionBounds:
-        found = state.bounds(tp)
-        if found is not None:
-            return found
-        # A file without offset statistics (written by another Delta writer): read the offsets.
-        offsets = self._records.read(state.files_of(tp), tp, 0).column("offset")
-        if not len(offsets):
-            return PartitionBounds(state.end_offset(tp), state.end_offset(tp), len(state.files_of(tp)))
-        end = max(state.end_offset(tp), int(offsets[-1].as_py()) + 1)
-        return PartitionBounds(int(offsets[0].as_py()), end, len(state.files_of(tp)))
+        return self._records.bounds(state, tp)
 
     def _topic_bounds(self, topic: str) -> dict[int, PartitionBounds]:
         state = self.log.latest()

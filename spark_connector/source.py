@@ -165,18 +165,7 @@ class TopicLog:
         does not exist is an UnknownTopicOrPartitionError.
         """
         tps = subscribed(self.options.subscription, snapshot.topics, strict=strict)
-        return {tp: self._bounds_of(snapshot, tp) for tp in tps}
-
-    def _bounds_of(self, snapshot: TableState, tp: TopicPartition) -> PartitionBounds:
-        found = snapshot.bounds(tp)
-        if found is not None:
-            return found
-        # A file without offset statistics (another Delta writer's): read the offsets.
-        offsets = self.records.read(snapshot.files_of(tp), tp, 0).column("offset")
-        end = snapshot.end_offset(tp)
-        if not len(offsets):
-            return PartitionBounds(end, end)
-        return PartitionBounds(int(offsets[0].as_py()), max(end, int(offsets[-1].as_py()) + 1))
+        return {tp: self.records.bounds(snapshot, tp) for tp in tps}
 
     def starting_offsets(self, snapshot: TableState, *, streaming: bool) -> dict[TopicPartition, int]:
         """The offsets a new query starts from (startingOffsets / startingTimestamp / ...ByTimestamp)."""

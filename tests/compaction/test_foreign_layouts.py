@@ -8,6 +8,7 @@ import itertools
 import random
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pyarrow as pa
@@ -22,7 +23,7 @@ from compaction.step import MaintenanceStep, commit_step
 from engine import LogStore
 from engine.commit import Committer, RetryPolicy
 from engine.consumer import Consumer
-from engine.data_files import DataFileWriter
+from engine.data_files import DataFile, DataFileWriter
 from engine.offsets import TopicPartition
 from engine.partition_reader import PartitionReader, with_partition_columns
 from tests.compaction.produce import commit
@@ -205,3 +206,28 @@ def test_delta_rs_optimize_and_z_order_beside_a_small_fetch_consumer(plain_store
     maintain(plain_store, topics=["t"], vacuum=False)
     assert overlapping_runs(live(plain_store)) == []
     assert read_all(plain_store, 0, 1) == list(range(len(values)))
+
+
+def test_a_file_without_statistics_still_gives_the_right_bounds_and_records(plain_store):
+    # Some Delta writers collect no statistics (delta.dataSkippingNumIndexedCols=0): the bounds
+    # then come from the offsets themselves, and maintenance leaves the partition alone.
+    plain_store.create_topic("t", partitions=1)
+    values = fill(plain_store, [4, 4, 4])
+    files = live(plain_store)
+    rows = PartitionReader(plain_store.uri).read_file(files[0].path)
+    (written,) = DataFileWriter(plain_store.uri).write(with_partition_columns(TP, rows), data_change=False)
+    bare = replace(written.add, stats=None)
+    stripped = DataFile(bare, bare.file_stats(), written.full_path)
+    state = plain_store.log.latest()
+    step = MaintenanceStep("optimize", TP.topic, state.topics[TP.topic].topic_id, [files[0]], [stripped])
+    commit_step(Committer(plain_store.log, "foreign-optimize"), step, state.version, policy=POLICY)
+    assert plain_store.log.latest().bounds(TP) is None  # statistics cannot say
+
+    assert (plain_store.beginning_offsets("t"), plain_store.end_offsets("t")) == ({0: 0}, {0: 12})
+    consumer = Consumer(plain_store, {"fetch.min.records": 1, "max.poll.records": 5, "auto.offset.reset": "earliest"})
+    consumer.assign([TP])
+    got = [r.value for _ in range(20) for r in consumer.poll(timeout_ms=0)]
+    consumer.close()
+    assert got == values
+    report = maintain(plain_store, topics=["t"], vacuum=False)
+    assert any("without offset statistics" in s for s in report.topics[0].skipped)
