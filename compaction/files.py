@@ -30,6 +30,16 @@ class LiveFile:
     max_timestamp_ms: int | None  # None: no timestamp statistics (never expires)
     modification_time_ms: int
 
+    def file_stats(self) -> FileStats:
+        return FileStats(
+            self.path,
+            self.tp,
+            self.records,
+            self.min_offset,
+            self.max_offset,
+            modification_time=self.modification_time_ms,
+        )
+
     def remove_action(self, deletion_ms: int, *, data_change: bool) -> RemoveFile:
         """Delta's ``remove`` action for this file (with its size and offset statistics)."""
         stats = FileStats(self.path, self.tp, self.records, self.min_offset, self.max_offset, size=self.size)
@@ -43,6 +53,7 @@ class PartitionLog:
     tp: TopicPartition
     files: tuple[LiveFile, ...]
     unplannable: bool = False
+    end: int | None = None  # the committed end offset, when known (engine.commit.state)
 
     @property
     def size(self) -> int:
@@ -61,10 +72,15 @@ def partition_logs(state: TableState, topics: set[str] | None = None) -> dict[To
     """The live files of ``state`` grouped by partition (those of ``topics`` only, when given)."""
     grouped: dict[TopicPartition, list[LiveFile]] = defaultdict(list)
     unplannable: set[TopicPartition] = set()
-    for tp, files in state.partitions.items():
+    ends: dict[TopicPartition, int | None] = {}
+    for tp in state.partitions:
         if topics is not None and tp.topic not in topics:
             continue
+        files = state.files_of(tp)
+        ends[tp] = files.end
         for f in files.all():
+            if files.end is not None and f.has_offset_stats and f.min_offset >= files.end:  # type: ignore[operator]
+                continue  # another writer's rows past the end: never records, nothing to maintain
             if not f.has_offset_stats or f.size is None:
                 unplannable.add(tp)
                 continue
@@ -84,6 +100,8 @@ def partition_logs(state: TableState, topics: set[str] | None = None) -> dict[To
             )
     tps = set(grouped) | unplannable
     return {
-        tp: PartitionLog(tp, tuple(sorted(grouped.get(tp, ()), key=lambda f: f.min_offset)), tp in unplannable)
+        tp: PartitionLog(
+            tp, tuple(sorted(grouped.get(tp, ()), key=lambda f: f.min_offset)), tp in unplannable, ends.get(tp)
+        )
         for tp in tps
     }

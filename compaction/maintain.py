@@ -252,7 +252,7 @@ def _maintain_topic(ctx: _Context, topic: str, optimize: bool, replans: int) -> 
 def _without(plog: PartitionLog, paths: set[str]) -> PartitionLog:
     if not paths:
         return plog
-    return PartitionLog(plog.tp, tuple(f for f in plog.files if f.path not in paths), plog.unplannable)
+    return PartitionLog(plog.tp, tuple(f for f in plog.files if f.path not in paths), plog.unplannable, plog.end)
 
 
 def _estimate_after(report: TopicReport) -> None:
@@ -280,7 +280,7 @@ def _plan_sort(
     for tp, plog in sorted(logs.items()):
         runs = overlapping_runs(plog.files)
         if runs:
-            tasks.append(OptimizeTask(ctx.uri, tp, tuple(tuple(r) for r in runs)))
+            tasks.append(OptimizeTask(ctx.uri, tp, tuple(tuple(r) for r in runs), plog.end))
     if not tasks:
         return None
     files = sum(len(b) for t in tasks for b in t.bins)
@@ -367,7 +367,7 @@ def _plan_optimize(
     for tp, plog in sorted(logs.items()):
         bins = optimize_bins(plog.files, target)
         if bins:
-            tasks.append(OptimizeTask(ctx.uri, tp, tuple(tuple(b) for b in bins)))
+            tasks.append(OptimizeTask(ctx.uri, tp, tuple(tuple(b) for b in bins), plog.end))
     if not tasks:
         return None
     files = sum(len(b) for t in tasks for b in t.bins)

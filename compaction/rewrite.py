@@ -40,6 +40,7 @@ class OptimizeTask:
     uri: str
     tp: TopicPartition
     bins: tuple[tuple[LiveFile, ...], ...]
+    end: int | None = None  # the partition's committed end: rows at or past it are not records
 
 
 @dataclass(frozen=True)
@@ -70,14 +71,16 @@ class TaskResult:
 
 
 def run_optimize(task: OptimizeTask) -> TaskResult:
-    """Write one file per bin holding the bin's records in offset order (``dataChange=false``)."""
+    """Write one file per bin holding the bin's records in offset order (``dataChange=false``),
+    one per offset and none at or past ``task.end``."""
     reader, writer = PartitionReader(task.uri), DataFileWriter(task.uri)
     result = TaskResult(task.tp)
     try:
         for files in task.bins:
-            rows = pa.concat_tables([reader.read_file(f.path) for f in files]).sort_by("offset")
+            # Read as every reader reads: one row per offset, none at or past the end (rows
+            # another writer appended are left behind with the files they were in).
+            table = reader.read([f.file_stats() for f in files], task.tp, 0, task.end)
             written = max(f.modification_time_ms for f in files)
-            table = with_partition_columns(task.tp, rows)
             result.added += writer.write(table, data_change=False, modification_time_ms=written)
             result.bins.append(tuple(files))
             result.bytes_read += sum(f.size for f in files)

@@ -44,6 +44,17 @@ _FILE_COLUMNS = [f.name for f in LOG_ARROW_SCHEMA if f.name not in PARTITION_COL
 _STATISTICS = [name for name in _FILE_COLUMNS if name not in ("key", "value", "headers")]
 
 
+# lakelog's data files are named with this prefix, so a reader can tell them from files
+# another writer appended when two files hold the same offset (engine.partition_reader).
+FILE_PREFIX = "lakelog-"
+
+
+def written_by_lakelog(path: str) -> bool:
+    """Whether the data file at ``path`` (an ``add`` action's path) was written by lakelog's
+    own writer. Files a plain Delta OPTIMIZE wrote are not, yet hold lakelog's records."""
+    return path.rsplit("/", 1)[-1].startswith(FILE_PREFIX)
+
+
 @dataclass(frozen=True)
 class DataFile:
     """A written, not yet committed data file: its ``add`` action and its offsets."""
@@ -149,7 +160,7 @@ class DataFileWriter:
         self, tp: TopicPartition, part: pa.Table, data_change: bool, modification_time_ms: int | None
     ) -> DataFile:
         relative = (
-            f"topic={quote(tp.topic, safe='')}/partition={tp.partition}/part-00000-{uuid.uuid4()}.c000.snappy.parquet"
+            f"topic={quote(tp.topic, safe='')}/partition={tp.partition}/{FILE_PREFIX}{uuid.uuid4()}.c000.snappy.parquet"
         )
         full = f"{self._root}/{relative}"
         columns = part.select(_FILE_COLUMNS)

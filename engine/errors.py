@@ -206,6 +206,11 @@ class GroupIdNotFoundError(FatalError):
     exit_code = 6
 
 
+class ForeignRowsWarning(UserWarning):
+    """The log table holds rows that did not come through lakelog's commit path (a plain
+    Delta append into it): they are left out of every read and never move an offset."""
+
+
 # Errors raised inside Spark tasks (``raise_error``) cross the JVM as text;
 # this marker lets the driver turn them back into the right class.
 _MARKER = "[lakelog:"

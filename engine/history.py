@@ -11,12 +11,11 @@ the commit's ``add`` and ``remove`` actions).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from engine.commit.actions import AddFile, Commit, RemoveFile
-from engine.commit.info import TAG_CLIENT, TAG_DETAILS, TAG_OPERATION, TAG_RANGES, TAG_TOPIC, parse_ranges
+from engine.commit.info import TAG_CLIENT, TAG_DETAILS, TAG_OPERATION, TAG_RANGES, TAG_TOPIC, lakelog_tags, parse_ranges
 from engine.offsets import FileStats, TopicPartition
 
 # Delta app transaction ids lakelog's writers set (engine/producer.py,
@@ -85,17 +84,10 @@ def history_entry(version: int, commit: Commit) -> HistoryEntry:
             continue
         stats = action.file_stats() if isinstance(action, AddFile) else _removed_stats(action, tp)
         files.setdefault((tp.topic, tp.partition, kind), []).append(stats)
-    tags = info.get("tags") or {}
+    tags = lakelog_tags(info)
     delta_op = str(info.get("operation", "UNKNOWN"))
     millis = info.get("inCommitTimestamp") or info.get("timestamp")
     when = datetime.fromtimestamp(millis / 1000, tz=UTC) if millis else None
-    if TAG_OPERATION not in tags and info.get("userMetadata"):
-        # appends also carry the tags as userMetadata; tolerate commits that only have that
-        try:
-            parsed = json.loads(info["userMetadata"])
-            tags = parsed if isinstance(parsed, dict) else {}
-        except (ValueError, TypeError):
-            tags = {}
     ranges = parse_ranges(tags.get(TAG_RANGES))
     operation = tags.get(TAG_OPERATION) or delta_op.lower().replace(" ", "_")
     producer_id = transactional_id = epoch = query_id = None

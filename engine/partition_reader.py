@@ -8,14 +8,18 @@ pyarrow, and cut to the wanted offsets.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterable, Sequence
 from urllib.parse import unquote
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from engine.commit.state import PartitionFiles, TableState
+from engine.commit.state import PartitionFiles, TableState, overlapping
+from engine.data_files import written_by_lakelog
+from engine.errors import ForeignRowsWarning
 from engine.object_store import filesystem
 from engine.offsets import FileStats, PartitionBounds, TopicPartition
 from engine.schema import LOG_ARROW_SCHEMA
@@ -52,10 +56,15 @@ class PartitionReader:
         end: int | None = None,
         max_records: int | None = None,
     ) -> pa.Table:
-        """Records of ``tp`` with start <= offset < end, in offset order (log columns).
+        """Records of ``tp`` with start <= offset < end, in offset order (log columns), one
+        row per offset.
 
         Correct for any layout of files a Delta writer may leave (overlapping,
         unsorted, split or merged offset ranges, files without statistics).
+        Rows that did not come through lakelog are left out with a
+        :class:`ForeignRowsWarning`: those at or past the partition's committed
+        end (``files.end`` of a :class:`PartitionFiles`), and a second row at an
+        offset (the row of lakelog's own file wins, else the earliest written).
         With ``max_records``, files are read in order of their first offset
         only until that many records are in hand, and the result stops before
         the first offset of the first file left unread: a record there or after
@@ -64,14 +73,20 @@ class PartitionReader:
         """
         parts = []
         held, top = 0, -1
-        # A partition's files from a table state are found by bisection (a long log costs a
-        # seek no more than a short one); any other collection of files is filtered.
-        candidates = (
-            files.covering(start, end) if isinstance(files, PartitionFiles) else files_for_range(files, tp, start, end)
-        )
+        if isinstance(files, PartitionFiles):
+            if files.end is not None:
+                end = files.end if end is None else min(end, files.end)
+                if files.past_end:
+                    _warn_foreign(tp, f"rows at or past its end offset {files.end}")
+            # A partition's files from a table state are found by bisection (a long log
+            # costs a seek no more than a short one).
+            candidates = files.covering(start, end)
+        else:
+            candidates = files_for_range(files, tp, start, end)
         limit = end
         # A file without statistics may hold any offset: then every candidate is read.
         may_stop = max_records is not None and all(f.has_offset_stats for f in candidates[-1:])
+        ranks = _preference(candidates) if overlapping(candidates) else None
         for i, f in enumerate(candidates):
             part = self.read_file(f.path, offsets=(start, end))
             offsets = part.column("offset")
@@ -79,6 +94,8 @@ class PartitionReader:
             if end is not None:
                 keep = pc.and_(keep, pc.less(offsets, end))
             part = part.filter(keep)
+            if ranks is not None:
+                part = part.append_column(_RANK, pa.array([ranks[f.path]] * part.num_rows, pa.int32()))
             parts.append(part)
             held += part.num_rows
             if part.num_rows:
@@ -95,7 +112,12 @@ class PartitionReader:
                     limit = bound
                     break
         schema = pa.schema([LOG_ARROW_SCHEMA.field(n) for n in _DATA_COLUMNS])
-        table = pa.concat_tables(parts).sort_by("offset") if parts else schema.empty_table()
+        if not parts:
+            table = schema.empty_table()
+        elif ranks is None:
+            table = pa.concat_tables(parts).sort_by("offset")
+        else:
+            table = _one_per_offset(pa.concat_tables(parts), tp)
         if limit is not None and limit != end and table.num_rows:
             table = table.filter(pc.less(table.column("offset"), limit))
         return with_partition_columns(tp, table)
@@ -133,16 +155,26 @@ class PartitionReader:
         # Spark writes timestamps without a time zone (and maybe in ns); normalize to the log schema.
         return table.cast(pa.schema([LOG_ARROW_SCHEMA.field(n) for n in table.column_names]))
 
-    def first_at(self, files: Iterable[FileStats], tp: TopicPartition, timestamp_ms: int) -> tuple[int, int] | None:
+    def first_at(self, files: PartitionFiles, tp: TopicPartition, timestamp_ms: int) -> tuple[int, int] | None:
         """Kafka's ``offsetsForTimes`` for one partition: the earliest offset whose timestamp
         is >= ``timestamp_ms`` and that timestamp (ms), or None when every record is older.
 
         Files whose timestamp statistics say all their records are older are not read;
-        the others are read two columns at a time.
+        the others are read two columns at a time. Where files overlap (another writer's
+        rows may repeat an offset) the partition is read as :meth:`read` reads it.
         """
         threshold = pa.scalar(timestamp_ms * 1000, pa.timestamp("us", tz="UTC"))
+        if files.past_end or overlapping(files.covering(0, files.end)):
+            records = self.read(files, tp, 0)
+            stamps = records.column("timestamp").cast(pa.timestamp("us", tz="UTC"))
+            newer = records.filter(pc.greater_equal(stamps, threshold))
+            if not newer.num_rows:
+                return None
+            return int(newer.column("offset")[0].as_py()), int(
+                newer.column("timestamp").cast(pa.int64())[0].as_py()
+            ) // 1000
         best: tuple[int, int] | None = None
-        for f in files_for_range(files, tp, 0, None):
+        for f in files.covering(0, files.end):
             if best is not None and f.has_offset_stats and f.min_offset >= best[0]:
                 break
             if f.max_timestamp_ms is not None and f.max_timestamp_ms < timestamp_ms:
@@ -157,6 +189,46 @@ class PartitionReader:
                 row = newer.filter(pc.equal(newer.column("offset"), first))
                 best = (int(first), int(row.column("timestamp").cast(pa.int64())[0].as_py()) // 1000)
         return best
+
+
+# Which of two rows at one offset a read keeps (lower wins); dropped before returning.
+_RANK = "__lakelog_rank"
+
+
+def _preference(files: Sequence[FileStats]) -> dict[str, int]:
+    """Per file, the rank of its rows when two files hold the same offset: lakelog's own
+    files first (another writer's row can only repeat an offset lakelog had committed),
+    then by when the file was written (the earlier one held the offset first)."""
+    others = sorted(
+        (f for f in files if not written_by_lakelog(f.path)),
+        key=lambda f: (f.modification_time is None, f.modification_time or 0, f.path),
+    )
+    ranks = {f.path: 0 for f in files if written_by_lakelog(f.path)}
+    ranks.update({f.path: i + 1 for i, f in enumerate(others)})
+    return ranks
+
+
+def _one_per_offset(rows: pa.Table, tp: TopicPartition) -> pa.Table:
+    """``rows`` (with a rank column) in offset order, the best-ranked row of each offset."""
+    rows = rows.sort_by([("offset", "ascending"), (_RANK, "ascending")])
+    offsets = rows.column("offset").to_numpy()
+    keep = np.ones(len(offsets), dtype=bool)
+    keep[1:] = offsets[1:] != offsets[:-1]
+    if not keep.all():
+        _warn_foreign(tp, "a second row at an offset lakelog had already committed")
+        rows = rows.filter(pa.array(keep))
+    return rows.drop_columns([_RANK])
+
+
+def _warn_foreign(tp: TopicPartition, what: str) -> None:
+    # One text per partition and kind, so the default warning filter shows it once, not once per poll.
+    warnings.warn(
+        ForeignRowsWarning(
+            f"{tp}: the log table holds {what}, written by something other than lakelog "
+            "(a plain Delta append?); those rows are left out and move no offset"
+        ),
+        stacklevel=3,
+    )
 
 
 def with_partition_columns(tp: TopicPartition, rows: pa.Table) -> pa.Table:

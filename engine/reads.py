@@ -76,9 +76,28 @@ def log_table(spark: SparkSession, uri: str, version: int) -> DataFrame:
     return spark.read.format("delta").option("versionAsOf", version).load(uri)
 
 
-def topic_frame(spark: SparkSession, uri: str, version: int, ranges: Iterable[OffsetRange]) -> DataFrame:
-    """The records of ``ranges`` at ``version``, as Spark's Kafka source shapes them."""
+def topic_frame(
+    spark: SparkSession, uri: str, version: int, ranges: Iterable[OffsetRange], *, one_per_offset: bool = False
+) -> DataFrame:
+    """The records of ``ranges`` at ``version``, as Spark's Kafka source shapes them.
+
+    With ``one_per_offset`` (files overlap: another writer's rows may repeat an offset),
+    each offset's row is chosen as :class:`engine.partition_reader.PartitionReader` chooses
+    it: the one in lakelog's own file, else the earliest written.
+    """
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    from engine.data_files import FILE_PREFIX
+
     condition = range_filter(ranges)
     table = log_table(spark, uri, version)
     table = table.where("false") if condition is None else table.where(condition)
+    if one_per_offset:
+        preference = Window.partitionBy("topic", "partition", "offset").orderBy(
+            F.when(F.col("_metadata.file_name").startswith(FILE_PREFIX), 0).otherwise(1),
+            F.col("_metadata.file_modification_time"),
+            F.col("_metadata.file_name"),
+        )
+        table = table.withColumn("__rank", F.row_number().over(preference)).where("__rank = 1").drop("__rank")
     return table.selectExpr(*KAFKA_SOURCE_SELECT)

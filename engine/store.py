@@ -390,7 +390,7 @@ class LogStore:
         state = self.log.latest()
         for p, ts in timestamps.items():
             tp = TopicPartition(topic, p)
-            found = self._records.first_at(state.files_of(tp).all(), tp, ts)
+            found = self._records.first_at(state.files_of(tp), tp, ts)
             result[p] = None if found is None else OffsetAndTimestamp(*found)
         return result
 
@@ -431,7 +431,8 @@ class LogStore:
         ranges = read_ranges(starts, ends)
         if version is not None:
             self._require_files(snapshot, [r.tp for r in ranges.values() if r.count > 0])
-        return topic_frame(self.spark, self.uri, snapshot.version, ranges.values())
+        overlap = any(snapshot.files_of(r.tp).may_duplicate(r.start, r.end) for r in ranges.values() if r.count)
+        return topic_frame(self.spark, self.uri, snapshot.version, ranges.values(), one_per_offset=overlap)
 
     def version_as_of(self, *, as_of_version: int | None = None, as_of_timestamp: Any = None) -> int | None:
         """The Delta version a time-travel read pins (see :func:`engine.time_travel.version_as_of`);

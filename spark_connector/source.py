@@ -190,7 +190,7 @@ class TopicLog:
             if ts is None:
                 result[tp] = b.end if streaming else b.start
                 continue
-            hit = self.records.first_at(snapshot.files_of(tp).all(), tp, ts)
+            hit = self.records.first_at(snapshot.files_of(tp), tp, ts)
             found = None if hit is None else hit[0]
             if found is None:
                 if opts.timestamp_strategy == "error":

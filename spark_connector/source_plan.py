@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from engine.commit.actions import Commit
+from engine.commit.info import TAG_OPERATION, TAG_RANGES, lakelog_tags, parse_ranges
 from engine.offsets import PartitionBounds, TopicPartition, partition_bounds
 
 
@@ -116,7 +117,15 @@ class CommitRanges:
 
 
 def commit_ranges(version: int, commit: Commit) -> CommitRanges:
-    """The offsets ``commit`` added (files with dataChange; an OPTIMIZE adds none)."""
+    """The offsets ``commit`` appended: the ranges a lakelog append records in its tags.
+    Other lakelog commits add the offsets of their files with dataChange (an OPTIMIZE adds
+    none); a commit another writer made appends no records (engine.commit.state)."""
+    tags = lakelog_tags(commit.commit_info.values if commit.commit_info is not None else {})
+    if TAG_RANGES in tags:
+        found = {TopicPartition(t, p): (s, e) for t, p, s, e in parse_ranges(tags[TAG_RANGES]) if e > s}
+        return CommitRanges(version, found)
+    if TAG_OPERATION not in tags:
+        return CommitRanges(version, {})
     bounds, _ = partition_bounds(a.file_stats() for a in commit.adds if a.data_change and a.tp is not None)
     return CommitRanges(version, {tp: (b.start, b.end) for tp, b in bounds.items() if b.end > b.start})
 

@@ -67,7 +67,7 @@ from engine.commit.follower import TableLog
 from engine.commit.info import TAG_CLIENT, TAG_OPERATION, append_tags, commit_info
 from engine.commit.log_files import LogFiles
 from engine.commit.retry import RetryPolicy, retries_exhausted
-from engine.commit.state import TableState
+from engine.commit.state import TableState, end_marker_id
 from engine.data_files import DataFile, DataFileWriter
 from engine.errors import (
     CommitStateUnknownError,
@@ -316,6 +316,12 @@ class Committer:
             actions: list[Action] = [f.add for f in written]
             if app is not None:
                 actions.append(Txn(app.app_id, app.version, append_time_ms))
+            # Each partition's new end, where plain Delta tools keep it: rows another writer
+            # appends then never move it (engine.commit.state).
+            actions.extend(
+                Txn(end_marker_id(state.topics[tp.topic].topic_id, tp.partition), r.end, append_time_ms)
+                for tp, r in sorted(plan.items())
+            )
             tags = append_tags(batch.operation, self.client_id, plan)
             metrics = {"numFiles": len(written), "numOutputRows": sum(counts.values())}
             relied = {tp: r.start for tp, r in plan.items()}
@@ -404,7 +410,7 @@ class Committer:
     def _ends_for(self, state: TableState, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         tps = list(tps)
         ends = {tp: state.end_offset(tp) for tp in tps}
-        unknown = [tp for tp in tps if tp in state.unknown_ends]
+        unknown = [tp for tp in tps if tp in state.unknown_ends and state.committed_end(tp) is None]
         if unknown:
             from engine.partition_reader import PartitionReader
 

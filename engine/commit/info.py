@@ -49,6 +49,19 @@ def user_metadata(tags: Mapping[str, str]) -> str:
     return json.dumps(dict(tags), sort_keys=True, separators=(",", ":"))
 
 
+def lakelog_tags(info: Mapping[str, Any]) -> dict[str, str]:
+    """The lakelog tags of a commit's ``commitInfo`` values (empty for a commit lakelog did
+    not make). Appends also carry them as userMetadata; commits that only have that count."""
+    tags = info.get("tags") or {}
+    if TAG_OPERATION not in tags and info.get("userMetadata"):
+        try:
+            parsed = json.loads(info["userMetadata"])
+        except (ValueError, TypeError):
+            return {}
+        return {str(k): str(v) for k, v in parsed.items()} if isinstance(parsed, dict) else {}
+    return dict(tags)
+
+
 def parse_ranges(text: str | None) -> list[tuple[str, int, int, int]]:
     """Decode :data:`TAG_RANGES` into (topic, partition, start, end) tuples."""
     if not text:

@@ -7,11 +7,17 @@ commit by commit with :meth:`TableState.apply` from the commits' own
 actions; unchanged partitions are shared between versions, so following the
 log costs per commit what that commit touched, not the size of the table.
 
-End offsets only move forward: a partition's end offset is one past the
-largest offset any data file ever added to it (Kafka's log end offset).
-Maintenance never removes the file holding a partition's last offset (Kafka
-never deletes the active segment either), except when the whole topic is
-deleted -- a metadata change that resets the topic here.
+End offsets only move forward. Every lakelog append records each
+partition's new end offset (Kafka's log end offset) in the same commit, as a
+Delta application transaction ``lakelog.end.<topic id>.<partition>``
+(:func:`end_marker_id`): plain Delta tools keep those entries in every
+snapshot and checkpoint, so rows another writer appends never move a
+partition's end, and rows at or past it are never records. A partition no
+lakelog append has marked yet (a table written before the markers) ends one
+past the largest offset any data file ever added to it. Maintenance never
+removes the file holding a partition's last offset (Kafka never deletes the
+active segment either), except when the whole topic is deleted -- a metadata
+change that resets the topic here.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ import bisect
 import threading
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 from urllib.parse import unquote
@@ -29,6 +35,12 @@ from engine.commit.actions import Commit, Metadata, Protocol
 from engine.commit.checksum import next_checksum
 from engine.offsets import FileStats, PartitionBounds, TopicPartition
 from engine.topics import TopicMetadata, topics_from_properties
+
+
+def end_marker_id(topic_id: str, partition: int) -> str:
+    """The Delta app id whose version is the committed end offset of a partition of the
+    topic with id ``topic_id`` (a re-created topic has a new id, so its ends start over)."""
+    return f"lakelog.end.{topic_id}.{partition}"
 
 
 def _order(f: FileStats) -> tuple[int, int, str]:
@@ -44,11 +56,14 @@ class PartitionFiles:
     seek finds its first candidate by bisection even when files overlap (a
     plain Delta OPTIMIZE may merge files in any order). ``other`` holds files
     without offset statistics (they can never be pruned) and empty files.
+    ``end`` is the partition's committed end offset when known (rows at or past
+    it did not come through lakelog: they are never records), else None.
     """
 
     ordered: tuple[FileStats, ...] = ()
     reach: tuple[int, ...] = ()
     other: tuple[FileStats, ...] = ()
+    end: int | None = None
 
     @classmethod
     def of(cls, files: Iterable[FileStats]) -> PartitionFiles:
@@ -105,6 +120,33 @@ class PartitionFiles:
     @property
     def has_unknown(self) -> bool:
         return any(not f.has_offset_stats for f in self.other)
+
+    @property
+    def past_end(self) -> bool:
+        """Whether a file holds offsets at or past the committed end (rows another writer added)."""
+        return self.end is not None and bool(self.reach) and self.reach[-1] >= self.end
+
+    def may_duplicate(self, start: int, end: int | None = None) -> bool:
+        """Whether two files may hold the same offset in ``[start, end)``.
+
+        lakelog's own files never overlap; overlapping statistics or a file
+        without them mean another writer's rows may repeat an offset, so a
+        reader must keep one row per offset.
+        """
+        return overlapping(self.covering(start, end))
+
+
+def overlapping(files: Iterable[FileStats]) -> bool:
+    """Whether two of ``files`` (ordered by first offset) may hold the same offset: their
+    offset statistics overlap, or one has none."""
+    top = -1
+    for f in files:
+        if not f.has_offset_stats:
+            return True
+        if f.num_records and f.min_offset <= top:  # type: ignore[operator]
+            return True
+        top = max(top, f.max_offset)  # type: ignore[type-var]
+    return False
 
 
 class AppVersions:
@@ -192,13 +234,30 @@ class TableState:
         return self.metadata.configuration
 
     def end_offset(self, tp: TopicPartition) -> int:
-        return self.ends.get(tp, 0)
+        """The offset the partition's next record gets: the end lakelog's last append to it
+        recorded, else (never marked) one past the largest offset in its files."""
+        marked = self.committed_end(tp)
+        return self.ends.get(tp, 0) if marked is None else marked
+
+    def committed_end(self, tp: TopicPartition) -> int | None:
+        """The end offset lakelog's appends recorded for ``tp`` (:func:`end_marker_id`), or None."""
+        topic = self.topics.get(tp.topic)
+        if topic is None:
+            return None
+        found = self.apps.get(end_marker_id(topic.topic_id, tp.partition))
+        return None if found < 0 else found
 
     def app_version(self, app_id: str) -> int:
         return self.apps.get(app_id)
 
     def files_of(self, tp: TopicPartition) -> PartitionFiles:
-        return self.partitions.get(tp) or PartitionFiles()
+        """The partition's live files, with its end offset where it is certain (recorded by
+        lakelog, or derived from statistics every file has)."""
+        pf = self.partitions.get(tp) or PartitionFiles()
+        end = self.committed_end(tp)
+        if end is None and tp not in self.unknown_ends:
+            end = self.ends.get(tp, 0)
+        return pf if end == pf.end else replace(pf, end=end)
 
     @cached_property
     def files(self) -> list[FileStats]:
@@ -215,7 +274,8 @@ class TableState:
             return None
         start = pf.start_offset
         end = self.end_offset(tp)
-        return PartitionBounds(end if start is None else start, end, len(pf))
+        # A file starting at or past the committed end holds only another writer's rows.
+        return PartitionBounds(end if start is None or start >= end else start, end, len(pf))
 
     @property
     def checkpoint_interval(self) -> int:

@@ -23,6 +23,28 @@ def ranges(store, topic: str) -> dict[int, list[tuple[int, int]]]:
     return {tp.partition: [(f.min_offset, f.max_offset) for f in p.files] for tp, p in logs.items()}
 
 
+def copy_t(spark, store, checkpoint: str) -> None:
+    """A streaming query copying topic ``t`` into ``copy`` until it has caught up, in
+    batches of 7 records (they end inside merged files)."""
+    query = (
+        spark.readStream.format("lakelog")
+        .option("path", store.uri)
+        .option("subscribe", "t")
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", "7")
+        .load()
+        .select("value")
+        .writeStream.format("lakelog")
+        .option("path", store.uri)
+        .option("topic", "copy")
+        .option("checkpointLocation", checkpoint)
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination(300)
+    assert query.exception() is None
+
+
 def test_spark_sql_optimize_beside_a_small_fetch_consumer_skips_nothing(spark, store):
     store.create_topic("t", partitions=2)
     store.create_topic("copy", partitions=1)
@@ -37,23 +59,7 @@ def test_spark_sql_optimize_beside_a_small_fetch_consumer_skips_nothing(spark, s
                 expected[i % 2] += values
 
     def stream_copy() -> None:
-        query = (
-            spark.readStream.format("lakelog")
-            .option("path", store.uri)
-            .option("subscribe", "t")
-            .option("startingOffsets", "earliest")
-            .option("maxOffsetsPerTrigger", "7")  # batches end inside merged files
-            .load()
-            .select("value")
-            .writeStream.format("lakelog")
-            .option("path", store.uri)
-            .option("topic", "copy")
-            .option("checkpointLocation", str(checkpoint))
-            .trigger(availableNow=True)
-            .start()
-        )
-        query.awaitTermination(300)
-        assert query.exception() is None
+        copy_t(spark, store, checkpoint)
 
     checkpoint = store.uri.replace("file://", "") + "-checkpoint"
     produce(range(12))
@@ -115,3 +121,49 @@ def test_spark_sql_optimize_beside_a_small_fetch_consumer_skips_nothing(spark, s
             replay[r.partition].append(r.value)
     again.close()
     assert replay == expected
+
+
+def test_a_plain_spark_append_into_the_log_table_is_left_out_everywhere(spark, store, tmp_path):
+    """The issue's case: ``df.write.format("delta").mode("append")`` into the log table with
+    rows at offsets 0 and 1 of a partition and one past another's end. Batch reads (both
+    kinds), a consumer, a producer after it and a streaming query see lakelog's records only."""
+    from pyspark.sql import functions as F
+
+    store.create_topic("t", partitions=2)
+    store.create_topic("copy", partitions=1)
+    expected = {p: [f"p{p}-{i}".encode() for i in range(20)] for p in (0, 1)}
+    with Producer(store, {"linger.ms": 0}) as producer:
+        for p, values in expected.items():
+            producer.send_batch("t", values, partition=p).get(30)
+    plain = spark.read.format("delta").load(store.uri)
+    copies = plain.where("topic = 't' AND partition = 0 AND offset < 2").withColumn("value", F.lit(b"foreign"))
+    past_end = (
+        plain.where("topic = 't' AND partition = 1 AND offset = 19")
+        .withColumn("offset", F.lit(30).cast("bigint"))
+        .withColumn("value", F.lit(b"foreign"))
+    )
+    copies.unionByName(past_end).write.format("delta").mode("append").save(store.uri)
+    assert spark.read.format("delta").load(store.uri).where("topic = 't'").count() == 43  # the rows are there
+
+    def rows(frame) -> list[tuple[int, int, bytes]]:
+        return sorted((r.partition, r.offset, bytes(r.value)) for r in frame.collect())
+
+    want = [(p, i, v) for p, values in expected.items() for i, v in enumerate(values)]
+    assert rows(store.read("t")) == want
+    assert rows(spark.read.format("lakelog").option("path", store.uri).option("subscribe", "t").load()) == want
+    assert store.end_offsets("t") == {0: 20, 1: 20}
+    consumer = Consumer(store, {"fetch.min.records": 1, "max.poll.records": 3, "auto.offset.reset": "earliest"})
+    consumer.assign([TopicPartition("t", 0), TopicPartition("t", 1)])
+    got: dict[int, list[bytes]] = {0: [], 1: []}
+    for _ in range(100):
+        for r in consumer.poll(timeout_ms=0):
+            got[r.partition].append(r.value)
+    consumer.close()
+    assert got == expected
+    with Producer(store, {"linger.ms": 0}) as producer:
+        landed = producer.send_batch("t", [b"after"], partition=1).get(30)
+    assert int(landed.offsets[0]) == 20  # not 31
+    expected[1].append(b"after")
+    copy_t(spark, store, str(tmp_path / "checkpoint"))
+    copied = [bytes(r.value) for r in store.read("copy").select("value").collect()]
+    assert sorted(copied) == sorted(expected[0] + expected[1])

@@ -8,10 +8,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from engine.commit.actions import AddFile, Commit
-from engine.offsets import PartitionBounds, TopicPartition
+from engine.commit.info import admin_tags, append_tags, commit_info
+from engine.offsets import OffsetRange, PartitionBounds, TopicPartition
 from spark_connector.source_plan import (
     CommitIndex,
     CommitRanges,
+    commit_ranges,
     offsets_from_json,
     offsets_to_json,
     plan_by_commits,
@@ -104,7 +106,14 @@ class FakeLog:
         if version in self.missing:
             return None
         c = self.commits[version]
-        return Commit(tuple(add(f"f{version}", tp, lo, hi - 1) for tp, (lo, hi) in c.ranges.items()))
+        adds = tuple(add(f"f{version}", tp, lo, hi - 1) for tp, (lo, hi) in c.ranges.items())
+        return Commit((appended(version, c.ranges), *adds))
+
+
+def appended(version, ranges):
+    """The commitInfo a lakelog append writes (its tags record the ranges)."""
+    planned = {tp: OffsetRange(tp, lo, hi) for tp, (lo, hi) in ranges.items()}
+    return commit_info("WRITE", version - 1, now_ms=0, tags=append_tags("produce", "c", planned))
 
 
 def add(path, tp, lo, hi):
@@ -129,3 +138,16 @@ def test_commit_index_says_when_the_log_no_longer_has_the_commits():
     commits, target = commits_of({A0: 2}, {A0: 2}, {A0: 2})
     index = CommitIndex(FakeLog(commits, missing={0}).read)
     assert index.covering(2, {A0: 0}, target) is None
+
+
+def test_commit_ranges_come_from_lakelogs_commits_only():
+    """An append's ranges are its tags; a lakelog commit without them (log compaction) adds
+    its files' offsets; a commit another writer made (a plain Delta append) adds none."""
+    tp = TopicPartition("a", 0)
+    ours = Commit((appended(5, {tp: (10, 12)}), add("f", tp, 10, 11)))
+    assert commit_ranges(5, ours).ranges == {tp: (10, 12)}
+    compaction = Commit(
+        (commit_info("LOG COMPACTION", 5, now_ms=0, tags=admin_tags("compact", "m", "a", {})), add("g", tp, 0, 3))
+    )
+    assert commit_ranges(6, compaction).ranges == {tp: (0, 4)}
+    assert commit_ranges(7, Commit((add("h", tp, 0, 1), add("i", tp, 30, 30)))).ranges == {}
