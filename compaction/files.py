@@ -79,8 +79,12 @@ def partition_logs(state: TableState, topics: set[str] | None = None) -> dict[To
         files = state.files_of(tp)
         ends[tp] = files.end
         for f in files.all():
-            if files.end is not None and f.has_offset_stats and f.min_offset >= files.end:  # type: ignore[operator]
-                continue  # another writer's rows past the end: never records, nothing to maintain
+            outside = f.has_offset_stats and (
+                (files.end is not None and f.min_offset >= files.end)  # type: ignore[operator]
+                or (files.start is not None and f.max_offset < files.start)  # type: ignore[operator]
+            )
+            if outside:
+                continue  # another writer's rows past the end or below the start: never records
             if not f.has_offset_stats or f.size is None:
                 unplannable.add(tp)
                 continue

@@ -68,6 +68,7 @@ class MaintenanceStep:
                 "numAddedFiles": len(self.added),
                 "numRemovedBytes": sum(f.size for f in self.removed),
             },
+            dict(self.details.get("log_start_offsets", {})) if self.operation == "retention" else {},
         )
 
 

@@ -63,7 +63,8 @@ class PartitionReader:
         unsorted, split or merged offset ranges, files without statistics).
         Rows that did not come through lakelog are left out with a
         :class:`ForeignRowsWarning`: those at or past the partition's committed
-        end (``files.end`` of a :class:`PartitionFiles`), and a second row at an
+        end or below the log start retention recorded (``files.end`` and
+        ``files.start`` of a :class:`PartitionFiles`), and a second row at an
         offset (the row of lakelog's own file wins, else the earliest written).
         With ``max_records``, files are read in order of their first offset
         only until that many records are in hand, and the result stops before
@@ -74,6 +75,10 @@ class PartitionReader:
         parts = []
         held, top = 0, -1
         if isinstance(files, PartitionFiles):
+            if files.start is not None and start < files.start:
+                start = files.start
+                if files.ordered and files.ordered[0].min_offset < start:  # type: ignore[operator]
+                    _warn_foreign(tp, f"rows below its log start offset {files.start}")
             if files.end is not None:
                 end = files.end if end is None else min(end, files.end)
                 if files.past_end:

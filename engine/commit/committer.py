@@ -39,7 +39,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import pyarrow as pa
@@ -67,7 +67,7 @@ from engine.commit.follower import TableLog
 from engine.commit.info import TAG_CLIENT, TAG_OPERATION, append_tags, commit_info
 from engine.commit.log_files import LogFiles
 from engine.commit.retry import RetryPolicy, retries_exhausted
-from engine.commit.state import TableState, end_marker_id
+from engine.commit.state import TableState, end_marker_id, start_marker_id
 from engine.data_files import DataFile, DataFileWriter
 from engine.errors import (
     CommitStateUnknownError,
@@ -198,6 +198,8 @@ class MaintenanceChange:
     tags: dict[str, str]
     parameters: dict[str, Any]
     metrics: dict[str, Any]
+    # Retention: each partition's new log start offset, recorded where plain Delta tools keep it.
+    log_starts: Mapping[int, int] = field(default_factory=dict)
 
 
 class _Replan(Exception):
@@ -535,6 +537,9 @@ class Committer:
             state = self.log.latest()
             check_writable(state.protocol, state.metadata, removes=bool(change.removed))
             actions: list[Action] = [*change.removed, *(f.add for f in change.added)]
+            now_ms = int(time.time() * 1000)
+            starts = sorted(change.log_starts.items())
+            actions += [Txn(start_marker_id(change.topic_id, p), start, now_ms) for p, start in starts]
             txn_id = str(uuid.uuid4())
 
             def info(version: int) -> CommitInfo:

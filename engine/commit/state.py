@@ -14,7 +14,9 @@ Delta application transaction ``lakelog.end.<topic id>.<partition>``
 snapshot and checkpoint, so rows another writer appends never move a
 partition's end, and rows at or past it are never records. A partition no
 lakelog append has marked yet (a table written before the markers) ends one
-past the largest offset any data file ever added to it. Maintenance never
+past the largest offset any data file ever added to it. Retention records
+each partition's new log start the same way (:func:`start_marker_id`).
+Maintenance never
 removes the file holding a partition's last offset (Kafka never deletes the
 active segment either), except when the whole topic is deleted -- a metadata
 change that resets the topic here.
@@ -43,6 +45,12 @@ def end_marker_id(topic_id: str, partition: int) -> str:
     return f"lakelog.end.{topic_id}.{partition}"
 
 
+def start_marker_id(topic_id: str, partition: int) -> str:
+    """The Delta app id whose version is the log start offset retention last set for a
+    partition: rows below it are not records, whatever file holds them."""
+    return f"lakelog.start.{topic_id}.{partition}"
+
+
 def _order(f: FileStats) -> tuple[int, int, str]:
     return (f.min_offset or 0, f.max_offset or 0, f.path)
 
@@ -57,13 +65,16 @@ class PartitionFiles:
     plain Delta OPTIMIZE may merge files in any order). ``other`` holds files
     without offset statistics (they can never be pruned) and empty files.
     ``end`` is the partition's committed end offset when known (rows at or past
-    it did not come through lakelog: they are never records), else None.
+    it did not come through lakelog: they are never records), else None;
+    ``start`` the log start offset retention recorded (rows below it are not
+    records either), else None.
     """
 
     ordered: tuple[FileStats, ...] = ()
     reach: tuple[int, ...] = ()
     other: tuple[FileStats, ...] = ()
     end: int | None = None
+    start: int | None = None
 
     @classmethod
     def of(cls, files: Iterable[FileStats]) -> PartitionFiles:
@@ -247,6 +258,14 @@ class TableState:
         found = self.apps.get(end_marker_id(topic.topic_id, tp.partition))
         return None if found < 0 else found
 
+    def committed_start(self, tp: TopicPartition) -> int | None:
+        """The log start offset retention recorded for ``tp`` (:func:`start_marker_id`), or None."""
+        topic = self.topics.get(tp.topic)
+        if topic is None:
+            return None
+        found = self.apps.get(start_marker_id(topic.topic_id, tp.partition))
+        return None if found < 0 else found
+
     def app_version(self, app_id: str) -> int:
         return self.apps.get(app_id)
 
@@ -257,7 +276,8 @@ class TableState:
         end = self.committed_end(tp)
         if end is None and tp not in self.unknown_ends:
             end = self.ends.get(tp, 0)
-        return pf if end == pf.end else replace(pf, end=end)
+        start = self.committed_start(tp)
+        return pf if (end, start) == (pf.end, pf.start) else replace(pf, end=end, start=start)
 
     @cached_property
     def files(self) -> list[FileStats]:
@@ -274,6 +294,8 @@ class TableState:
             return None
         start = pf.start_offset
         end = self.end_offset(tp)
+        if start is not None and pf.start is not None:
+            start = max(start, pf.start)  # a file below it holds only another writer's rows
         # A file starting at or past the committed end holds only another writer's rows.
         return PartitionBounds(end if start is None or start >= end else start, end, len(pf))
 

@@ -159,3 +159,26 @@ def test_a_table_without_end_markers_still_reads(store: LogStore, tmp_path: Path
     assert state.committed_end(tp) == 2
     assert state.committed_end(TopicPartition("t", 1)) is None
     assert state.end_offset(TopicPartition("t", 1)) == 0
+
+
+def test_foreign_rows_below_the_log_start_retention_left_stay_out(tmp_path: Path) -> None:
+    store = LogStore.open(tmp_path / "store")
+    store.create_topic("t", partitions=2, config={"retention.ms": 3_600_000})
+    old = NOW - 10 * 3_600_000
+    producer = store.producer(**{"client.id": "p", "linger.ms": 0})
+    for i in range(5):  # one file per record; the first four are past retention
+        producer.send("t", f"a{i}".encode(), partition=0, timestamp=old if i < 4 else NOW).get(10)
+    producer.close()
+    maintain(store, topics=["t"], vacuum=False, now_ms=NOW)
+    assert store.beginning_offsets("t")[0] == 4
+    append_foreign(store, [(0, 1, b"below"), (0, 2, b"below")])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ForeignRowsWarning)
+        for opened in (store, LogStore.open(tmp_path / "store")):
+            assert opened.beginning_offsets("t") == {0: 4, 1: 0}
+            assert consume_all(opened, 1)[0] == [(4, b"a4")]
+            maintain(opened, topics=["t"], vacuum=False, now_ms=NOW)
+            assert consume_all(opened, None)[0] == [(4, b"a4")]
+    with pytest.warns(ForeignRowsWarning, match="below its log start"):
+        tp = TopicPartition("t", 0)
+        PartitionReader(store.uri).read(store.log.latest().files_of(tp), tp, 0)
