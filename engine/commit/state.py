@@ -252,18 +252,17 @@ class TableState:
 
     def committed_end(self, tp: TopicPartition) -> int | None:
         """The end offset lakelog's appends recorded for ``tp`` (:func:`end_marker_id`), or None."""
-        topic = self.topics.get(tp.topic)
-        if topic is None:
-            return None
-        found = self.apps.get(end_marker_id(topic.topic_id, tp.partition))
-        return None if found < 0 else found
+        return self._marked(tp, end_marker_id)
 
     def committed_start(self, tp: TopicPartition) -> int | None:
         """The log start offset retention recorded for ``tp`` (:func:`start_marker_id`), or None."""
+        return self._marked(tp, start_marker_id)
+
+    def _marked(self, tp: TopicPartition, marker: Callable[[str, int], str]) -> int | None:
         topic = self.topics.get(tp.topic)
         if topic is None:
             return None
-        found = self.apps.get(start_marker_id(topic.topic_id, tp.partition))
+        found = self.apps.get(marker(topic.topic_id, tp.partition))
         return None if found < 0 else found
 
     def app_version(self, app_id: str) -> int:
