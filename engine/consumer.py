@@ -546,7 +546,7 @@ class Consumer:
         if self._member_id is None:
             self._join()
         view = self._store.log.latest()
-        group = self._log().latest(view).state or GroupState(self._log().group_id)
+        group = self._log().latest(view, offsets=False).state or GroupState(self._log().group_id)
         member_id = self._member_id
         assert member_id is not None
         me = group.members.get(member_id)
@@ -678,7 +678,7 @@ class Consumer:
                 return
 
     def _expire_silent(self, liveness: Liveness, member_id: str) -> None:
-        group = self._log().latest().state
+        group = self._log().latest(offsets=False).state
         if group is None or member_id not in group.members:
             return
         others = {m: v.session_timeout_ms for m, v in group.members.items() if m != member_id}

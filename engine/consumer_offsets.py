@@ -58,6 +58,14 @@ def group_key(group_id: str) -> bytes:
     return _dumps({"group": group_id})
 
 
+def is_group_record(key: bytes | None, group_id: str) -> bool:
+    """Whether a record with ``key`` holds ``group_id``'s state (not one of its offsets)."""
+    if key is None:
+        return False
+    k = json.loads(key)
+    return k.get("group") == group_id and "topic" not in k
+
+
 @dataclass(frozen=True)
 class OffsetAndMetadata:
     """A committed offset: the next offset the group will read, as in Kafka."""

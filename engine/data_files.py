@@ -49,6 +49,16 @@ _STATISTICS = [name for name in _FILE_COLUMNS if name not in ("key", "value", "h
 FILE_PREFIX = "lakelog-"
 
 
+# A file holding only consumer-group offset commits is named ``lakelog-offsets-*``: a member
+# following its group's membership skips such files (engine.group_coordinator).
+OFFSETS_LABEL = "offsets-"
+
+
+def holds_only_offsets(path: str) -> bool:
+    """Whether the data file at ``path`` was written by lakelog holding offset commits only."""
+    return path.rsplit("/", 1)[-1].startswith(FILE_PREFIX + OFFSETS_LABEL)
+
+
 def written_by_lakelog(path: str) -> bool:
     """Whether the data file at ``path`` (an ``add`` action's path) was written by lakelog's
     own writer. Files a plain Delta OPTIMIZE wrote are not, yet hold lakelog's records."""
@@ -124,7 +134,7 @@ class DataFileWriter:
         self._local = not is_s3(uri) and "://" not in uri
 
     def write(
-        self, table: pa.Table, *, data_change: bool = True, modification_time_ms: int | None = None
+        self, table: pa.Table, *, data_change: bool = True, modification_time_ms: int | None = None, label: str = ""
     ) -> list[DataFile]:
         """One file per (topic, partition) of ``table`` (log columns, rows grouped
         by partition in offset order); nothing is committed.
@@ -132,10 +142,11 @@ class DataFileWriter:
         ``data_change=False`` marks files that only rearrange records already
         in the table (OPTIMIZE); ``modification_time_ms`` replaces the ``add``
         action's write time (a rewrite keeps its sources' age, as Kafka's log
-        cleaner keeps a cleaned segment's last-modified time).
+        cleaner keeps a cleaned segment's last-modified time); ``label`` goes
+        into the file names after lakelog's prefix (:data:`OFFSETS_LABEL`).
         """
         return [
-            self._write_one(tp, table.slice(start, count), data_change, modification_time_ms)
+            self._write_one(tp, table.slice(start, count), data_change, modification_time_ms, label)
             for tp, start, count in partition_runs(table)
         ]
 
@@ -157,11 +168,10 @@ class DataFileWriter:
             yield self._write_one(current, pa.Table.from_batches(pending), True, None)
 
     def _write_one(
-        self, tp: TopicPartition, part: pa.Table, data_change: bool, modification_time_ms: int | None
+        self, tp: TopicPartition, part: pa.Table, data_change: bool, modification_time_ms: int | None, label: str = ""
     ) -> DataFile:
-        relative = (
-            f"topic={quote(tp.topic, safe='')}/partition={tp.partition}/{FILE_PREFIX}{uuid.uuid4()}.c000.snappy.parquet"
-        )
+        name = f"{FILE_PREFIX}{label}{uuid.uuid4()}.c000.snappy.parquet"
+        relative = f"topic={quote(tp.topic, safe='')}/partition={tp.partition}/{name}"
         full = f"{self._root}/{relative}"
         columns = part.select(_FILE_COLUMNS)
         if self._local:

@@ -25,10 +25,12 @@ from engine.consumer_offsets import (
     GroupRecords,
     OffsetAndMetadata,
     group_key,
+    is_group_record,
     offset_key,
     offset_value,
     partition_for_group,
 )
+from engine.data_files import OFFSETS_LABEL, holds_only_offsets
 from engine.errors import UnknownTopicOrPartitionError
 from engine.group_leases import LeaseStore, fresh
 from engine.group_state import GroupState, check_commit
@@ -42,7 +44,10 @@ class GroupLog:
     """One group's latest records, folded incrementally from its ``__consumer_offsets`` partition.
 
     Offsets there only grow in commit order, so reading the records past the
-    last one folded is enough to stay current. Thread-safe.
+    last one folded is enough to stay current. Membership alone (what every
+    poll of every member checks) skips the files holding only offset commits
+    (:func:`engine.data_files.holds_only_offsets`): members commit offsets far
+    more often than the group changes. Thread-safe.
     """
 
     def __init__(self, reader: TableLog, records: PartitionReader, group_id: str, partitions: int) -> None:
@@ -52,19 +57,44 @@ class GroupLog:
         self._reader = reader
         self._records = records
         self._lock = threading.Lock()
-        self._folded = GroupRecords(group_id)
+        self._folded = GroupRecords(group_id)  # every record below _next
         self._next = 0
+        # The newest group record seen by either read, and where membership reads go on from.
+        self._state: GroupState | None = None
+        self._state_at = -1
+        self._state_next = 0
 
-    def latest(self, state: TableState | None = None) -> GroupRecords:
-        """The group's state and offsets as of ``state`` (default: the latest version), a copy."""
+    def latest(self, state: TableState | None = None, *, offsets: bool = True) -> GroupRecords:
+        """The group's state and (with ``offsets``) its committed offsets as of ``state``
+        (default: the latest version), a copy. Without ``offsets`` the offsets returned
+        may be stale."""
         state = state if state is not None else self._reader.latest()
         with self._lock:
-            table = self._records.read(state.files_of(self.tp), self.tp, self._next)
-            if table.num_rows:
-                for key, value in zip(table.column("key").to_pylist(), table.column("value").to_pylist(), strict=True):
-                    self._folded.apply(key, value)
-                self._next = int(table.column("offset")[-1].as_py()) + 1
-            return GroupRecords(self.group_id, self._folded.state, dict(self._folded.offsets))
+            files = state.files_of(self.tp)
+            if offsets:
+                self._fold(self._records.read(files, self.tp, self._next), everything=True)
+            else:
+                start = max(self._state_next, self._next)
+                wanted = [f for f in files.covering(start, files.end) if not holds_only_offsets(f.path)]
+                self._fold(self._records.read(wanted, self.tp, start, files.end), everything=False)
+            return GroupRecords(self.group_id, self._state, dict(self._folded.offsets))
+
+    def _fold(self, table: pa.Table, *, everything: bool) -> None:
+        if not table.num_rows:
+            return
+        offsets = table.column("offset").to_pylist()
+        for offset, key, value in zip(
+            offsets, table.column("key").to_pylist(), table.column("value").to_pylist(), strict=True
+        ):
+            if everything:
+                self._folded.apply(key, value)
+            if offset > self._state_at and is_group_record(key, self.group_id):
+                self._state = None if value is None else GroupState.from_json(value.decode())
+                self._state_at = offset
+        if everything:
+            self._next = offsets[-1] + 1
+        else:
+            self._state_next = offsets[-1] + 1
 
 
 def record_rows(tp: TopicPartition, start: int, records: list[tuple[bytes, bytes | None]], now_ms: int) -> pa.Table:
@@ -103,16 +133,24 @@ class GroupRecordsBatch:
         log: GroupLog,
         operation: str,
         plan: Callable[[GroupRecords, TableState, int], list[tuple[bytes, bytes | None]]],
+        *,
+        reads_offsets: bool = True,
+        file_label: str = "",
     ) -> None:
+        """``reads_offsets=False``: ``plan`` looks at the group's state only (its offsets may
+        be stale). ``file_label`` names the files (:data:`engine.data_files.OFFSETS_LABEL`
+        for batches of offset commits only)."""
         self.operation = operation
+        self.file_label = file_label
         self._log = log
         self._plan = plan
+        self._reads_offsets = reads_offsets
         self._records: list[tuple[bytes, bytes | None]] = []
         self._now_ms = 0
 
     def prepare(self, view: TableState) -> dict[TopicPartition, int]:
         self._now_ms = int(time.time() * 1000)
-        self._records = self._plan(self._log.latest(view), view, self._now_ms)
+        self._records = self._plan(self._log.latest(view, offsets=self._reads_offsets), view, self._now_ms)
         return {self._log.tp: len(self._records)} if self._records else {}
 
     def check(self, committed_app_version: int, view: TableState) -> None:
@@ -163,7 +201,7 @@ def change_group(
             return []
         return [(group_key(log.group_id), new.to_json().encode())]
 
-    writer.append(GroupRecordsBatch(log, operation, plan), policy)
+    writer.append(GroupRecordsBatch(log, operation, plan, reads_offsets=False), policy)
     return result[0]
 
 
@@ -187,7 +225,7 @@ def commit_offsets(
         check_commit(group.state, generation, member_id, list(offsets), live=live)
         return offset_records(log.group_id, offsets, generation, member_id, now_ms, view.topics)
 
-    writer.append(GroupRecordsBatch(log, "offset_commit", plan), policy)
+    writer.append(GroupRecordsBatch(log, "offset_commit", plan, reads_offsets=False, file_label=OFFSETS_LABEL), policy)
 
 
 def offset_records(

@@ -100,7 +100,7 @@ class PartitionReader:
                 keep = pc.and_(keep, pc.less(offsets, end))
             part = part.filter(keep)
             if ranks is not None:
-                part = part.append_column(_RANK, pa.array([ranks[f.path]] * part.num_rows, pa.int32()))
+                part = part.append_column(_RANK, pa.repeat(pa.scalar(ranks[f.path], pa.int32()), part.num_rows))
             parts.append(part)
             held += part.num_rows
             if part.num_rows:
@@ -239,8 +239,8 @@ def _warn_foreign(tp: TopicPartition, what: str) -> None:
 def with_partition_columns(tp: TopicPartition, rows: pa.Table) -> pa.Table:
     """``rows`` of one data file (no partition columns) with ``topic`` and ``partition`` in front."""
     n = rows.num_rows
-    return rows.add_column(0, "topic", pa.array([tp.topic] * n, pa.string())).add_column(
-        1, "partition", pa.array([tp.partition] * n, pa.int32())
+    return rows.add_column(0, "topic", pa.repeat(pa.scalar(tp.topic, pa.string()), n)).add_column(
+        1, "partition", pa.repeat(pa.scalar(tp.partition, pa.int32()), n)
     )
 
 

@@ -115,7 +115,8 @@ class AppTransaction:
 
 
 class AppendBatch(Protocol):
-    """Records to append in one commit."""
+    """Records to append in one commit. A batch may name its files with a ``file_label``
+    attribute (:data:`engine.data_files.OFFSETS_LABEL`)."""
 
     operation: str
     # The app transaction the commit sets, or None.
@@ -300,7 +301,7 @@ class Committer:
                 return AppendResult(None, {}, 0, failures + 1)
             ends = self._ends_for(state, batch.target_partitions(state))
             append_time_ms = int(time.time() * 1000)
-            written = self._write(batch.build(ends, state.topics, append_time_ms))
+            written = self._write(batch.build(ends, state.topics, append_time_ms), getattr(batch, "file_label", ""))
             stats = [f.stats for f in written]
             counts = counts_by_partition(stats)
             if expected is not None and counts != {tp: n for tp, n in expected.items() if n}:
@@ -422,11 +423,11 @@ class Committer:
                 ends[tp] = max(ends[tp], int(offsets[-1].as_py()) + 1 if len(offsets) else 0)
         return ends
 
-    def _write(self, rows: pa.Table | list[DataFile]) -> list[DataFile]:
+    def _write(self, rows: pa.Table | list[DataFile], label: str = "") -> list[DataFile]:
         if isinstance(rows, list):
             return rows
         try:
-            return self._files.write(rows)
+            return self._files.write(rows, label=label)
         except OSError as exc:
             raise DataWriteError(f"writing data files failed, nothing was committed: {exc}") from exc
 

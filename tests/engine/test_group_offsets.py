@@ -47,3 +47,44 @@ def test_an_offset_for_a_partition_that_does_not_exist_is_refused_and_nothing_wr
         consumer.commit({TopicPartition("nope", 0): 1})
     assert store.log.latest_version() == version
     consumer.close(autocommit=False)
+
+
+def test_membership_reads_skip_offset_commits_yet_see_every_group_change(plain_store, monkeypatch):
+    """Members check the group's state on every poll; offset commits are far more frequent than
+    group changes and live in their own files, which those checks never open."""
+    from engine.data_files import holds_only_offsets
+    from engine.group_coordinator import GroupLog
+    from engine.partition_reader import PartitionReader
+
+    store = plain_store
+    store.create_topic("t", partitions=2)
+    a = store.consumer("g", enable_auto_commit=False, client_id="a")
+    a.subscribe(["t"])
+    a.poll(timeout_ms=0)
+    for i in range(3):
+        a.commit({TP: i})
+    b = store.consumer("g", enable_auto_commit=False, client_id="b")  # a group change after offset commits
+    b.subscribe(["t"])
+    b.poll(timeout_ms=0)
+    opened: list[str] = []
+    real = PartitionReader.read_file
+
+    def spy(self, path, *args, **kwargs):
+        opened.append(path)
+        return real(self, path, *args, **kwargs)
+
+    monkeypatch.setattr(PartitionReader, "read_file", spy)
+    partitions = store.log.latest().topics["__consumer_offsets"].partitions
+    fresh = GroupLog(store.log, PartitionReader(store.uri), "g", partitions)  # as a new member folds it
+    state_only = fresh.latest(offsets=False)
+    assert opened and not any(holds_only_offsets(p) for p in opened)
+    before = len(opened)
+    everything = GroupLog(store.log, PartitionReader(store.uri), "g", partitions).latest()
+    assert any(holds_only_offsets(p) for p in opened[before:])
+    assert state_only.state == everything.state
+    assert set(everything.state.members) == {a._member_id, b._member_id}
+    assert everything.offsets[TP].offset == 2
+    # The state-only fold goes on from where it was and sees the next change.
+    b.close(autocommit=False)
+    assert set(fresh.latest(offsets=False).state.members) == {a._member_id}
+    a.close(autocommit=False)
