@@ -9,7 +9,7 @@ pyarrow, and cut to the wanted offsets.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from urllib.parse import unquote
 
 import numpy as np
@@ -66,10 +66,11 @@ class PartitionReader:
         end or below the log start retention recorded (``files.end`` and
         ``files.start`` of a :class:`PartitionFiles`), and a second row at an
         offset (the row of lakelog's own file wins, else the earliest written).
-        With ``max_records``, files are read in order of their first offset
-        only until that many records are in hand, and the result stops before
-        the first offset of the first file left unread: a record there or after
-        may sit in that file, so nothing is ever skipped (the result may hold
+        With ``max_records``, files are read in order of their first offset, a
+        row group at a time (Kafka's consumer fetches a bounded slice too), only
+        until that many records are in hand, and the result stops before the
+        first offset of the first row group or file left unread: a record there
+        or after may sit in it, so nothing is ever skipped (the result may hold
         more than ``max_records``).
         """
         parts = []
@@ -93,29 +94,36 @@ class PartitionReader:
         may_stop = max_records is not None and all(f.has_offset_stats for f in candidates[-1:])
         ranks = _preference(candidates) if overlapping(candidates) else None
         for i, f in enumerate(candidates):
-            part = self.read_file(f.path, offsets=(start, end))
-            offsets = part.column("offset")
-            keep = pc.greater_equal(offsets, start)
-            if end is not None:
-                keep = pc.and_(keep, pc.less(offsets, end))
-            part = part.filter(keep)
-            if ranks is not None:
-                part = part.append_column(_RANK, pa.repeat(pa.scalar(ranks[f.path], pa.int32()), part.num_rows))
-            parts.append(part)
-            held += part.num_rows
-            if part.num_rows:
-                top = max(top, pc.max(part.column("offset")).as_py())
             rest = candidates[i + 1 :]
-            if may_stop and rest:
-                # Everything below the next file's first offset is in hand; stop once that
-                # is enough (a merged file's rows may all lie past it: then read on).
-                bound = rest[0].min_offset if end is None else min(end, rest[0].min_offset)
-                below = (
-                    held if top < bound else sum(pc.sum(pc.less(p.column("offset"), bound)).as_py() or 0 for p in parts)
-                )
-                if below >= max_records:  # type: ignore[operator]
-                    limit = bound
-                    break
+            stop = False
+            for part, unread in self._pieces(f.path, start, end, by_row_group=may_stop):
+                offsets = part.column("offset")
+                keep = pc.greater_equal(offsets, start)
+                if end is not None:
+                    keep = pc.and_(keep, pc.less(offsets, end))
+                part = part.filter(keep)
+                if ranks is not None:
+                    part = part.append_column(_RANK, pa.repeat(pa.scalar(ranks[f.path], pa.int32()), part.num_rows))
+                parts.append(part)
+                held += part.num_rows
+                if part.num_rows:
+                    top = max(top, pc.max(part.column("offset")).as_py())
+                # Everything below the first offset left unread (the next row group of this
+                # file, the next file) is in hand; stop once that is enough (a merged file's
+                # rows may all lie past it: then read on).
+                edges = [b for b in (unread, rest[0].min_offset if rest else None) if b is not None]
+                if may_stop and edges:
+                    bound = min(edges) if end is None else min(end, *edges)
+                    below = (
+                        held
+                        if top < bound
+                        else sum(pc.sum(pc.less(p.column("offset"), bound)).as_py() or 0 for p in parts)
+                    )
+                    if below >= max_records:  # type: ignore[operator]
+                        limit, stop = bound, True
+                        break
+            if stop:
+                break
         schema = pa.schema([LOG_ARROW_SCHEMA.field(n) for n in _DATA_COLUMNS])
         if not parts:
             table = schema.empty_table()
@@ -140,6 +148,28 @@ class PartitionReader:
             return PartitionBounds(end, end, len(files))
         return PartitionBounds(int(offsets[0].as_py()), max(end, int(offsets[-1].as_py()) + 1), len(files))
 
+    def _pieces(
+        self, path: str, start: int, end: int | None, *, by_row_group: bool
+    ) -> Iterator[tuple[pa.Table, int | None]]:
+        """The rows of one data file that may hold offsets in [start, end): whole, or a row
+        group at a time in order of their first offset, each with the first offset of the
+        row groups still unread (None when none are left). Row groups without statistics
+        are read with the first piece, so what is left unread is always bounded."""
+        if not by_row_group:
+            yield self.read_file(path, offsets=(start, end)), None
+            return
+        with self._fs.open(f"{self._root}/{unquote(path)}", "rb") as handle:
+            parquet = pq.ParquetFile(handle)
+            groups = _row_groups(parquet.metadata, start, end)
+            firsts = _group_firsts(parquet.metadata, groups)
+            unknown = [g for g in groups if firsts[g] is None]
+            known = sorted((g for g in groups if firsts[g] is not None), key=lambda g: firsts[g])  # type: ignore[arg-type,return-value]
+            batches = [unknown + known[:1], *([g] for g in known[1:])] if known else [unknown]
+            for i, batch in enumerate(batches):
+                following = known[i + 1] if i + 1 < len(known) else None
+                rows = parquet.read_row_groups(batch, columns=_DATA_COLUMNS)
+                yield _normalized(rows), None if following is None else firsts[following]
+
     def read_file(
         self, path: str, columns: Sequence[str] | None = None, offsets: tuple[int, int | None] | None = None
     ) -> pa.Table:
@@ -157,8 +187,7 @@ class PartitionReader:
             else:
                 parquet = pq.ParquetFile(handle)
                 table = parquet.read_row_groups(_row_groups(parquet.metadata, *offsets), columns=wanted)
-        # Spark writes timestamps without a time zone (and maybe in ns); normalize to the log schema.
-        return table.cast(pa.schema([LOG_ARROW_SCHEMA.field(n) for n in table.column_names]))
+        return _normalized(table)
 
     def first_at(self, files: PartitionFiles, tp: TopicPartition, timestamp_ms: int) -> tuple[int, int] | None:
         """Kafka's ``offsetsForTimes`` for one partition: the earliest offset whose timestamp
@@ -244,12 +273,31 @@ def with_partition_columns(tp: TopicPartition, rows: pa.Table) -> pa.Table:
     )
 
 
+def _normalized(table: pa.Table) -> pa.Table:
+    # Spark writes timestamps without a time zone (and maybe in ns); normalize to the log schema.
+    return table.cast(pa.schema([LOG_ARROW_SCHEMA.field(n) for n in table.column_names]))
+
+
+def _offset_leaf(metadata: pq.FileMetaData) -> int | None:
+    first = metadata.row_group(0)
+    return next((i for i in range(first.num_columns) if first.column(i).path_in_schema == "offset"), None)
+
+
+def _group_firsts(metadata: pq.FileMetaData, groups: Sequence[int]) -> dict[int, int | None]:
+    """The smallest offset of each of ``groups`` by its statistics (None without them)."""
+    leaf = _offset_leaf(metadata) if metadata.num_row_groups else None
+    firsts: dict[int, int | None] = {}
+    for g in groups:
+        stats = None if leaf is None else metadata.row_group(g).column(leaf).statistics
+        firsts[g] = int(stats.min) if stats is not None and stats.has_min_max else None
+    return firsts
+
+
 def _row_groups(metadata: pq.FileMetaData, start: int, end: int | None) -> list[int]:
     """Row groups that may hold offsets in [start, end) by their ``offset`` statistics."""
     if metadata.num_row_groups == 0:
         return []
-    first = metadata.row_group(0)
-    leaf = next((i for i in range(first.num_columns) if first.column(i).path_in_schema == "offset"), None)
+    leaf = _offset_leaf(metadata)
     chosen = []
     for g in range(metadata.num_row_groups):
         stats = None if leaf is None else metadata.row_group(g).column(leaf).statistics
