@@ -84,32 +84,27 @@ def read_all(store: LogStore, start: int, max_records: int | None) -> list[int]:
     return seen
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
-@given(
-    sizes=st.lists(st.integers(1, 12), min_size=2, max_size=10),
-    rewrites=st.lists(
+# Appends of these sizes, then foreign rewrites (files picked by index, cut points), then a shuffle seed.
+LAYOUTS = {
+    "sizes": st.lists(st.integers(1, 12), min_size=2, max_size=10),
+    "rewrites": st.lists(
         st.tuples(
             st.lists(st.integers(0, 30), min_size=1, max_size=5, unique=True), st.lists(st.integers(0, 99), max_size=3)
         ),
         max_size=4,
     ),
-    seed=st.integers(0, 2**16),
-)
+    "seed": st.integers(0, 2**16),
+}
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@given(**LAYOUTS)
 def test_any_foreign_rewrite_leaves_every_record_readable_once_in_order(sizes, rewrites, seed):
     check_layouts(sizes, rewrites, seed)
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
-@given(
-    sizes=st.lists(st.integers(1, 12), min_size=2, max_size=8),
-    rewrites=st.lists(
-        st.tuples(
-            st.lists(st.integers(0, 30), min_size=1, max_size=5, unique=True), st.lists(st.integers(0, 99), max_size=3)
-        ),
-        max_size=3,
-    ),
-    seed=st.integers(0, 2**16),
-)
+@given(**LAYOUTS)
 def test_small_fetches_read_a_row_group_at_a_time_and_skip_nothing(sizes, rewrites, seed):
     """Row groups of 3 rows: a fetch reads row groups one by one, also when a rewrite left
     them unsorted and overlapping inside a file."""
