@@ -118,7 +118,7 @@ CONSUMER_CONFIG_KEYS = key_table(
             "fetch.min.records",
             "int",
             10_000,
-            "Records read ahead per partition fetch (whole files; lakelog's fetch.min.bytes).",
+            "Records read ahead per partition fetch (whole row groups; lakelog's fetch.min.bytes).",
             minimum=1,
         ),
         ConfigKey("fetch.max.wait.ms", "long", 100, "Pause between looks for new data while poll() waits.", minimum=0),
