@@ -23,6 +23,19 @@ def ranges(store, topic: str) -> dict[int, list[tuple[int, int]]]:
     return {tp.partition: [(f.min_offset, f.max_offset) for f in p.files] for tp, p in logs.items()}
 
 
+def small_fetch_values(store, polls: int) -> dict[int, list[bytes]]:
+    """The values of topic ``t`` (partitions 0 and 1) as a consumer fetching one record at a
+    time and polling 3 at a time sees them in ``polls`` polls."""
+    consumer = Consumer(store, {"fetch.min.records": 1, "max.poll.records": 3, "auto.offset.reset": "earliest"})
+    consumer.assign([TopicPartition("t", 0), TopicPartition("t", 1)])
+    got: dict[int, list[bytes]] = {0: [], 1: []}
+    for _ in range(polls):
+        for r in consumer.poll(timeout_ms=0):
+            got[r.partition].append(r.value)
+    consumer.close()
+    return got
+
+
 def copy_t(spark, store, checkpoint: str) -> None:
     """A streaming query copying topic ``t`` into ``copy`` until it has caught up, in
     batches of 7 records (they end inside merged files)."""
@@ -113,14 +126,7 @@ def test_spark_sql_optimize_beside_a_small_fetch_consumer_skips_nothing(spark, s
     # lakelog's maintenance puts the partition back in offset order; nothing changes for readers.
     maintain(store, topics=["t"], vacuum=False)
     assert not any(overlapping_runs(p.files) for p in partition_logs(store.log.latest(), {"t"}).values())
-    again = Consumer(store, {"fetch.min.records": 1, "max.poll.records": 3, "auto.offset.reset": "earliest"})
-    again.assign([TopicPartition("t", 0), TopicPartition("t", 1)])
-    replay: dict[int, list[bytes]] = {0: [], 1: []}
-    for _ in range(200):
-        for r in again.poll(timeout_ms=0):
-            replay[r.partition].append(r.value)
-    again.close()
-    assert replay == expected
+    assert small_fetch_values(store, polls=200) == expected
 
 
 def test_a_plain_spark_append_into_the_log_table_is_left_out_everywhere(spark, store, tmp_path):
@@ -152,14 +158,7 @@ def test_a_plain_spark_append_into_the_log_table_is_left_out_everywhere(spark, s
     assert rows(store.read("t")) == want
     assert rows(spark.read.format("lakelog").option("path", store.uri).option("subscribe", "t").load()) == want
     assert store.end_offsets("t") == {0: 20, 1: 20}
-    consumer = Consumer(store, {"fetch.min.records": 1, "max.poll.records": 3, "auto.offset.reset": "earliest"})
-    consumer.assign([TopicPartition("t", 0), TopicPartition("t", 1)])
-    got: dict[int, list[bytes]] = {0: [], 1: []}
-    for _ in range(100):
-        for r in consumer.poll(timeout_ms=0):
-            got[r.partition].append(r.value)
-    consumer.close()
-    assert got == expected
+    assert small_fetch_values(store, polls=100) == expected
     with Producer(store, {"linger.ms": 0}) as producer:
         landed = producer.send_batch("t", [b"after"], partition=1).get(30)
     assert int(landed.offsets[0]) == 20  # not 31
