@@ -1,20 +1,29 @@
 """``lakelog perf groups``: consumer groups of N processes, lakelog next to a real Kafka broker.
 
-The same workload on both sides, each group size in turn (lakelog, then
-Kafka, interleaved per size): a topic of 8 partitions holding ``records``
-records of 100 bytes; N member processes join together, each polling up to
-500 records; then one more member joins and,
-once the group settled, one leaves. Reported per size and side:
+The same workload on both sides: one topic of 8 partitions holding
+``records`` records of 100 bytes serves every run; a run is N member
+processes in a new group joining together, each polling up to 500 records,
+until the group delivered the whole topic. Runs are interleaved: each
+repetition runs every size, lakelog, bare, then Kafka, so all sides see the
+machine in the same state. After the last repetition of a size, one more
+member joins that group and, once the group settled, one leaves. Reported per
+size and side:
 
 * group throughput: records delivered / time from the start signal to the
-  last record delivered, and its ratio to the 1-member group's; split into
-  the time until the group last changed hands (its last ``assigned``
-  callback before the end) and the throughput after that;
+  last record delivered (the median over the repetitions, with their range),
+  and its ratio to the smallest group's; split (in the median run) into the
+  time until the group last changed hands (its last ``assigned`` callback
+  before the end) and the throughput after that;
 * records delivered twice (the run is clean: no kill; must be 0);
 * rebalance settled after the join and after the leave: from the trigger
   (the new member subscribing; the leaving member closing) to the last
   ``assigned`` callback of the rebalance, in any member;
-* lakelog only: Delta commits per minute of an idle group of the largest size.
+* lakelog only: Delta commits per minute of an idle group of the largest size;
+* "bare": the same N lakelog processes reading the same partitions (as the
+  range assignor splits them) outside any group -- manual assign, no
+  membership, no commits -- and the group's throughput as a share of theirs.
+  On a 2-vCPU machine N processes reading at once are much slower than one
+  reading everything; this line tells that cost from the group protocol's.
 
 lakelog members are JVM-free processes using lakelog's consumer; Kafka
 members are confluent-kafka (librdkafka) consumers against
@@ -43,6 +52,8 @@ PARTITIONS = 8
 TOPIC = "perf-groups"
 # Members commit as they go: at most this often (and when partitions are revoked), on both sides.
 COMMIT_INTERVAL_S = 0.2
+# The group id of a bare reader: "assign:0,4" reads partitions 0 and 4 outside any group.
+BARE = "assign:"
 
 
 # -- members (each a process) --------------------------------------------------------
@@ -58,13 +69,17 @@ def _logger(path: str, name: str) -> Callable[..., None]:
     return record
 
 
-def lakelog_member(store_path: str, name: str, log_path: str, go: str, stop: str) -> None:
-    from engine import LogStore
+def lakelog_member(store_path: str, group_id: str, name: str, log_path: str, go: str, stop: str) -> None:
+    """A member of ``group_id``; or, for ``group_id`` ``assign:<p>,<p>...``, a consumer of
+    those partitions outside any group (manual assign, no commits): the bare reading the
+    group's throughput is measured against."""
+    from engine import LogStore, TopicPartition
 
     record = _logger(log_path, name)
     store = LogStore.open(store_path)
+    bare = group_id.startswith(BARE)
     consumer = store.consumer(
-        "perf",
+        None if bare else group_id,
         client_id=name,
         enable_auto_commit=False,
         auto_offset_reset="earliest",
@@ -85,7 +100,10 @@ def lakelog_member(store_path: str, name: str, log_path: str, go: str, stop: str
     while not os.path.exists(go):
         time.sleep(0.005)
     record("subscribing")
-    consumer.subscribe([TOPIC], listener=Listener())
+    if bare:
+        consumer.assign([TopicPartition(TOPIC, int(p)) for p in group_id[len(BARE) :].split(",") if p])
+    else:
+        consumer.subscribe([TOPIC], listener=Listener())
     next_commit = 0.0
     while not os.path.exists(stop):
         table = consumer.poll_arrow(timeout_ms=100)
@@ -95,21 +113,21 @@ def lakelog_member(store_path: str, name: str, log_path: str, go: str, stop: str
             for p in sorted(set(partitions.tolist())):
                 mine = offsets[partitions == p]
                 record("records", p=int(p), first=int(mine[0]), last=int(mine[-1]), n=len(mine))
-            if time.monotonic() >= next_commit:
+            if not bare and time.monotonic() >= next_commit:
                 consumer.commit()
                 next_commit = time.monotonic() + COMMIT_INTERVAL_S
     record("closing")
     consumer.close(autocommit=False)
 
 
-def kafka_member(bootstrap: str, name: str, log_path: str, go: str, stop: str) -> None:
+def kafka_member(bootstrap: str, group_id: str, name: str, log_path: str, go: str, stop: str) -> None:
     from confluent_kafka import Consumer, KafkaException
 
     record = _logger(log_path, name)
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
-            "group.id": "perf",
+            "group.id": group_id,
             "client.id": name,
             "enable.auto.commit": False,
             "auto.offset.reset": "earliest",
@@ -155,10 +173,10 @@ def kafka_member(bootstrap: str, name: str, log_path: str, go: str, stop: str) -
 
 
 class Group:
-    """N member processes of one side, their logs, their start and stop files."""
+    """N member processes of one side in one group, their logs, their start and stop files."""
 
-    def __init__(self, work: Path, side: str, target: str) -> None:
-        self.work, self.side, self.target = work, side, target
+    def __init__(self, work: Path, side: str, target: str, group_id: str) -> None:
+        self.work, self.side, self.target, self.group_id = work, side, target, group_id
         self.go = work / f"{side}.go"
         self.procs: dict[str, subprocess.Popen] = {}
         # Events read so far, per member log, and where its complete lines end: the driver
@@ -166,9 +184,9 @@ class Group:
         self._read: dict[str, tuple[int, list[dict]]] = {}
         self.records_seen = 0
 
-    def start(self, name: str) -> None:
-        verb = "lakelog-member" if self.side == "lakelog" else "kafka-member"
-        args = [sys.executable, "-m", "benchmarks.groups", verb, self.target, name]
+    def start(self, name: str, group_id: str | None = None) -> None:
+        verb = "kafka-member" if self.side == "kafka" else "lakelog-member"
+        args = [sys.executable, "-m", "benchmarks.groups", verb, self.target, group_id or self.group_id, name]
         args += [str(self.work / f"{name}.jsonl"), str(self.go), str(self.work / f"{name}.stop")]
         self.procs[name] = subprocess.Popen(
             args,
@@ -227,18 +245,36 @@ def _wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
         time.sleep(0.05)
 
 
-def run_side(side: str, target: str, work: Path, size: int, records: int) -> dict[str, float]:
-    group = Group(work, side, target)
+def run_side(side: str, target: str, work: Path, size: int, records: int, *, rebalances: bool) -> dict[str, float]:
+    """One run of a group of ``size`` members (a new group) reading the whole topic; with
+    ``rebalances``, then a join and a leave."""
+    group = Group(work, side, target, group_id=work.name)
     try:
-        return _run(group, side, size, records)
+        figures = _throughput(group, side, size, records)
+        if rebalances:
+            figures |= _rebalances(group, side, size)
+        _stop_all(group)
+        return figures
     finally:
         group.kill()  # whatever happened: no member outlives the run
 
 
-def _run(group: Group, side: str, size: int, records: int) -> dict[str, float]:
-    names = [f"{side}-{i}" for i in range(size)]
-    for name in names:
-        group.start(name)
+def _names(side: str, size: int) -> list[str]:
+    return [f"{side}-{i}" for i in range(size)]
+
+
+def _range_share(i: int, size: int) -> list[int]:
+    """Member ``i``'s partitions under Kafka's range assignor (the first ones get one more)."""
+    per, extra = divmod(PARTITIONS, size)
+    first = i * per + min(i, extra)
+    return list(range(first, first + per + (1 if i < extra else 0)))
+
+
+def _throughput(group: Group, side: str, size: int, records: int) -> dict[str, float]:
+    names = _names(side, size)
+    for i, name in enumerate(names):
+        # The bare side splits the partitions as the range assignor would.
+        group.start(name, f"{BARE}{','.join(map(str, _range_share(i, size)))}" if side == "bare" else None)
     ready = set(names)
     _wait_for(lambda: ready <= {e["member"] for e in group.events() if e["event"] == "ready"}, 300, "members")
     time.sleep(0.5)  # every process is up, has its client built and waits for the start signal
@@ -251,28 +287,36 @@ def _run(group: Group, side: str, size: int, records: int) -> dict[str, float]:
     # When the group last changed hands before the end: what throughput leaves to formation.
     formed = max((e["t"] for e in events if e["event"] == "assigned" and e["t"] <= last), default=started)
     after = sum(e["n"] for e in events if e["event"] == "records" and e["t"] > formed)
-    figures = {
+    return {
         "throughput_rps": records / (last - started),
         "formed_s": formed - started,
         "steady_rps": after / (last - formed) if last > formed else 0.0,
         "delivered_twice": sum(1 for n in seen.values() if n > 1),
         "missing": records - len(seen),
     }
-    # A member joins the settled group, then (once that settled) one leaves.
+
+
+def _rebalances(group: Group, side: str, size: int) -> dict[str, float]:
+    """A member joins the settled group, then (once that settled) one leaves."""
     joiner = f"{side}-joiner"
     group.start(joiner)
     _wait_for(lambda: any(e["event"] == "subscribing" and e["member"] == joiner for e in group.events()), 60, "join")
     joined_at = next(e["t"] for e in group.events() if e["event"] == "subscribing" and e["member"] == joiner)
     time.sleep(12)
-    figures["join_settled_s"] = _settled(group.events(), joined_at)
-    leaving = names[0]
+    figures = {"join_settled_s": _settled(group.events(), joined_at)}
     left_at = time.time()
-    group.stop(leaving)
+    group.stop(_names(side, size)[0])
     time.sleep(12)
     figures["leave_settled_s"] = _settled(group.events(), left_at)
-    for name in [*names[1:], joiner]:
-        group.stop(name)
     return figures
+
+
+def _stop_all(group: Group) -> None:
+    running = [name for name, proc in group.procs.items() if proc.poll() is None]
+    for name in running:
+        (group.work / f"{name}.stop").touch()
+    for name in running:
+        group.stop(name)
 
 
 def idle_commits(work: Path, size: int, seconds: float) -> float:
@@ -282,7 +326,7 @@ def idle_commits(work: Path, size: int, seconds: float) -> float:
     path = str(work / "idle-store")
     store = LogStore.open(path)
     store.create_topic(TOPIC, partitions=PARTITIONS)
-    group = Group(work, "lakelog", path)
+    group = Group(work, "lakelog", path, group_id="idle")
     try:
         for i in range(size):
             group.start(f"idle-{i}")
@@ -340,49 +384,53 @@ def perf_groups(
     sizes: Sequence[int],
     *,
     records: int,
+    repeat: int,
     idle_seconds: float,
     kafka: bool,
     work_dir: str | None,
     out: Callable[[str], None],
 ) -> dict[str, dict[int, dict[str, float]]]:
-    """Run both sides for every group size; print one line per size and side, then the ratios."""
+    """Run both sides for every group size, ``repeat`` times interleaved; print one line per
+    size and side, then the ratios."""
     work = Path(tempfile.mkdtemp(prefix="lakelog-perf-groups-", dir=work_dir))
-    results: dict[str, dict[int, dict[str, float]]] = {"lakelog": {}, "kafka": {}}
+    runs: dict[tuple[str, int], list[dict[str, float]]] = {}
     broker = None
     try:
+        records -= records % PARTITIONS
+        # "bare": the same N processes reading the same partitions outside any group (no
+        # membership, no commits): what N readers get out of this machine at all.
+        targets = {"lakelog": str(work / "store"), "bare": str(work / "store")}
+        _fill_lakelog(targets["lakelog"], records)
         if kafka:
             from benchmarks.kafka_reference import KafkaBroker
 
             broker = KafkaBroker().start()
-        for size in sizes:
-            records_here = records - records % PARTITIONS
-            store = str(work / f"store-{size}")
-            _fill_lakelog(store, records_here)
-            sides = [("lakelog", store)]
-            if broker is not None:
-                if size == sizes[0]:  # one topic serves every size: each run starts over in a fresh group
-                    _fill_kafka(broker.bootstrap, records_here)
-                sides.append(("kafka", broker.bootstrap))
-            for side, target in sides:
-                side_work = work / f"{side}-{size}"
-                side_work.mkdir()
-                if side == "kafka":
-                    _reset_kafka_group(broker)
-                figures = run_side(side, target, side_work, size, records_here)
-                results[side][size] = figures
-                out(
-                    f"{side:7} {size:2} member(s): {figures['throughput_rps']:,.0f} rec/s, "
-                    f"{figures['delivered_twice']} delivered twice, {figures['missing']} missing; rebalance settled "
-                    f"{figures['join_settled_s']:.2f} s after a join, "
-                    f"{figures['leave_settled_s']:.2f} s after a leave; group formed {figures['formed_s']:.2f} s "
-                    f"after the start, {figures['steady_rps']:,.0f} rec/s after"
-                )
-        for side in results:
-            one = results[side].get(sizes[0], {}).get("throughput_rps")
-            if one:
-                ratios = ", ".join(f"{s}: {results[side][s]['throughput_rps'] / one:.2f}" for s in results[side])
-                out(f"{side} group throughput / {sizes[0]}-member group's: {ratios}")
-        if results["kafka"]:
+            _fill_kafka(broker.bootstrap, records)
+            targets["kafka"] = broker.bootstrap
+        for rep in range(repeat):
+            for size in sizes:
+                for side, target in targets.items():
+                    side_work = work / f"{side}-{size}-{rep}"
+                    side_work.mkdir()
+                    rebalances = rep == repeat - 1 and side != "bare"
+                    figures = run_side(side, target, side_work, size, records, rebalances=rebalances)
+                    runs.setdefault((side, size), []).append(figures)
+        results: dict[str, dict[int, dict[str, float]]] = {side: {} for side in targets}
+        for (side, size), figures in runs.items():
+            results[side][size] = _summary(figures)
+            out(_line(side, size, results[side][size]))
+        for side, by_size in results.items():
+            one = by_size[sizes[0]]["throughput_rps"]
+            ratios = ", ".join(f"{s}: {by_size[s]['throughput_rps'] / one:.2f}" for s in by_size)
+            out(f"{side} group throughput / {sizes[0]}-member group's: {ratios}")
+        out(
+            "lakelog group / bare readers throughput: "
+            + ", ".join(
+                f"{s}: {results['lakelog'][s]['throughput_rps'] / results['bare'][s]['throughput_rps']:.2f}"
+                for s in results["bare"]
+            )
+        )
+        if "kafka" in results:
             out(
                 "lakelog / kafka throughput: "
                 + ", ".join(
@@ -401,19 +449,39 @@ def perf_groups(
     return results
 
 
-def _reset_kafka_group(broker: object) -> None:
-    """Start each Kafka run from the beginning: delete the group's committed offsets."""
-    from confluent_kafka import KafkaException
-    from confluent_kafka.admin import AdminClient
+def _summary(runs: list[dict[str, float]]) -> dict[str, float]:
+    """The median run's figures (by throughput), the range of throughputs, and the worst
+    duplicates and misses of any run."""
+    ordered = sorted(runs, key=lambda r: r["throughput_rps"])
+    summary = dict(ordered[(len(ordered) - 1) // 2])
+    summary["throughput_min_rps"] = ordered[0]["throughput_rps"]
+    summary["throughput_max_rps"] = ordered[-1]["throughput_rps"]
+    summary["delivered_twice"] = max(r["delivered_twice"] for r in runs)
+    summary["missing"] = max(r["missing"] for r in runs)
+    summary["runs"] = len(runs)
+    for key in ("join_settled_s", "leave_settled_s"):
+        summary[key] = next((r[key] for r in runs if key in r), float("nan"))
+    return summary
 
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})  # type: ignore[attr-defined]
-    with contextlib.suppress(KafkaException):  # the first run: no such group yet
-        admin.delete_consumer_groups(["perf"])["perf"].result()
+
+def _line(side: str, size: int, f: dict[str, float]) -> str:
+    line = (
+        f"{side:7} {size:2} member(s): {f['throughput_rps']:,.0f} rec/s (median of {f['runs']:.0f}, "
+        f"{f['throughput_min_rps']:,.0f}-{f['throughput_max_rps']:,.0f}), {f['delivered_twice']:.0f} delivered "
+        f"twice, {f['missing']:.0f} missing"
+    )
+    if side == "bare":
+        return line
+    return (
+        f"{line}; rebalance settled {f['join_settled_s']:.2f} s after a join, "
+        f"{f['leave_settled_s']:.2f} s after a leave; group formed {f['formed_s']:.2f} s after the start, "
+        f"{f['steady_rps']:,.0f} rec/s after"
+    )
 
 
 if __name__ == "__main__":
     verb = sys.argv[1]
     if verb == "lakelog-member":
-        lakelog_member(*sys.argv[2:7])
+        lakelog_member(*sys.argv[2:8])
     elif verb == "kafka-member":
-        kafka_member(*sys.argv[2:7])
+        kafka_member(*sys.argv[2:8])

@@ -484,9 +484,12 @@ def cmd_perf_groups(args: argparse.Namespace, out: Callable[[str], None]) -> Non
         raise InvalidConfigError(f"--sizes takes group sizes like 1,4,8,16; got {args.sizes!r}") from exc
     if not sizes or min(sizes) < 1:
         raise InvalidConfigError(f"--sizes takes group sizes like 1,4,8,16; got {args.sizes!r}")
+    if args.repeat < 1:
+        raise InvalidConfigError(f"--repeat takes a positive number of runs; got {args.repeat}")
     perf_groups(
         sizes,
         records=args.num_records,
+        repeat=args.repeat,
         idle_seconds=args.idle_seconds,
         kafka=not args.no_kafka,
         work_dir=args.work_dir,
@@ -709,6 +712,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--sizes", default="1,4,8,16", help="group sizes (members)")
     p.add_argument("--num-records", type=int, default=1_000_000)
+    p.add_argument("--repeat", type=int, default=3, help="throughput runs per size and side (median reported)")
     p.add_argument("--idle-seconds", type=float, default=60, help="how long to count an idle group's commits")
     p.add_argument("--no-kafka", action="store_true", help="skip the Apache Kafka broker side")
     p.add_argument("--work-dir", help="where the temporary stores go (default: the system's temp directory)")

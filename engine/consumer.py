@@ -60,7 +60,7 @@ from engine.errors import (
 )
 from engine.group_coordinator import GroupLog, change_group, commit_offsets, partition_counts
 from engine.group_leases import LeaseStore, Liveness
-from engine.group_state import GroupState, Member, expire, join, leave, overdue, sync
+from engine.group_state import GroupState, Member, expire, join, join_all, leave, overdue, sync
 from engine.offsets import PartitionBounds, TopicPartition
 from engine.partition_reader import PartitionReader
 from engine.reads import resolve_topic_names
@@ -218,6 +218,8 @@ class Consumer:
         self._listener: ConsumerRebalanceListener | None = None
         self._next_auto_commit = time.monotonic() + cfg["auto.commit.interval.ms"] / 1000
         self._rr = 0
+        # The table version the group protocol last looked at: the group changes only by commits.
+        self._protocol_version = -1
         # Membership, shared with the heartbeat thread.
         self._lock = threading.Lock()
         self._member_id: str | None = None
@@ -251,6 +253,7 @@ class Consumer:
             if not topics or not all(isinstance(t, str) and t for t in topics):
                 raise UnknownTopicOrPartitionError(f"subscribe() needs topic names or a pattern, got {topics!r}")
         self._subscription = topics
+        self._protocol_version = -1
         self._listener = listener
         # A member whose subscription changed rejoins at its next poll (a rebalance).
 
@@ -272,6 +275,7 @@ class Consumer:
         """Drop the subscription or manual assignment (leaving the group)."""
         self._leave_group()
         self._subscription = None
+        self._protocol_version = -1
         self._manual = False
         self._set_assignment(set())
 
@@ -546,6 +550,8 @@ class Consumer:
         if self._member_id is None:
             self._join()
         view = self._store.log.latest()
+        if view.version == self._protocol_version and not self._lease_lapsed():
+            return  # no commit since the last complete round: the group is as it was
         group = self._log().latest(view, offsets=False).state or GroupState(self._log().group_id)
         member_id = self._member_id
         assert member_id is not None
@@ -578,18 +584,28 @@ class Consumer:
                 self._listener.on_partitions_assigned(added)
             if added or owned != assigned:
                 log.info("%s: generation %d, assigned %s", member_id, group.generation, sorted(assigned))
+        self._protocol_version = view.version
 
     def _join(self) -> None:
         with self._lock:
             self._member_id = f"{self.client_id}-{uuid.uuid4()}"
             self._generation = -1
         member_id = self._member_id
-        self._lease_store().renew(member_id, self._instance_id)
+        leases = self._lease_store()
+        leases.renew(member_id, self._instance_id)
         self._lease_renewed = time.monotonic()
         assignor = self._config["partition.assignment.strategy"]
-        self._change(
-            "join_group", lambda st, now, v: join(st, self._member(v.topics), now, partition_counts(v), assignor)
-        )
+        leases.announce(self._member(self._store.log.latest().topics))
+
+        def change(state: GroupState, now_ms: int, view: TableState) -> GroupState:
+            # Members announced as joining come in with this join: one rebalance for all.
+            others = [m for m in leases.announced(now_ms) if m.member_id != member_id]
+            return join_all(state, [self._member(view.topics), *others], now_ms, partition_counts(view), assignor)
+
+        try:
+            self._change("join_group", change)
+        finally:
+            leases.withdraw(member_id)
         self._start_heartbeats()
 
     def _lease_lapsed(self) -> bool:

@@ -76,7 +76,8 @@ class GroupLog:
             else:
                 start = max(self._state_next, self._next)
                 wanted = [f for f in files.covering(start, files.end) if not holds_only_offsets(f.path)]
-                self._fold(self._records.read(wanted, self.tp, start, files.end), everything=False)
+                if wanted:
+                    self._fold(self._records.read(wanted, self.tp, start, files.end), everything=False)
             return GroupRecords(self.group_id, self._state, dict(self._folded.offsets))
 
     def _fold(self, table: pa.Table, *, everything: bool) -> None:

@@ -13,6 +13,12 @@ unchanged (same modification time / ETag) for the member's
 ``session.timeout.ms``. Clocks of different machines (or of the S3 service)
 never meet; an observer that just started waits a whole session before it
 expires anyone, as a Kafka coordinator that just took over does.
+
+A member about to join also leaves an announcement
+(``.../joining/<member>.json``: its subscription and timeouts) until its join
+landed. Whoever commits a join admits every announced member with it, so
+members that start together form the group in one rebalance, as Kafka's
+coordinator gathers the JoinGroup requests that arrive while it prepares one.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import quote, unquote
 
+from engine.group_state import Member
 from engine.object_store import filesystem, is_s3
 
 LEASES_DIR = "_lakelog/groups"
@@ -45,26 +52,30 @@ class LeaseStore:
         self.uri = uri
         self._fs, root = filesystem(uri)
         self._local = not is_s3(uri) and "://" not in uri
-        self.directory = f"{root}/{LEASES_DIR}/{quote(group_id, safe='')}/members"
+        self.group_directory = f"{root}/{LEASES_DIR}/{quote(group_id, safe='')}"
+        self.directory = f"{self.group_directory}/members"
+        self.joining = f"{self.group_directory}/joining"
 
-    def _path(self, member_id: str) -> str:
-        return f"{self.directory}/{quote(member_id, safe='')}.json"
+    def _path(self, member_id: str, directory: str | None = None) -> str:
+        return f"{directory or self.directory}/{quote(member_id, safe='')}.json"
 
-    def renew(self, member_id: str, instance_id: str | None) -> None:
-        """Write (or overwrite) the member's lease. Raises OSError when it could not be written."""
-        body = json.dumps(
-            {"member_id": member_id, "instance_id": instance_id, "renewed_ms": int(time.time() * 1000)}
-        ).encode()
-        path = self._path(member_id)
+    def _put(self, directory: str, member_id: str, document: Mapping) -> None:
+        body = json.dumps(document).encode()
+        path = self._path(member_id, directory)
         if self._local:
-            os.makedirs(self.directory, exist_ok=True)
-            temp = f"{self.directory}/.{uuid.uuid4().hex}.tmp"
+            os.makedirs(directory, exist_ok=True)
+            temp = f"{directory}/.{uuid.uuid4().hex}.tmp"
             with open(temp, "wb") as handle:
                 handle.write(body)
-            os.replace(temp, path)  # atomic: a reader sees the old lease or the new one
+            os.replace(temp, path)  # atomic: a reader sees the old object or the new one
         else:
             with self._fs.open(path, "wb") as handle:
                 handle.write(body)
+
+    def renew(self, member_id: str, instance_id: str | None) -> None:
+        """Write (or overwrite) the member's lease. Raises OSError when it could not be written."""
+        document = {"member_id": member_id, "instance_id": instance_id, "renewed_ms": int(time.time() * 1000)}
+        self._put(self.directory, member_id, document)
 
     def remove(self, member_id: str) -> None:
         """Drop the member's lease (it left); nothing if there is none."""
@@ -72,9 +83,44 @@ class LeaseStore:
             self._fs.rm(self._path(member_id))
 
     def remove_all(self) -> None:
-        """Drop every lease of the group (it was deleted)."""
+        """Drop every lease and announcement of the group (it was deleted)."""
         with contextlib.suppress(FileNotFoundError):
-            self._fs.rm(self.directory, recursive=True)
+            self._fs.rm(self.group_directory, recursive=True)
+
+    def announce(self, member: Member) -> None:
+        """Announce that ``member`` is joining (until :meth:`withdraw`). Raises OSError when it
+        could not be written."""
+        document = {"member": member.to_dict(), "announced_ms": int(time.time() * 1000)}
+        self._put(self.joining, member.member_id, document)
+
+    def withdraw(self, member_id: str) -> None:
+        """Drop the member's announcement (its join landed, or failed); nothing if there is none."""
+        with contextlib.suppress(FileNotFoundError):
+            self._fs.rm(self._path(member_id, self.joining))
+
+    def announced(self, now_ms: int) -> list[Member]:
+        """Members announced as joining within their session timeout (by ``now_ms``, the
+        reader's clock), in member id order. An announcement left by a member that died
+        before its join landed is older than that soon; it is removed when seen."""
+        try:
+            names = sorted(self._fs.ls(self.joining, detail=False))
+        except FileNotFoundError:
+            return []
+        found = []
+        for name in names:
+            if not name.endswith(".json") or name.rsplit("/", 1)[-1].startswith("."):
+                continue
+            try:
+                document = json.loads(self._fs.cat_file(name))
+            except FileNotFoundError:  # withdrawn since the listing
+                continue
+            member = Member.from_dict(document["member"])
+            if now_ms - document["announced_ms"] > member.session_timeout_ms:
+                with contextlib.suppress(FileNotFoundError):
+                    self._fs.rm(name)
+                continue
+            found.append(member)
+        return found
 
     def read(self) -> dict[str, Lease]:
         """Every member's lease, by member id (one directory listing)."""

@@ -39,7 +39,7 @@ partitions it owns or is revoking (:func:`check_commit`).
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from engine.assignors import Subscription, assign, cooperative_round, is_cooperative, parse_strategy
@@ -61,6 +61,27 @@ class Member:
     session_timeout_ms: int
     rebalance_timeout_ms: int = 300_000  # max.poll.interval.ms
     instance_id: str | None = None  # group.instance.id: a static member
+
+    def to_dict(self) -> dict:
+        return {
+            "member_id": self.member_id,
+            "client_id": self.client_id,
+            "instance_id": self.instance_id,
+            "topics": list(self.topics),
+            "session_timeout_ms": self.session_timeout_ms,
+            "rebalance_timeout_ms": self.rebalance_timeout_ms,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> Member:
+        return cls(
+            data["member_id"],
+            data["client_id"],
+            tuple(data["topics"]),
+            data["session_timeout_ms"],
+            data.get("rebalance_timeout_ms", 300_000),
+            data.get("instance_id"),
+        )
 
 
 TPs = tuple[TopicPartition, ...]
@@ -127,12 +148,7 @@ class GroupState:
                 "rebalance_started_ms": self.rebalance_started_ms,
                 "members": [
                     {
-                        "member_id": m.member_id,
-                        "client_id": m.client_id,
-                        "instance_id": m.instance_id,
-                        "topics": list(m.topics),
-                        "session_timeout_ms": m.session_timeout_ms,
-                        "rebalance_timeout_ms": m.rebalance_timeout_ms,
+                        **m.to_dict(),
                         "assignment": pairs(self.assigned(m.member_id)),
                         "revoking": pairs(self.to_revoke(m.member_id)),
                         "target": None if self.target is None else pairs(self.target.get(m.member_id, ())),
@@ -152,14 +168,7 @@ class GroupState:
         has_target = False
         for m in data["members"]:
             mid = m["member_id"]
-            members[mid] = Member(
-                mid,
-                m["client_id"],
-                tuple(m["topics"]),
-                m["session_timeout_ms"],
-                m.get("rebalance_timeout_ms", 300_000),
-                m.get("instance_id"),
-            )
+            members[mid] = Member.from_dict(m)
             assignment[mid] = tuple(TopicPartition(t, p) for t, p in m["assignment"])
             if m.get("revoking"):
                 revoking[mid] = tuple(TopicPartition(t, p) for t, p in m["revoking"])
@@ -261,11 +270,36 @@ def join(
     assignment; no rebalance unless its subscription changed. A member already
     in the group with the same subscription changes nothing (idempotent).
     """
+    return join_all(state, [member], now_ms, partition_counts, assignor)
+
+
+def join_all(
+    state: GroupState,
+    members: Sequence[Member],
+    now_ms: int,
+    partition_counts: Mapping[str, int],
+    assignor: str = "range",
+) -> GroupState:
+    """The state after all of ``members`` joined at once: one rebalance for all of them, as
+    Kafka's coordinator gathers the JoinGroup requests that arrive while it prepares a
+    rebalance. Each member is admitted as :func:`join` admits it; the empty group takes
+    ``assignor``."""
     if state.empty:
         state = replace(state, assignor=parse_strategy(assignor), assignment={}, revoking={}, target=None)
+    rebalance = False
+    for member in members:
+        state, changed = _admit(state, member)
+        rebalance = rebalance or changed
+    if rebalance:
+        return _rebalance(state, state.members, partition_counts, now_ms)
+    return _refresh_counts(state, now_ms, partition_counts)
+
+
+def _admit(state: GroupState, member: Member) -> tuple[GroupState, bool]:
+    """``state`` with ``member`` in it, and whether that needs a rebalance."""
     previous = state.members.get(member.member_id)
     if previous is not None and previous.topics == member.topics:
-        return _refresh_counts(state, now_ms, partition_counts)
+        return state, False
     members = dict(state.members)
     if member.instance_id is not None and previous is None:
         old = state.member_for_instance(member.instance_id)
@@ -273,17 +307,21 @@ def join(
             # KIP-345: the same static member under a new id takes over its place.
             members.pop(old.member_id)
             members[member.member_id] = member
-            swap = {member.member_id if k == old.member_id else k: v for k, v in state.assignment.items()}
-            revoking = {member.member_id if k == old.member_id else k: v for k, v in state.revoking.items()}
-            target = None
-            if state.target is not None:
-                target = {member.member_id if k == old.member_id else k: v for k, v in state.target.items()}
-            moved = replace(state, members=members, assignment=swap, revoking=revoking, target=target)
-            if old.topics == member.topics:
-                return _refresh_counts(moved, now_ms, partition_counts)
-            return _rebalance(moved, members, partition_counts, now_ms)
+
+            def renamed(by_member: Mapping[str, TPs]) -> dict[str, TPs]:
+                return {member.member_id if k == old.member_id else k: v for k, v in by_member.items()}
+
+            target = None if state.target is None else renamed(state.target)
+            moved = replace(
+                state,
+                members=members,
+                assignment=renamed(state.assignment),
+                revoking=renamed(state.revoking),
+                target=target,
+            )
+            return moved, old.topics != member.topics
     members[member.member_id] = member
-    return _rebalance(state, members, partition_counts, now_ms)
+    return replace(state, members=members), True
 
 
 def _refresh_counts(state: GroupState, now_ms: int, partition_counts: Mapping[str, int]) -> GroupState:

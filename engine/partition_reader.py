@@ -25,6 +25,7 @@ from engine.offsets import FileStats, PartitionBounds, TopicPartition
 from engine.schema import LOG_ARROW_SCHEMA
 
 _DATA_COLUMNS = [f.name for f in LOG_ARROW_SCHEMA if f.name not in ("topic", "partition")]
+_DATA_SCHEMA = pa.schema([LOG_ARROW_SCHEMA.field(n) for n in _DATA_COLUMNS])
 
 
 def files_for_range(files: Iterable[FileStats], tp: TopicPartition, start: int, end: int | None) -> list[FileStats]:
@@ -75,6 +76,7 @@ class PartitionReader:
         """
         parts = []
         held, top = 0, -1
+        in_order = True  # every part ascending, each after the one before: no sort needed
         if isinstance(files, PartitionFiles):
             if files.start is not None and start < files.start:
                 start = files.start
@@ -97,17 +99,15 @@ class PartitionReader:
             rest = candidates[i + 1 :]
             stop = False
             for part, unread in self._pieces(f.path, start, end, by_row_group=may_stop):
-                offsets = part.column("offset")
-                keep = pc.greater_equal(offsets, start)
-                if end is not None:
-                    keep = pc.and_(keep, pc.less(offsets, end))
-                part = part.filter(keep)
+                part, ascending = _within(part, start, end)
+                in_order = in_order and ascending and (not part.num_rows or part.column("offset")[0].as_py() > top)
                 if ranks is not None:
                     part = part.append_column(_RANK, pa.repeat(pa.scalar(ranks[f.path], pa.int32()), part.num_rows))
                 parts.append(part)
                 held += part.num_rows
                 if part.num_rows:
-                    top = max(top, pc.max(part.column("offset")).as_py())
+                    offsets = part.column("offset")
+                    top = max(top, offsets[-1].as_py() if ascending else pc.max(offsets).as_py())
                 # Everything below the first offset left unread (the next row group of this
                 # file, the next file) is in hand; stop once that is enough (a merged file's
                 # rows may all lie past it: then read on).
@@ -124,15 +124,16 @@ class PartitionReader:
                         break
             if stop:
                 break
-        schema = pa.schema([LOG_ARROW_SCHEMA.field(n) for n in _DATA_COLUMNS])
         if not parts:
-            table = schema.empty_table()
+            table = _DATA_SCHEMA.empty_table()
         elif ranks is None:
-            table = pa.concat_tables(parts).sort_by("offset")
+            table = pa.concat_tables(parts)
+            if not in_order:
+                table = table.sort_by("offset")
         else:
             table = _one_per_offset(pa.concat_tables(parts), tp)
         if limit is not None and limit != end and table.num_rows:
-            table = table.filter(pc.less(table.column("offset"), limit))
+            table, _ = _within(table, 0, limit)
         return with_partition_columns(tp, table)
 
     def bounds(self, state: TableState, tp: TopicPartition) -> PartitionBounds:
@@ -240,6 +241,23 @@ def _preference(files: Sequence[FileStats]) -> dict[str, int]:
     ranks = {f.path: 0 for f in files if written_by_lakelog(f.path)}
     ranks.update({f.path: i + 1 for i, f in enumerate(others)})
     return ranks
+
+
+def _within(rows: pa.Table, start: int, end: int | None) -> tuple[pa.Table, bool]:
+    """The rows whose offsets lie in [start, end), and whether they are in ascending offset
+    order. lakelog writes each file's rows in offset order: then the range is a slice (no
+    copy); rows another writer left unordered are filtered."""
+    column = rows.column("offset")
+    if not column.null_count:
+        offsets = column.to_numpy()
+        if bool(np.all(offsets[1:] > offsets[:-1])):
+            first = int(np.searchsorted(offsets, start, side="left"))
+            last = len(offsets) if end is None else int(np.searchsorted(offsets, end, side="left"))
+            return rows.slice(first, max(0, last - first)), True
+    keep = pc.greater_equal(column, start)
+    if end is not None:
+        keep = pc.and_(keep, pc.less(column, end))
+    return rows.filter(keep), False
 
 
 def _one_per_offset(rows: pa.Table, tp: TopicPartition) -> pa.Table:

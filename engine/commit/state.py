@@ -271,12 +271,21 @@ class TableState:
     def files_of(self, tp: TopicPartition) -> PartitionFiles:
         """The partition's live files, with its end offset where it is certain (recorded by
         lakelog, or derived from statistics every file has)."""
-        pf = self.partitions.get(tp) or PartitionFiles()
-        end = self.committed_end(tp)
-        if end is None and tp not in self.unknown_ends:
-            end = self.ends.get(tp, 0)
-        start = self.committed_start(tp)
-        return pf if (end, start) == (pf.end, pf.start) else replace(pf, end=end, start=start)
+        found = self._files_of.get(tp)
+        if found is None:
+            pf = self.partitions.get(tp) or PartitionFiles()
+            end = self.committed_end(tp)
+            if end is None and tp not in self.unknown_ends:
+                end = self.ends.get(tp, 0)
+            start = self.committed_start(tp)
+            found = pf if (end, start) == (pf.end, pf.start) else replace(pf, end=end, start=start)
+            self._files_of[tp] = found
+        return found
+
+    @cached_property
+    def _files_of(self) -> dict[TopicPartition, PartitionFiles]:
+        # Every poll asks for its partitions' files; a state never changes, so once is enough.
+        return {}
 
     @cached_property
     def files(self) -> list[FileStats]:

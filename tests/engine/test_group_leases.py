@@ -9,6 +9,7 @@ import pytest
 
 from engine import LogStore
 from engine.group_leases import Lease, LeaseStore, Liveness, fresh
+from engine.group_state import Member
 
 
 @pytest.fixture(params=["local", "s3"])
@@ -38,6 +39,29 @@ def test_leases_are_renewed_read_and_removed_beside_the_table_not_in_it(uri):
     assert store.log.latest_version() == version  # no Delta commit for any of it
     leases.remove_all()
     assert leases.read() == {}
+
+
+def test_announced_members_are_read_until_withdrawn_and_stale_announcements_are_dropped(uri):
+    store = LogStore.open(uri)
+    version = store.log.latest_version()
+    leases = LeaseStore(uri, "group/with odd:chars")
+    assert leases.announced(int(time.time() * 1000)) == []
+    a = Member("a 1", "client-a", ("t",), 10_000, 60_000)
+    b = Member("b", "client-b", ("t", "u"), 20_000, 60_000, "instance-b")
+    leases.announce(a)
+    leases.announce(b)
+    now = int(time.time() * 1000)
+    assert leases.announced(now) == [a, b]
+    leases.withdraw("a 1")
+    leases.withdraw("never-there")
+    assert leases.announced(now) == [b]
+    assert leases.announced(now + 20_001) == []  # older than its session timeout: a member that died
+    assert leases.announced(now) == []  # ... and removed once seen
+    leases.renew("b", None)
+    leases.announce(a)
+    leases.remove_all()
+    assert leases.announced(now) == [] and leases.read() == {}
+    assert store.log.latest_version() == version  # no Delta commit for any of it
 
 
 def test_a_member_is_silent_only_after_the_observer_saw_its_lease_unchanged_for_its_session():

@@ -10,6 +10,8 @@ import pytest
 from engine import TopicPartition
 from engine.errors import FencedInstanceIdError
 from engine.group_admin import describe_group
+from engine.group_leases import LeaseStore
+from engine.group_state import Member
 
 FAST = {"heartbeat_interval_ms": 200, "session_timeout_ms": 2500, "auto_offset_reset": "earliest"}
 TPS = {TopicPartition("t", p) for p in range(4)}
@@ -132,3 +134,20 @@ def test_an_idle_group_writes_nothing_to_the_table(store):
     finally:
         for m in members:
             m.close()
+
+
+def test_members_announced_as_joining_come_in_with_one_join_and_one_that_never_shows_up_is_expired(store):
+    # A member that announced itself and died before its own join landed.
+    LeaseStore(store.uri, "g").announce(Member("ghost", "ghost", ("t",), FAST["session_timeout_ms"], 300_000))
+    a = store.consumer("g", client_id="a", **FAST)
+    try:
+        a.subscribe(["t"])
+        a.poll(timeout_ms=0)
+        group = a._log().latest(offsets=False).state
+        assert set(group.members) == {a._member_id, "ghost"} and group.generation == 1
+        assert len(a.assignment()) == 2  # one rebalance for both: each got its share at once
+        until(lambda: a.assignment() == TPS, a)  # the ghost never renewed a lease: expired after its session
+        operations = [e.operation for e in store.history_entries()]
+        assert operations.count("join_group") == 1 and "expire_members" in operations
+    finally:
+        a.close()

@@ -18,6 +18,7 @@ from engine.group_state import (
     check_commit,
     expire,
     join,
+    join_all,
     leave,
     overdue,
     refresh,
@@ -54,6 +55,18 @@ def test_the_first_member_gets_everything_at_once():
     s = join(GroupState("g"), member("m1"), 0, COUNTS)
     assert (s.state, s.generation) == (STABLE, 1)
     assert s.assigned("m1") == tuple(TP("a", p) for p in range(4))
+
+
+def test_members_joining_together_form_the_group_in_one_rebalance():
+    members = [member(f"m{i}") for i in range(4)]
+    together = join_all(GroupState("g"), members, 0, COUNTS)
+    assert (together.state, together.generation) == (STABLE, 1)
+    assert dict(together.assignment) == {f"m{i}": (TP("a", i),) for i in range(4)}
+    one_by_one = GroupState("g")
+    for m in members:
+        one_by_one = settle(join(one_by_one, m, 0, COUNTS))
+    assert one_by_one.generation == 4 and one_by_one.assignment == together.assignment
+    assert join_all(together, members[1:3], 1, COUNTS) == together  # members already in: nothing changes
 
 
 def test_eager_a_join_makes_everyone_revoke_before_anything_is_reassigned():
@@ -143,7 +156,7 @@ def test_state_round_trips_through_json():
 
 EVENTS = st.lists(
     st.tuples(
-        st.sampled_from(["join", "leave", "expire", "sync", "grow", "restart"]),
+        st.sampled_from(["join", "join_all", "leave", "expire", "sync", "grow", "restart"]),
         st.integers(0, 5),
         st.sampled_from([("a",), ("a", "b"), ("b",)]),
     ),
@@ -161,6 +174,9 @@ def test_no_partition_ever_has_two_owners_and_the_group_settles_on_a_full_assign
         before = owned(s)
         if kind == "join":
             s = join(s, member(mid, topics, instance=f"i{who}" if who % 2 else None), step, counts, assignor)
+        elif kind == "join_all":  # this member and the next one, announced together
+            pair = [member(f"m{m}", topics, instance=f"i{m}" if m % 2 else None) for m in (who, (who + 1) % 6)]
+            s = join_all(s, pair, step, counts, assignor)
         elif kind == "leave":
             s = leave(s, mid, step, counts)
         elif kind == "expire":
