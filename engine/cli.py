@@ -553,7 +553,7 @@ def cmd_config(args: argparse.Namespace, out: Callable[[str], None]) -> None:
         out(reference_table())
         return
     settings = load_settings(args.conf)
-    rows = [[key, value, settings.origins.get(key, "default")] for key, value in sorted(settings.values().items())]
+    rows = [[key, value, settings.origins.get(key, "default")] for key, value in sorted(settings.shown().items())]
     out(_table(["KEY", "VALUE", "FROM"], rows))
 
 

@@ -27,6 +27,7 @@ from engine.errors import InvalidRecordError, InvalidTopicError, LakelogError, U
 from engine.offsets import TopicPartition
 from engine.partitioner import KeylessPartitioner, partitions_for_keys
 from engine.producer_batch import check_partition, check_size, log_rows, number_records
+from engine.records import check_timestamps_ms
 from engine.schema import HEADERS_ARROW
 from engine.topics import TopicMetadata
 
@@ -154,8 +155,9 @@ def columns_for_batch(
 ) -> pa.Table:
     """``Producer.send_batch``'s arguments as records to place (:data:`RECORD_SCHEMA`).
 
-    Raises InvalidRecordError for columns of the wrong type or length, and
-    UnknownTopicOrPartitionError for a partition that is not an int.
+    Raises InvalidRecordError for columns of the wrong type or length or
+    timestamps outside what the table holds, and UnknownTopicOrPartitionError
+    for a partition that is not an int.
     """
     if partition is not None and (isinstance(partition, bool) or not isinstance(partition, int)):
         raise UnknownTopicOrPartitionError(f"partition must be an int, got {partition!r}")
@@ -175,6 +177,7 @@ def columns_for_batch(
         if timestamps is None
         else optional(timestamps, "timestamps", pa.int64())
     )
+    check_timestamps_ms(stamps)
     return pa.Table.from_arrays(
         [
             pa.array([topic], pa.string()).take(pa.array(np.zeros(n, dtype=np.int32))),

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+import pyarrow.compute as pc
+
 from engine.errors import InvalidRecordError
 
 Headers = list[tuple[str, bytes | None]]
@@ -60,19 +62,48 @@ def to_headers(headers: Any) -> Headers | None:
     return result
 
 
+# The latest instant the log table's timestamp column holds so that every Delta reader reads it
+# back: Spark's TimestampType ends at 9999-12-31T23:59:59.999999Z (larger microseconds overflow).
+MAX_TIMESTAMP_MS = 253_402_300_799_999
+
+
+def _timestamp_range_error(what: str) -> InvalidRecordError:
+    return InvalidRecordError(
+        f"{what}: a timestamp must lie in [0, {MAX_TIMESTAMP_MS}] ms (1970-01-01 to 9999-12-31 UTC), "
+        "the range the log table holds; nothing was written"
+    )
+
+
 def to_timestamp_ms(timestamp: Any) -> int:
-    """Milliseconds since the epoch; None means now (CreateTime set by the producer)."""
+    """Milliseconds since the epoch; None means now (CreateTime set by the producer).
+
+    Raises InvalidRecordError for anything but an int or a datetime, and for
+    instants outside [0, MAX_TIMESTAMP_MS] (before 1970 or after 9999).
+    """
     if timestamp is None:
         return int(time.time() * 1000)
     if isinstance(timestamp, datetime):
         if timestamp.tzinfo is None:
             timestamp = timestamp.replace(tzinfo=UTC)
-        return int(timestamp.timestamp() * 1000)
-    if isinstance(timestamp, bool) or not isinstance(timestamp, int):
+        ms = int(timestamp.timestamp() * 1000)
+    elif isinstance(timestamp, bool) or not isinstance(timestamp, int):
         raise InvalidRecordError(f"timestamp must be milliseconds (int) or a datetime, got {type(timestamp).__name__}")
-    if timestamp < 0:
-        raise InvalidRecordError(f"timestamp must not be negative, got {timestamp}")
-    return timestamp
+    else:
+        ms = timestamp
+    if not 0 <= ms <= MAX_TIMESTAMP_MS:
+        raise _timestamp_range_error(f"timestamp {timestamp!r}")
+    return ms
+
+
+def check_timestamps_ms(column: Any) -> None:
+    """Raise InvalidRecordError unless every non-null entry of an int64 Arrow column lies in
+    [0, MAX_TIMESTAMP_MS]."""
+    if not len(column) or column.null_count == len(column):
+        return
+    bounds = pc.min_max(column)
+    low, high = bounds["min"].as_py(), bounds["max"].as_py()
+    if low < 0 or high > MAX_TIMESTAMP_MS:
+        raise _timestamp_range_error(f"timestamps from {low} to {high}")
 
 
 def record_size(key: bytes | None, value: bytes | None, headers: Headers | None) -> int:

@@ -20,6 +20,7 @@ where it came from, never ignored.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -67,6 +68,14 @@ PREFIXED_KEYS: dict[str, tuple[Mapping[str, ConfigKey], str]] = {
     "consumer.": (CONSUMER_CONFIG_KEYS, "consumers"),
 }
 SPARK_PREFIX = "spark."
+# Spark's default spark.redaction.regex: values of matching keys are never shown, and Spark's text instead.
+SECRET_KEYS = re.compile(r"(?i)secret|password|token|access[.]key")
+REDACTED = "*********(redacted)"
+
+
+def redacted(key: str, value: Any) -> Any:
+    """``value``, or :data:`REDACTED` when ``key`` names a secret (Spark's redaction rule)."""
+    return REDACTED if SECRET_KEYS.search(key) else value
 
 
 @dataclass(frozen=True)
@@ -88,6 +97,10 @@ class Settings:
             flat.update({prefix + k: v for k, v in group.items()})
         flat.update(self.spark)
         return flat
+
+    def shown(self) -> dict[str, Any]:
+        """:meth:`values` fit to print or log: secrets (access keys, tokens, passwords) redacted."""
+        return {key: redacted(key, value) for key, value in self.values().items()}
 
 
 def load_settings(

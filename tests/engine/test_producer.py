@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -186,3 +187,28 @@ def test_send_batch_places_columns_like_send_and_commits_them_whole(store):
     assert b"x" * 101 not in {r.value for r in rows.values()} and b"ok" not in {r.value for r in rows.values()}
     with pytest.raises(InvalidRecordError, match="keys has 1 entries for 2 values"):
         store.producer().send_batch("t", [b"a", b"b"], keys=[b"k"])
+
+
+def test_timestamps_outside_what_the_table_holds_are_refused_and_nothing_is_written(store):
+    from datetime import UTC, datetime
+
+    from engine.records import MAX_TIMESTAMP_MS
+
+    store.create_topic("t", partitions=1)
+    version = store.log.latest_version()
+    files = set(Path(store.uri).rglob("*.parquet"))
+    with store.producer(linger_ms=0) as producer:
+        for bad in (2**62, 2**63, 10**16, MAX_TIMESTAMP_MS + 1, -1, datetime(1969, 12, 31, tzinfo=UTC)):
+            with pytest.raises(InvalidRecordError, match="9999-12-31"):
+                producer.send("t", "x", timestamp=bad)
+        with pytest.raises(InvalidRecordError, match="9999-12-31"):
+            producer.send_batch("t", [b"a", b"b"], timestamps=[5, 2**62])
+        assert store.log.latest_version() == version  # refused before anything was planned:
+        assert set(Path(store.uri).rglob("*.parquet")) == files  # no orphan file either
+        last = producer.send("t", "last instant", timestamp=MAX_TIMESTAMP_MS).get(timeout=60)
+        first = producer.send_batch("t", [b"epoch"], timestamps=[0]).get(timeout=60)
+    rows = topic_rows(store, "t")
+    assert [r.value for r in rows] == [b"last instant", b"epoch"]
+    assert rows[0].timestamp == datetime(9999, 12, 31, 23, 59, 59, 999000, tzinfo=UTC)
+    assert rows[1].timestamp == datetime(1970, 1, 1, tzinfo=UTC)
+    assert (last.timestamp, int(first.offsets[0])) == (MAX_TIMESTAMP_MS, 1)

@@ -104,6 +104,23 @@ def test_cli_config_shows_values_and_origins(tmp_path, capsys, monkeypatch):
     assert capsys.readouterr().out.strip() == reference_table()
 
 
+def test_cli_config_never_prints_secrets(tmp_path, capsys):
+    secrets = {
+        "spark.hadoop.fs.s3a.secret.key": "SECRET-VALUE-1",
+        "spark.hadoop.fs.s3a.access.key": "ACCESS-VALUE-2",
+        "spark.hadoop.fs.s3a.session.token": "TOKEN-VALUE-3",
+        "spark.ssl.keyStorePassword": "PASSWORD-VALUE-4",
+    }
+    conf = tmp_path / "lakelog.conf"
+    conf.write_text("".join(f"{k}={v}\n" for k, v in secrets.items()) + "spark.hadoop.fs.s3a.endpoint=http://x:9000\n")
+    assert cli_main(["--conf", str(conf), "config"]) == 0
+    out = capsys.readouterr().out
+    assert not any(value in out for value in secrets.values())
+    rows = {line.split()[0]: line.split()[1] for line in out.splitlines()[1:]}
+    assert all(rows[key] == "*********(redacted)" for key in secrets)
+    assert rows["spark.hadoop.fs.s3a.endpoint"] == "http://x:9000"  # the rest as it was
+
+
 @pytest.mark.spark
 def test_a_store_applies_its_settings_to_topics_producers_and_consumers(spark, tmp_path, monkeypatch):
     from engine import LogStore
