@@ -133,6 +133,9 @@ def perf_maintain(
     work_dir: str,
     out: Callable[[str], None],
 ) -> None:
+    """Print the three figures of the module docstring. The topics ``perf-*`` are re-created
+    in the store; the plain Spark job's output goes under ``work_dir``, an empty directory of
+    the run's own (:func:`benchmarks.scratch.scratch_dir`)."""
     small_commits(store, commits, 50, out)
     compaction_throughput(store, compaction_records, 10_000, work_dir, out)
     growth(store, small, large, out)

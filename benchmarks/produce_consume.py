@@ -21,7 +21,6 @@ from pyspark.sql import functions as F
 
 from engine.dataframe_append import KAFKA_PARTITION_FUNCTION, register_functions
 from engine.errors import InvalidConfigError
-from engine.object_store import remove_tree
 from engine.offsets import EARLIEST, LATEST
 from engine.reads import sql_string
 from engine.schema import LOG_TABLE_DDL, PARTITION_COLUMNS
@@ -81,8 +80,11 @@ def ratio(ours: PerfResult, plain: PerfResult) -> float:
 
 
 def plain_table(spark: SparkSession, path: str) -> str:
-    """(Re)create a Delta table shaped like the log table, for the plain-Delta side."""
-    remove_tree(path)
+    """Create a Delta table shaped like the log table at ``path``, for the plain-Delta side.
+
+    ``path`` is a fresh location of the run's own (:func:`benchmarks.scratch.scratch_dir`):
+    nothing already there is deleted.
+    """
     spark.sql(
         f"CREATE TABLE delta.`{path}` ({LOG_TABLE_DDL}) USING delta "
         f"PARTITIONED BY ({', '.join(f'`{c}`' for c in PARTITION_COLUMNS)}) "

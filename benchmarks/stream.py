@@ -21,7 +21,7 @@ from deltalake import DeltaTable, write_deltalake
 
 from benchmarks.produce_consume import batch_frame
 from engine.commit import TableLog
-from engine.object_store import delta_storage_options, python_uri, remove_tree
+from engine.object_store import delta_storage_options, python_uri
 from engine.store import LogStore
 
 # Records each copy moves once before the timed runs.
@@ -67,7 +67,10 @@ def perf_stream(
 
     The warm-up copies (own topics, checkpoints and Delta table) start the
     Python workers and warm the JVM's code paths for both timed runs; without
-    them the first timed copy pays for that alone.
+    them the first timed copy pays for that alone. Checkpoints and plain-Delta
+    tables go under ``work_dir``, an empty directory of the run's own
+    (:func:`benchmarks.scratch.scratch_dir`); the topics ``perf-stream-*`` are
+    re-created in the store.
     """
     spark = store.spark
     src, dst = "perf-stream-src", "perf-stream-dst"
@@ -78,7 +81,6 @@ def perf_stream(
         store.create_topic(name, partitions=partitions)
     store.write(batch_frame(spark, 0, WARM_UP_RECORDS, record_size, keys=1000), warm_src)
     store.write(batch_frame(spark, 0, records, record_size, keys=1000), src)
-    remove_tree(work_dir)
 
     _lakelog_copy(store, warm_src, warm_dst, f"{work_dir}/ck-lakelog-warm")
     _delta_copy(store, warm_src, f"{work_dir}/ck-delta-warm", f"{work_dir}/plain-copy-warm")

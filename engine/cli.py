@@ -4,30 +4,54 @@ Exit codes scripts can rely on:
 
 ====  =========================================================
 0     success
-1     fatal error (the request cannot succeed as given)
+1     fatal error (the request cannot succeed as given): no lakelog
+      store at the path, storage read-only or full, an unexpected error
 2     usage error, invalid name, config, offset or record
 3     retriable: conflicts or timeouts exhausted, nothing committed
 4     outcome unknown: a commit may have landed, re-read the log
 5     topic already exists; consumer group not empty (has live members)
 6     unknown topic or partition; unknown consumer group
+7     partially committed (``produce``): the records stderr lists were
+      committed, the rest not; sending all again would duplicate them
 ====  =========================================================
 
-Errors go to stderr as ``error: <message>``; results go to stdout.
+Errors go to stderr as one line, ``error: <message>`` (an unexpected error
+as ``error: <type>: <message>``); ``-v`` adds the traceback. Results go to
+stdout. Arguments are checked before a store is opened or Spark started.
+Only ``topics create``, ``quickstart`` and the perf verbs that fill their
+own topics (``perf produce``, ``perf transactions``, ``perf stream``,
+``perf maintain``) create a store; every other command that uses one
+fails with exit 1 on a path without one and creates nothing. Perf baselines go to a
+temporary directory of their own (or under ``--work-dir``), never beside
+the store, and are deleted afterwards.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import sys
+import traceback
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from engine.errors import InvalidConfigError, InvalidOffsetError, LakelogError
+from engine.errors import (
+    CommitStateUnknownError,
+    InvalidConfigError,
+    InvalidOffsetError,
+    InvalidTopicError,
+    LakelogError,
+    PartiallyCommittedError,
+    UnexpectedError,
+    UnknownTopicOrPartitionError,
+    error_for_exception,
+)
 from engine.offsets import EARLIEST, LATEST, TopicPartition
-from engine.topics import TOPIC_CONFIG_KEYS
+from engine.records import RecordMetadata
+from engine.topics import INTERNAL_TOPICS, TOPIC_CONFIG_KEYS, parse_topic_config, validate_topic_name
 
 STORE_ENV = "LAKELOG_STORE"
 
@@ -76,18 +100,61 @@ def _store_path(args: argparse.Namespace) -> str:
     return path
 
 
-def _open_store(args: argparse.Namespace):
+def _open_store(args: argparse.Namespace, *, create: bool = False):
+    """The store at --store; StoreNotFoundError if there is none, unless ``create``."""
     from engine.store import LogStore
 
-    return LogStore.open(_store_path(args), conf_file=args.conf)
+    return LogStore.open(_store_path(args), conf_file=args.conf, create=create)
+
+
+def _int_at_least(low: int) -> Callable[[str], int]:
+    """An argparse type: an int >= ``low`` (argparse reports anything else as a usage error)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be at least {low}, got {value}")
+        return value
+
+    return parse
+
+
+def _float_at_least(low: float) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
+        if not value >= low:  # also refuses nan
+            raise argparse.ArgumentTypeError(f"must be at least {low:g}, got {text}")
+        return value
+
+    return parse
+
+
+COUNT = _int_at_least(1)
+NON_NEGATIVE = _int_at_least(0)
+WORK_DIR_HELP = (
+    "where the run's own temporary directory for baselines goes, a local directory or an S3 URI "
+    "(default: the system's temp directory); it is deleted afterwards"
+)
 
 
 # -- topics --------------------------------------------------------------------
 
 
 def cmd_topics_create(args: argparse.Namespace, out: Callable[[str], None]) -> None:
-    store = _open_store(args)
-    topic = store.create_topic(args.topic, partitions=args.partitions, config=_pairs(args.config, "--config"))
+    # Checked before the store is opened: a refused topic must not leave a new, empty store behind.
+    validate_topic_name(args.topic)
+    if args.topic in INTERNAL_TOPICS:
+        raise InvalidTopicError(f"topic {args.topic!r} is reserved for lakelog's internal use")
+    config = _pairs(args.config, "--config")
+    parse_topic_config(config)
+    store = _open_store(args, create=True)
+    topic = store.create_topic(args.topic, partitions=args.partitions, config=config)
     out(f"Created topic {topic.name} with {topic.partitions} partition(s), id {topic.topic_id}.")
 
 
@@ -119,11 +186,11 @@ def cmd_topics_delete(args: argparse.Namespace, out: Callable[[str], None]) -> N
 
 
 def cmd_topics_alter(args: argparse.Namespace, out: Callable[[str], None]) -> None:
-    store = _open_store(args)
     to_set = _pairs(args.add_config, "--add-config")
     to_delete = [k.strip() for item in args.delete_config or [] for k in item.split(",") if k.strip()]
     if args.partitions is None and not to_set and not to_delete:
         raise InvalidConfigError("nothing to alter: give --partitions, --add-config or --delete-config")
+    store = _open_store(args)
     if args.partitions is not None:
         topic = store.create_partitions(args.topic, args.partitions)
         out(f"Topic {topic.name} now has {topic.partitions} partitions.")
@@ -136,47 +203,130 @@ def cmd_topics_alter(args: argparse.Namespace, out: Callable[[str], None]) -> No
 
 
 def cmd_produce(args: argparse.Namespace, out: Callable[[str], None], stdin=None) -> int:
+    """Send stdin's lines, each parsed before it is sent; stop at the first bad line.
+
+    Exit 0 when every record was committed; when something failed, the
+    error's code if nothing was committed, else PartiallyCommittedError (7)
+    naming the committed records' offsets.
+    """
     stdin = stdin or sys.stdin
-    store = _open_store(args)
     config = _pairs(args.producer_property, "--producer-property")
-    failures = 0
-    sent = 0
-    with store.producer(**config) as producer:
-        futures = []
-        for line in stdin:
+    store = _open_store(args)
+    # Known before the first line is read, as the console producer learns from metadata.
+    partitions = store.describe_topic(args.topic).partitions
+    if args.partition is not None and args.partition >= partitions:
+        raise UnknownTopicOrPartitionError(
+            f"partition {args.partition} of topic {args.topic!r} does not exist (the topic has {partitions})"
+        )
+    futures = []
+    stopped: BaseException | None = None
+    producer = store.producer(**config)
+    try:
+        for number, line in enumerate(stdin, 1):
             line = line.rstrip("\n")
             if not line and args.skip_empty:
                 continue
-            key = None
-            value = line
-            if args.parse_key:
-                key, sep, value = line.partition(args.key_separator)
-                if not sep:
-                    raise InvalidConfigError(
-                        f"line {sent + 1} has no key separator {args.key_separator!r}: {line[:60]!r}"
-                    )
+            key, value = _split_line(line, number, args.key_separator if args.parse_key else None)
             futures.append(producer.send(args.topic, value, key=key, partition=args.partition))
-            sent += 1
-        producer.flush()
-        for i, future in enumerate(futures, 1):
-            error = future.exception()
-            if error is not None:
-                failures += 1
-                print(f"error: record {i}: {error}", file=sys.stderr)
-    out(f"{sent - failures} record(s) produced to {args.topic}" + (f", {failures} failed" if failures else ""))
-    return 1 if failures else 0
+    except (Exception, KeyboardInterrupt) as exc:
+        stopped = exc
+    finally:
+        producer.close()  # commits what was sent before any failure, as Kafka's close does
+    committed = [f.get() for f in futures if f.succeeded()]
+    errors = [f.exception() for f in futures if f.failed()]
+    for i, future in enumerate(futures, 1):
+        if future.failed():
+            print(f"error: record {i}: {future.exception()}", file=sys.stderr)
+    if isinstance(stopped, KeyboardInterrupt):
+        if committed:
+            print(f"committed {len(committed)} record(s): {committed_ranges(committed)}", file=sys.stderr)
+        raise stopped
+    failure = None if stopped is None else error_for_exception(stopped, "produce")
+    outcome = produce_outcome(committed, failure, errors)
+    if outcome is not None:
+        raise outcome
+    out(f"{len(committed)} record(s) produced to {args.topic}")
+    return 0
+
+
+def _split_line(line: str, number: int, separator: str | None) -> tuple[str | None, str]:
+    """A stdin line as (key, value); with a ``separator``, InvalidConfigError if the line lacks it."""
+    if separator is None:
+        return None, line
+    key, sep, value = line.partition(separator)
+    if not sep:
+        raise InvalidConfigError(
+            f"line {number} has no key separator {separator!r}: {line[:60]!r} (nothing from line {number} on was sent)"
+        )
+    return key, value
+
+
+def committed_ranges(records: Iterable[RecordMetadata]) -> str:
+    """Where ``records`` are, per partition as runs of offsets: ``t-0 offsets 0..2,5..5, t-1 offsets 0..0``."""
+    by_partition: dict[tuple[str, int], list[int]] = {}
+    for md in records:
+        by_partition.setdefault((md.topic, md.partition), []).append(md.offset)
+    parts = []
+    for (topic, partition), offsets in sorted(by_partition.items()):
+        offsets.sort()
+        runs = [[offsets[0], offsets[0]]]
+        for offset in offsets[1:]:
+            if offset == runs[-1][1] + 1:
+                runs[-1][1] = offset
+            else:
+                runs.append([offset, offset])
+        parts.append(f"{topic}-{partition} offsets " + ",".join(f"{a}..{b}" for a, b in runs))
+    return ", ".join(parts)
+
+
+def produce_outcome(
+    committed: Sequence[RecordMetadata], stopped: LakelogError | None, record_errors: Sequence[BaseException]
+) -> LakelogError | None:
+    """The error a console produce ends with, or None when all went well.
+
+    ``stopped``: what ended reading the input early; ``record_errors``: the
+    failed records' errors. Nothing committed: a record whose outcome is
+    unknown makes it CommitStateUnknownError (4), else the first failure's
+    own error. Something committed and something not: PartiallyCommittedError
+    (7) naming exactly what was committed.
+    """
+    unknown = [e for e in record_errors if isinstance(e, CommitStateUnknownError)]
+    failures = [error_for_exception(e, "produce") for e in record_errors]
+    first = unknown[0] if unknown else (stopped or (failures[0] if failures else None))
+    if first is None:
+        return None
+    if not committed:
+        return first
+    text = f"committed {len(committed)} record(s): {committed_ranges(committed)}"
+    if record_errors:
+        text += f"; {len(record_errors)} record(s) failed"
+        if unknown:
+            text += f", {len(unknown)} of them with an unknown outcome (re-read the log)"
+    text += f"; first failure: {first}; sending everything again would duplicate what was committed"
+    return PartiallyCommittedError(text)
+
+
+def _offset_arg(args: argparse.Namespace) -> int | None:
+    """--offset as EARLIEST, LATEST or an offset (None if not given); checked before anything is opened."""
+    if args.offset is None:
+        return None
+    if args.partition is None:
+        raise InvalidOffsetError("--offset needs --partition, as in kafka-console-consumer")
+    if args.offset in ("earliest", "latest"):
+        return EARLIEST if args.offset == "earliest" else LATEST
+    try:
+        offset = int(args.offset)
+    except ValueError:
+        offset = -1
+    if offset < 0:
+        raise InvalidOffsetError(f"--offset must be earliest, latest or a non-negative number, got {args.offset!r}")
+    return offset
 
 
 def _starting_offsets(args: argparse.Namespace, store: Any, partitions: int) -> Any:
-    if args.offset is not None:
-        if args.partition is None:
-            raise InvalidOffsetError("--offset needs --partition, as in kafka-console-consumer")
-        if args.offset in ("earliest", "latest"):
-            return {args.topic: {args.partition: EARLIEST if args.offset == "earliest" else LATEST}}
-        try:
-            return {args.topic: {args.partition: int(args.offset)}}
-        except ValueError as exc:
-            raise InvalidOffsetError(f"--offset must be earliest, latest or a number, got {args.offset!r}") from exc
+    offset = _offset_arg(args)
+    if offset is not None:
+        return {args.topic: {args.partition: offset}}
     if args.from_timestamp is not None:
         found = store.offsets_for_times(args.topic, dict.fromkeys(range(partitions), args.from_timestamp))
         return {args.topic: {p: (hit.offset if hit else LATEST) for p, hit in found.items()}}
@@ -184,10 +334,13 @@ def _starting_offsets(args: argparse.Namespace, store: Any, partitions: int) -> 
 
 
 def cmd_consume(args: argparse.Namespace, out: Callable[[str], None]) -> None:
+    _offset_arg(args)
     store = _open_store(args)
     partitions = store.describe_topic(args.topic).partitions
-    if args.partition is not None and not 0 <= args.partition < partitions:
-        raise InvalidOffsetError(f"topic {args.topic!r} has no partition {args.partition}")
+    if args.partition is not None and args.partition >= partitions:
+        raise UnknownTopicOrPartitionError(
+            f"partition {args.partition} of topic {args.topic!r} does not exist (the topic has {partitions})"
+        )
     start = _starting_offsets(args, store, partitions)
     chosen = [args.partition] if args.partition is not None else list(range(partitions))
     consumer = store.consumer(enable_auto_commit=False, client_id="console-consumer")
@@ -382,28 +535,45 @@ def cmd_groups_delete(args: argparse.Namespace, out: Callable[[str], None]) -> N
 # -- perf ------------------------------------------------------------------------
 
 
+def _baseline_dir(args: argparse.Namespace, kind: str, needed: bool = True) -> contextlib.AbstractContextManager:
+    """The run's own scratch directory for baselines (None when not ``needed``); removed afterwards."""
+    from benchmarks.scratch import scratch_dir
+
+    return scratch_dir(kind, args.work_dir) if needed else contextlib.nullcontext(None)
+
+
+def _check_perf_args(args: argparse.Namespace) -> None:
+    from benchmarks.scratch import check_work_dir
+
+    check_work_dir(args.work_dir)
+    if hasattr(args, "topic"):
+        validate_topic_name(args.topic)
+
+
 def cmd_perf_produce(args: argparse.Namespace, out: Callable[[str], None]) -> None:
     from benchmarks.produce_consume import perf_produce_dataframe, perf_produce_producer, ratio
 
-    store = _open_store(args)
+    _check_perf_args(args)
+    store = _open_store(args, create=True)
     if args.topic not in store.list_topics():
         store.create_topic(args.topic, partitions=args.partitions)
     partitions = store.describe_topic(args.topic).partitions
     progress = (lambda msg: print(msg, file=sys.stderr)) if args.progress else (lambda _msg: None)
-    workload = {
-        "num_records": args.num_records,
-        "record_size": args.record_size,
-        "batch_size": args.batch_size,
-        "keys": args.keys,
-        "compare_plain": args.compare_plain,
-        "plain_path": store.uri.rstrip("/") + "-plain-delta",
-        "warmup_batches": args.warmup_batches,
-        "progress": progress,
-    }
-    if args.api == "producer":
-        ours, plain = perf_produce_producer(store, args.topic, **workload)
-    else:
-        ours, plain = perf_produce_dataframe(store, args.topic, partitions=partitions, **workload)
+    with _baseline_dir(args, "produce", args.compare_plain) as work:
+        workload = {
+            "num_records": args.num_records,
+            "record_size": args.record_size,
+            "batch_size": args.batch_size,
+            "keys": args.keys,
+            "compare_plain": args.compare_plain,
+            "plain_path": f"{work}/plain-delta" if work else "",
+            "warmup_batches": args.warmup_batches,
+            "progress": progress,
+        }
+        if args.api == "producer":
+            ours, plain = perf_produce_producer(store, args.topic, **workload)
+        else:
+            ours, plain = perf_produce_dataframe(store, args.topic, partitions=partitions, **workload)
     out(f"lakelog:     {ours.producer_summary()}")
     if plain is not None:
         out(f"plain delta: {plain.producer_summary()}")
@@ -413,10 +583,10 @@ def cmd_perf_produce(args: argparse.Namespace, out: Callable[[str], None]) -> No
 def cmd_perf_consume(args: argparse.Namespace, out: Callable[[str], None]) -> None:
     from benchmarks.produce_consume import perf_consume, perf_consume_group, ratio
 
+    if args.group and args.partition is not None:
+        raise InvalidConfigError("--group reads the whole topic; drop --partition")
     store = _open_store(args)
     if args.group:
-        if args.partition is not None:
-            raise InvalidConfigError("--group reads the whole topic; drop --partition")
         ours, plain = perf_consume_group(
             store, args.topic, group_id=args.group, compare_plain=args.compare_plain, repeats=args.repeats
         )
@@ -434,18 +604,20 @@ def cmd_perf_consume(args: argparse.Namespace, out: Callable[[str], None]) -> No
 def cmd_perf_transactions(args: argparse.Namespace, out: Callable[[str], None]) -> None:
     from benchmarks.produce_consume import perf_transactions
 
-    store = _open_store(args)
+    _check_perf_args(args)
+    store = _open_store(args, create=True)
     if args.topic not in store.list_topics():
         store.create_topic(args.topic, partitions=args.partitions)
-    ours, plain = perf_transactions(
-        store,
-        args.topic,
-        transactions=args.num_transactions,
-        records=args.records,
-        record_size=args.record_size,
-        compare_plain=args.compare_plain,
-        plain_path=store.uri.rstrip("/") + "-plain-delta",
-    )
+    with _baseline_dir(args, "transactions", args.compare_plain) as work:
+        ours, plain = perf_transactions(
+            store,
+            args.topic,
+            transactions=args.num_transactions,
+            records=args.records,
+            record_size=args.record_size,
+            compare_plain=args.compare_plain,
+            plain_path=f"{work}/plain-delta" if work else "",
+        )
     for result in (ours, plain):
         if result is not None:
             out(
@@ -456,11 +628,13 @@ def cmd_perf_transactions(args: argparse.Namespace, out: Callable[[str], None]) 
 
 def cmd_perf_commit(args: argparse.Namespace, out: Callable[[str], None]) -> None:
     from benchmarks.commit import SECTIONS, perf_commit
+    from benchmarks.scratch import check_work_dir
 
     sections = [s.strip() for s in args.sections.split(",") if s.strip()]
     unknown = [s for s in sections if s not in SECTIONS]
     if unknown or not sections:
         raise InvalidConfigError(f"--sections takes {', '.join(SECTIONS)}; got {args.sections!r}")
+    check_work_dir(args.work_dir, s3=False)
     perf_commit(
         sections,
         commits=args.commits,
@@ -477,6 +651,7 @@ def cmd_perf_commit(args: argparse.Namespace, out: Callable[[str], None]) -> Non
 
 def cmd_perf_groups(args: argparse.Namespace, out: Callable[[str], None]) -> None:
     from benchmarks.groups import perf_groups
+    from benchmarks.scratch import check_work_dir
 
     try:
         sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
@@ -484,8 +659,7 @@ def cmd_perf_groups(args: argparse.Namespace, out: Callable[[str], None]) -> Non
         raise InvalidConfigError(f"--sizes takes group sizes like 1,4,8,16; got {args.sizes!r}") from exc
     if not sizes or min(sizes) < 1:
         raise InvalidConfigError(f"--sizes takes group sizes like 1,4,8,16; got {args.sizes!r}")
-    if args.repeat < 1:
-        raise InvalidConfigError(f"--repeat takes a positive number of runs; got {args.repeat}")
+    check_work_dir(args.work_dir, s3=False)
     perf_groups(
         sizes,
         records=args.num_records,
@@ -500,15 +674,17 @@ def cmd_perf_groups(args: argparse.Namespace, out: Callable[[str], None]) -> Non
 def cmd_perf_stream(args: argparse.Namespace, out: Callable[[str], None]) -> None:
     from benchmarks.stream import perf_stream
 
-    store = _open_store(args)
-    figures = perf_stream(
-        store,
-        records=args.num_records,
-        record_size=args.record_size,
-        partitions=args.partitions,
-        samples=args.latency_samples,
-        work_dir=store.uri.rstrip("/") + "-perf-stream",
-    )
+    _check_perf_args(args)
+    store = _open_store(args, create=True)
+    with _baseline_dir(args, "stream") as work:
+        figures = perf_stream(
+            store,
+            records=args.num_records,
+            record_size=args.record_size,
+            partitions=args.partitions,
+            samples=args.latency_samples,
+            work_dir=work,
+        )
     for line in figures.lines():
         out(line)
 
@@ -516,15 +692,15 @@ def cmd_perf_stream(args: argparse.Namespace, out: Callable[[str], None]) -> Non
 def cmd_maintain(args: argparse.Namespace, out: Callable[[str], None]) -> None:
     from compaction.maintain import maintain
 
-    spark = _open_store(args).spark if args.spark else None
+    store = _open_store(args)
     report = maintain(
-        _store_path(args),
+        store,
         topics=args.topic or None,
         dry_run=args.dry_run,
         optimize=not args.no_optimize,
         vacuum=not args.no_vacuum,
         vacuum_retention_hours=args.vacuum_retention_hours,
-        spark=spark,
+        spark=store.spark if args.spark else None,
         progress=lambda text: print(f"... {text}", file=sys.stderr, flush=True),
     )
     for line in report.lines():
@@ -534,16 +710,18 @@ def cmd_maintain(args: argparse.Namespace, out: Callable[[str], None]) -> None:
 def cmd_perf_maintain(args: argparse.Namespace, out: Callable[[str], None]) -> None:
     from benchmarks.maintain import perf_maintain
 
-    store = _open_store(args)
-    perf_maintain(
-        store,
-        commits=args.commits,
-        small=args.small,
-        large=args.large,
-        compaction_records=args.compaction_records,
-        work_dir=store.uri.rstrip("/") + "-perf-maintain",
-        out=lambda line: out(line) or sys.stdout.flush(),
-    )
+    _check_perf_args(args)
+    store = _open_store(args, create=True)
+    with _baseline_dir(args, "maintain") as work:
+        perf_maintain(
+            store,
+            commits=args.commits,
+            small=args.small,
+            large=args.large,
+            compaction_records=args.compaction_records,
+            work_dir=work,
+            out=lambda line: out(line) or sys.stdout.flush(),
+        )
 
 
 def cmd_config(args: argparse.Namespace, out: Callable[[str], None]) -> None:
@@ -570,8 +748,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="lakelog",
         description="Kafka-style topics in a Delta Lake table.",
-        epilog="Exit codes: 0 ok, 1 fatal, 2 invalid input, 3 retriable, 4 outcome unknown, "
-        "5 topic exists or group not empty, 6 unknown topic, partition or group.",
+        epilog="Exit codes: 0 ok, 1 fatal (incl. no store at the path), 2 invalid input, 3 retriable, "
+        "4 outcome unknown, 5 topic exists or group not empty, 6 unknown topic, partition or group, "
+        "7 partially committed (produce: stderr lists what was committed).",
     )
     parser.add_argument("--store", help=f"store path or URI (default: ${STORE_ENV})")
     parser.add_argument(
@@ -584,7 +763,7 @@ def build_parser() -> argparse.ArgumentParser:
     tsub = topics.add_subparsers(dest="action", required=True)
     p = tsub.add_parser("create", help="create a topic")
     p.add_argument("topic")
-    p.add_argument("--partitions", type=int, help="default: the num.partitions setting (1)")
+    p.add_argument("--partitions", type=COUNT, help="default: the num.partitions setting (1)")
     p.add_argument("--config", action="append", metavar="KEY=VALUE", help="topic config (repeatable)")
     p.set_defaults(func=cmd_topics_create)
     p = tsub.add_parser("list", help="list topics")
@@ -599,7 +778,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_topics_delete)
     p = tsub.add_parser("alter", help="add partitions or change configs")
     p.add_argument("topic")
-    p.add_argument("--partitions", type=int, help="new (larger) partition count")
+    p.add_argument("--partitions", type=COUNT, help="new (larger) partition count")
     p.add_argument("--add-config", action="append", metavar="KEY=VALUE")
     p.add_argument("--delete-config", action="append", metavar="KEY")
     p.set_defaults(func=cmd_topics_alter)
@@ -608,7 +787,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("topic")
     p.add_argument("--parse-key", action="store_true", help="split each line into key and value")
     p.add_argument("--key-separator", default="\t", help="separator for --parse-key (default: tab)")
-    p.add_argument("--partition", type=int)
+    p.add_argument("--partition", type=NON_NEGATIVE)
     p.add_argument("--skip-empty", action="store_true", help="ignore empty lines")
     p.add_argument("--producer-property", action="append", metavar="KEY=VALUE")
     p.set_defaults(func=cmd_produce)
@@ -616,10 +795,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = commands.add_parser("consume", help="print records of a topic")
     p.add_argument("topic")
     p.add_argument("--from-beginning", action="store_true")
-    p.add_argument("--partition", type=int)
+    p.add_argument("--partition", type=NON_NEGATIVE)
     p.add_argument("--offset", help="earliest, latest or a number (needs --partition)")
-    p.add_argument("--from-timestamp", type=int, metavar="MS", help="start at the first record at or after MS")
-    p.add_argument("--max-messages", type=int)
+    p.add_argument("--from-timestamp", type=NON_NEGATIVE, metavar="MS", help="start at the first record at or after MS")
+    p.add_argument("--max-messages", type=NON_NEGATIVE, help="stop after this many records (default: all)")
     p.add_argument("--value-only", action="store_true", help="print values only")
     p.set_defaults(func=cmd_consume)
 
@@ -669,66 +848,72 @@ def build_parser() -> argparse.ArgumentParser:
     psub = perf.add_subparsers(dest="action", required=True)
     p = psub.add_parser("produce")
     p.add_argument("--topic", default="perf-test")
-    p.add_argument("--num-records", type=int, required=True)
-    p.add_argument("--record-size", type=int, default=100)
-    p.add_argument("--partitions", type=int, default=8, help="partitions of the topic if it is created")
-    p.add_argument("--batch-size", type=int, default=100_000, help="records per commit")
-    p.add_argument("--keys", type=int, default=0, help="distinct keys (0: keyless records)")
+    p.add_argument("--num-records", type=COUNT, required=True)
+    p.add_argument("--record-size", type=COUNT, default=100)
+    p.add_argument("--partitions", type=COUNT, default=8, help="partitions of the topic if it is created")
+    p.add_argument("--batch-size", type=COUNT, default=100_000, help="records per commit")
+    p.add_argument("--keys", type=NON_NEGATIVE, default=0, help="distinct keys (0: keyless records)")
     p.add_argument("--api", choices=["dataframe", "producer"], default="dataframe")
     p.add_argument("--compare-plain", action="store_true", help="also append the same rows with plain Delta")
-    p.add_argument("--warmup-batches", type=int, default=1)
+    p.add_argument("--warmup-batches", type=NON_NEGATIVE, default=1)
     p.add_argument("--progress", action="store_true")
+    p.add_argument("--work-dir", help=WORK_DIR_HELP)
     p.set_defaults(func=cmd_perf_produce)
     p = psub.add_parser("consume")
     p.add_argument("--topic", default="perf-test")
-    p.add_argument("--partition", type=int, help="read one partition (default: all)")
-    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--partition", type=NON_NEGATIVE, help="read one partition (default: all)")
+    p.add_argument("--repeats", type=COUNT, default=3)
     p.add_argument("--compare-plain", action="store_true", help="also read with plain Delta and the same filter")
     p.add_argument("--group", help="consume through a member of this group (to the client, as Arrow)")
     p.set_defaults(func=cmd_perf_consume)
     p = psub.add_parser("transactions", help="latency of small transactions")
     p.add_argument("--topic", default="perf-test")
-    p.add_argument("--partitions", type=int, default=8, help="partitions of the topic if it is created")
-    p.add_argument("--num-transactions", type=int, default=50)
-    p.add_argument("--records", type=int, default=10, help="records per transaction")
-    p.add_argument("--record-size", type=int, default=100)
+    p.add_argument("--partitions", type=COUNT, default=8, help="partitions of the topic if it is created")
+    p.add_argument("--num-transactions", type=COUNT, default=50)
+    p.add_argument("--records", type=COUNT, default=10, help="records per transaction")
+    p.add_argument("--record-size", type=COUNT, default=100)
     p.add_argument("--compare-plain", action="store_true", help="also append as many rows with plain Delta")
+    p.add_argument("--work-dir", help=WORK_DIR_HELP)
     p.set_defaults(func=cmd_perf_transactions)
     p = psub.add_parser(
         "commit", help="commit latency, throughput, contention, time to first ack, growth (no Spark, no --store)"
     )
     p.add_argument("--sections", default="latency,throughput,contention,first-ack,growth")
-    p.add_argument("--commits", type=int, default=300, help="one-record commits for latency")
-    p.add_argument("--num-records", type=int, default=1_000_000, help="records for throughput")
-    p.add_argument("--record-size", type=int, default=100)
-    p.add_argument("--processes", type=int, default=4, help="contending processes")
-    p.add_argument("--batches", type=int, default=100, help="100-record batches per contending process")
-    p.add_argument("--small-versions", type=int, default=100)
-    p.add_argument("--large-versions", type=int, default=20_000)
+    p.add_argument("--commits", type=COUNT, default=300, help="one-record commits for latency")
+    p.add_argument("--num-records", type=COUNT, default=1_000_000, help="records for throughput")
+    p.add_argument("--record-size", type=COUNT, default=100)
+    p.add_argument("--processes", type=COUNT, default=4, help="contending processes")
+    p.add_argument("--batches", type=COUNT, default=100, help="100-record batches per contending process")
+    p.add_argument("--small-versions", type=COUNT, default=100)
+    p.add_argument("--large-versions", type=COUNT, default=20_000)
     p.add_argument("--work-dir", help="where the temporary stores go (default: the system's temp directory)")
     p.set_defaults(func=cmd_perf_commit)
     p = psub.add_parser(
         "groups", help="consumer groups of N processes: throughput, rebalances, duplicates, next to a Kafka broker"
     )
     p.add_argument("--sizes", default="1,4,8,16", help="group sizes (members)")
-    p.add_argument("--num-records", type=int, default=1_000_000)
-    p.add_argument("--repeat", type=int, default=3, help="throughput runs per size and side (median reported)")
-    p.add_argument("--idle-seconds", type=float, default=60, help="how long to count an idle group's commits")
+    p.add_argument("--num-records", type=COUNT, default=1_000_000)
+    p.add_argument("--repeat", type=COUNT, default=3, help="throughput runs per size and side (median reported)")
+    p.add_argument(
+        "--idle-seconds", type=_float_at_least(0), default=60, help="how long to count an idle group's commits"
+    )
     p.add_argument("--no-kafka", action="store_true", help="skip the Apache Kafka broker side")
     p.add_argument("--work-dir", help="where the temporary stores go (default: the system's temp directory)")
     p.set_defaults(func=cmd_perf_groups)
     p = psub.add_parser("stream", help="streaming copy topic -> topic vs a plain Delta stream copy")
-    p.add_argument("--num-records", type=int, default=200_000)
-    p.add_argument("--record-size", type=int, default=100)
-    p.add_argument("--partitions", type=int, default=8)
-    p.add_argument("--latency-samples", type=int, default=30)
+    p.add_argument("--num-records", type=COUNT, default=200_000)
+    p.add_argument("--record-size", type=COUNT, default=100)
+    p.add_argument("--partitions", type=COUNT, default=8)
+    p.add_argument("--latency-samples", type=COUNT, default=30)
+    p.add_argument("--work-dir", help=WORK_DIR_HELP)
     p.set_defaults(func=cmd_perf_stream)
 
     p = psub.add_parser("maintain", help="reads before/after OPTIMIZE, tail reads as a topic grows, compaction")
-    p.add_argument("--commits", type=int, default=2000, help="small commits of 50 records")
-    p.add_argument("--small", type=int, default=1_000_000, help="records of the smaller growth topic")
-    p.add_argument("--large", type=int, default=10_000_000, help="records of the larger growth topic")
-    p.add_argument("--compaction-records", type=int, default=1_000_000)
+    p.add_argument("--commits", type=COUNT, default=2000, help="small commits of 50 records")
+    p.add_argument("--small", type=COUNT, default=1_000_000, help="records of the smaller growth topic")
+    p.add_argument("--large", type=COUNT, default=10_000_000, help="records of the larger growth topic")
+    p.add_argument("--compaction-records", type=COUNT, default=1_000_000)
+    p.add_argument("--work-dir", help=WORK_DIR_HELP)
     p.set_defaults(func=cmd_perf_maintain)
 
     p = commands.add_parser(
@@ -740,7 +925,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-vacuum", action="store_true", help="skip VACUUM and Delta log cleanup")
     p.add_argument(
         "--vacuum-retention-hours",
-        type=float,
+        type=_float_at_least(0),
         help="delete unreferenced files older than this (default: delta.deletedFileRetentionDuration, 7 days)",
     )
     p.add_argument("--spark", action="store_true", help="rewrite partitions as Spark tasks (default: in-process)")
@@ -756,17 +941,37 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; its exit code (see the module docstring). Every failure is reported
+    as one ``error:`` line, with the traceback only under ``-v``. Malformed arguments
+    (a negative count, a missing option) are argparse's: usage on stderr, SystemExit(2)."""
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(message)s")
+    what = " ".join(part for part in (args.command, getattr(args, "action", None)) if part)
     try:
         code = args.func(args, print)
         return int(code or 0)
-    except LakelogError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return exc.exit_code
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:
+        error = error_for_exception(exc, what, _jvm_message(exc))
+        if args.verbose:
+            traceback.print_exc()
+        print(f"error: {error}", file=sys.stderr)
+        if isinstance(error, UnexpectedError) and not args.verbose:
+            print("(run again with -v to see the traceback)", file=sys.stderr)
+        return error.exit_code
+
+
+def _jvm_message(exc: BaseException) -> str | None:
+    """A Py4J error's Java exception as ``class: message`` (its own text is Py4J's call trace)."""
+    java = getattr(exc, "java_exception", None)
+    if java is None:
+        return None
+    try:
+        return str(java.toString())
+    except Exception:
+        return None
 
 
 if __name__ == "__main__":

@@ -142,8 +142,11 @@ def resolve_config(
 
     Returns the parsed values, with every other key at its default when
     ``with_defaults`` is true. ``what`` names the configuration in messages
-    (``"topic config"``, ``"producer config"``).
+    (``"topic config"``, ``"producer config"``). Raises InvalidConfigError for
+    a ``given`` that is not a mapping, an unknown key or a value out of range.
     """
+    if given is not None and not isinstance(given, Mapping):
+        raise InvalidConfigError(f"{what} must be a mapping of key to value, got {type(given).__name__}")
     result = {name: key.default for name, key in keys.items()} if with_defaults else {}
     for raw_name, raw_value in (given or {}).items():
         name = raw_name if raw_name in keys else normalize_name(raw_name)

@@ -11,10 +11,17 @@ Three outcomes are kept apart, as Kafka clients and pyiceberg do:
   topic, a record over ``max.message.bytes``, a closed producer.
 
 Every class carries ``exit_code``, which the ``lakelog`` CLI returns, so that
-scripts can tell the outcomes apart without parsing messages.
+scripts can tell the outcomes apart without parsing messages;
+:func:`error_for_exception` is the one mapping from any failure to the error
+the CLI reports (an OSError to a :class:`StoreError`, anything unanticipated
+to :class:`UnexpectedError`).
 """
 
 from __future__ import annotations
+
+import errno
+import os
+import re
 
 
 class LakelogError(Exception):
@@ -117,6 +124,18 @@ class StoreError(FatalError):
     """The path does not hold a usable lakelog store, or the Spark session cannot serve it."""
 
 
+class StoreNotFoundError(StoreError):
+    """There is no lakelog store at the path, and the call does not create one."""
+
+
+class StoreAccessError(StoreError):
+    """The storage refused access: permission denied, or a read-only file system."""
+
+
+class StoreFullError(StoreError):
+    """The storage has no space left (or the quota is used up)."""
+
+
 class CorruptLogError(StoreError):
     """A file of the Delta log is not what the protocol says it must be (a truncated or
     overwritten commit file). Nothing was written; repair the log before retrying."""
@@ -206,6 +225,18 @@ class GroupIdNotFoundError(FatalError):
     exit_code = 6
 
 
+class PartiallyCommittedError(FatalError):
+    """Some records of one request were committed and the rest were not (the message says
+    which were). Sending all of them again would duplicate the committed ones."""
+
+    exit_code = 7
+
+
+class UnexpectedError(FatalError):
+    """A failure lakelog did not anticipate (a bug, or a library it uses failing); the
+    message names the original exception's type."""
+
+
 class ForeignRowsWarning(UserWarning):
     """The log table holds rows that did not come through lakelog's commit path (a plain
     Delta append into it): they are left out of every read and never move an offset."""
@@ -241,3 +272,57 @@ def _all_subclasses(cls: type) -> list[type]:
         found.append(sub)
         found.extend(_all_subclasses(sub))
     return found
+
+
+_FULL = {errno.ENOSPC, errno.EDQUOT}
+_REFUSED = {errno.EROFS, errno.EACCES, errno.EPERM}
+# delta-rs (object_store) reports an OS error as text ending in "(os error N)",
+# coloured and spread over lines.
+_RUST_OS_ERROR = re.compile(r"\(os error (\d+)\)")
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def one_line(text: str, limit: int = 500) -> str:
+    """``text`` as one line: colour codes and delta-rs' arrows removed, lines joined by ": "."""
+    lines = [line.strip().lstrip("\u21b3").strip() for line in _ANSI.sub("", text).splitlines()]
+    joined = ": ".join(line for line in lines if line)
+    return joined if len(joined) <= limit else joined[: limit - 3] + "..."
+
+
+def error_for_os_error(exc: OSError, what: str) -> StoreError:
+    """The StoreError for an OSError that ended ``what`` ("maintain", "creating a store at X"):
+    StoreFullError for no space (ENOSPC, EDQUOT), StoreAccessError for a read-only file
+    system or a permission denied (EROFS, EACCES, EPERM), else StoreError. The message is
+    one line naming the file when the error does."""
+    code = exc.errno
+    if code is None:
+        found = _RUST_OS_ERROR.search(str(exc))
+        code = int(found.group(1)) if found else None
+    if exc.strerror and exc.errno is not None:
+        reason = exc.strerror + (f": {exc.filename}" if exc.filename else "")
+    else:
+        reason = one_line(str(exc)) or (os.strerror(code) if code else type(exc).__name__)
+    message = f"{what} failed: {reason}"
+    if code in _FULL:
+        return StoreFullError(message)
+    if code in _REFUSED:
+        return StoreAccessError(message)
+    return StoreError(message)
+
+
+def error_for_exception(exc: BaseException, what: str, message: str | None = None) -> LakelogError:
+    """The error the CLI reports when ``exc`` ended ``what``: ``exc`` itself if it is a
+    LakelogError, the LakelogError a Spark task marked in its text (:func:`marked`), a
+    StoreError for an OSError (:func:`error_for_os_error`), else an UnexpectedError
+    "<type>: <first line>". ``message`` is the text to use instead of ``str(exc)`` (a
+    JVM exception's own message rather than Py4J's call trace)."""
+    if isinstance(exc, LakelogError):
+        return exc
+    text = str(exc) if message is None else message
+    carried = error_from_text(text)
+    if carried is not None:
+        return carried
+    if isinstance(exc, OSError):
+        return error_for_os_error(exc, what)
+    first = next((line.strip() for line in _ANSI.sub("", text).splitlines() if line.strip()), "")
+    return UnexpectedError(f"{type(exc).__name__}: {first[:500]}" if first else type(exc).__name__)

@@ -15,6 +15,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import threading
 import time
 from collections.abc import Iterable, Mapping
@@ -25,11 +26,14 @@ from engine.commit import Committer, RetryPolicy, TableLog, TableState, create_t
 from engine.consumer import Consumer
 from engine.consumer_offsets import OFFSETS_TOPIC
 from engine.errors import (
+    InvalidConfigError,
     InvalidOffsetError,
     InvalidRecordError,
     StoreError,
+    StoreNotFoundError,
     TopicExistsError,
     UnknownTopicOrPartitionError,
+    error_for_os_error,
 )
 from engine.history import HistoryEntry, PartitionChange, history_entry
 from engine.object_store import bucket_and_key, configure, is_s3, settings_from_hadoop
@@ -166,11 +170,23 @@ class LogStore:
         calls use, else the process's active one or one built from
         ``conf/spark-defaults.conf`` when a DataFrame is first asked for.
         Raises InvalidConfigError for an unknown setting or bad value (naming
-        it and where it came from), StoreError if the path holds something
-        that is not a lakelog store (or nothing, without ``create``).
+        it and where it came from), for a path that is not a str or PathLike,
+        and for a path holding a percent-escape such as ``%20`` (delta-rs
+        decodes it and Spark does not: they would see two different
+        tables); StoreNotFoundError without ``create`` when there is no store
+        at the path; StoreError if the path holds something that is not a
+        lakelog store (a file, a non-empty directory, another Delta table),
+        StoreAccessError / StoreFullError when creating it is refused. Nothing
+        is created unless the store is: directories made for a store whose
+        creation failed are removed again.
         """
-        resolved = load_settings(conf_file, overrides=settings)
+        if not isinstance(path, (str, os.PathLike)):
+            raise InvalidConfigError(f"a store path must be a str or os.PathLike, got {type(path).__name__}")
+        if conf_file is not None and not isinstance(conf_file, (str, os.PathLike)):
+            raise InvalidConfigError(f"conf_file must be a str or os.PathLike, got {type(conf_file).__name__}")
         uri = normalize_uri(os.fspath(path))
+        refuse_ambiguous_uri(uri)
+        resolved = load_settings(conf_file, overrides=settings)
         if spark is not None:
             # Before the first Python-side access: it must use the session's endpoint.
             _configure_object_store(spark, uri)
@@ -180,9 +196,12 @@ class LogStore:
             from spark_connector import register
 
             register(spark)
-        if not is_delta_table(uri):
+        if not _holds_table(uri):
             if not create:
-                raise StoreError(f"there is no lakelog store at {uri}")
+                raise StoreNotFoundError(
+                    f"no lakelog store at {uri} (create one with `lakelog --store {uri} topics create TOPIC` "
+                    "or LogStore.open(path, create=True))"
+                )
             _create_log_table(uri)
         _check_store(uri, store.log.latest())
         return store
@@ -217,13 +236,13 @@ class LogStore:
         is laid over the ``topic.*`` settings and stored with the topic.
 
         Raises InvalidTopicError (bad or colliding name), TopicExistsError,
-        InvalidPartitionsError, InvalidConfigError (unknown key, bad value).
+        InvalidPartitionsError, InvalidConfigError (unknown key, bad value,
+        ``config`` not a mapping).
         """
         now = int(time.time() * 1000)
         if partitions is None:
             partitions = self.settings.num_partitions
-        if config is None or isinstance(config, Mapping):
-            config = {**self.settings.topic, **(config or {})}
+        config = {**self.settings.topic, **_config_mapping(config, "config")}
         self._writer.change_topics(
             lambda topics, props: plan_create(
                 topics,
@@ -273,7 +292,19 @@ class LogStore:
         set_config: Mapping[str, Any] | None = None,
         delete_config: Iterable[str] | None = None,
     ) -> TopicMetadata:
-        """Set and/or reset (to default) topic configs, Kafka's incremental alter."""
+        """Set and/or reset (to default) topic configs, Kafka's incremental alter.
+
+        Raises InvalidConfigError for an unknown key or bad value, for
+        ``set_config`` that is not a mapping and ``delete_config`` that is not
+        an iterable of key names.
+        """
+        set_config = _config_mapping(set_config, "set_config")
+        if delete_config is not None:
+            if isinstance(delete_config, (str, bytes)) or not isinstance(delete_config, Iterable):
+                raise InvalidConfigError(
+                    f"delete_config must be a list of config names, got {type(delete_config).__name__}"
+                )
+            delete_config = list(delete_config)
         self._writer.change_topics(
             lambda topics, props: plan_alter_config(
                 topics,
@@ -581,6 +612,14 @@ class LogStore:
         return self.spark.createDataFrame(rows, schema)
 
 
+def _config_mapping(config: Any, what: str) -> dict[str, Any]:
+    if config is None:
+        return {}
+    if not isinstance(config, Mapping):
+        raise InvalidConfigError(f"{what} must be a mapping of config name to value, got {type(config).__name__}")
+    return dict(config)
+
+
 def _configure_object_store(spark: SparkSession, uri: str) -> None:
     """For an S3 store: check the session can reach S3, and point lakelog's Python-side
     clients at the endpoint and credentials of the session's S3A configuration."""
@@ -646,13 +685,58 @@ def _warn_if_unsafe(spark: SparkSession, uri: str) -> None:
             log.warning("UNSAFE for concurrent writers: %s", hazard)
 
 
-def _create_log_table(uri: str) -> None:
-    """Create the log table at ``uri`` (version 0); tolerate another process creating it first."""
+_PERCENT_ESCAPE = re.compile(r"%[0-9A-Fa-f]{2}")
+
+
+def refuse_ambiguous_uri(uri: str) -> None:
+    """Raise InvalidConfigError if ``uri`` holds a percent-escape (``%20``, ``%41``).
+
+    Spark (Hadoop paths) and lakelog's Python side take such a path
+    literally; delta-rs, which reads the Delta log for lakelog, decodes it
+    (``a%20b`` -> ``a b``), so the two would see different tables and a
+    store created there could never be read. Spaces and a lone ``%`` are
+    fine.
+    """
+    found = _PERCENT_ESCAPE.search(uri)
+    if found:
+        raise InvalidConfigError(
+            f"store path {uri!r} holds the percent-escape {found.group(0)!r}, which delta-rs decodes and "
+            "Spark does not; rename the directory (spaces need no escaping)"
+        )
+
+
+def _holds_table(uri: str) -> bool:
+    """Whether ``uri`` holds a Delta table; StoreError for a regular file or an unreadable path."""
     if uri.startswith("/"):
         if os.path.exists(uri) and not os.path.isdir(uri):
             raise StoreError(f"{uri} is a file, not a directory that could hold a store")
+        if not os.path.isdir(uri):
+            return False
+    try:
+        return is_delta_table(uri)
+    except OSError as exc:
+        raise error_for_os_error(exc, f"opening the store at {uri}") from exc
+
+
+def _missing_dirs(path: str) -> list[str]:
+    """The directories leading to ``path`` (itself included) that do not exist, outermost first."""
+    missing = []
+    while path and not os.path.exists(path):
+        missing.append(path)
+        parent = os.path.dirname(path)
+        if parent == path:
+            break
+        path = parent
+    return missing[::-1]
+
+
+def _create_log_table(uri: str) -> None:
+    """Create the log table at ``uri`` (version 0); tolerate another process creating it first."""
+    made: list[str] = []
+    if uri.startswith("/"):
         if os.path.isdir(uri) and os.listdir(uri):
             raise StoreError(f"{uri} is a non-empty directory that is not a lakelog store")
+        made = _missing_dirs(os.path.join(uri, "_delta_log"))
     try:
         create_table(
             uri,
@@ -662,8 +746,22 @@ def _create_log_table(uri: str) -> None:
             client_id=f"lakelog-{os.getpid()}",
         )
     except OSError as exc:
-        if not is_delta_table(uri):
-            raise StoreError(f"cannot create a store at {uri}: {exc}") from exc
+        if not _created_by_someone(uri):
+            # Only the directories this call made, and only while still empty.
+            for directory in reversed(made):
+                try:
+                    os.rmdir(directory)
+                except OSError:
+                    break
+            raise error_for_os_error(exc, f"creating a store at {uri}") from exc
+
+
+def _created_by_someone(uri: str) -> bool:
+    """Whether a table is at ``uri`` after our creation failed (another process was first)."""
+    try:
+        return is_delta_table(uri)
+    except OSError:
+        return False
 
 
 def _check_store(uri: str, state: TableState) -> None:

@@ -59,3 +59,9 @@ def test_typed_values_parse_from_strings():
 def test_bad_input_names_the_key(given, fragment):
     with pytest.raises(InvalidConfigError, match=fragment.replace("(", r"\(").replace(")", r"\)")):
         resolve_config(KEYS, given, what="x")
+
+
+@pytest.mark.parametrize("given", [["linger.ms=5"], "linger.ms=5", [("linger.ms", 5)]])
+def test_a_config_that_is_not_a_mapping_is_a_named_error(given):
+    with pytest.raises(InvalidConfigError, match=r"topic config must be a mapping of key to value, got (list|str)"):
+        resolve_config(KEYS, given, what="topic config")
