@@ -51,6 +51,7 @@ from engine.errors import (
 )
 from engine.offsets import EARLIEST, LATEST, TopicPartition
 from engine.records import RecordMetadata
+from engine.settings import load_settings, redact_logs, redact_text
 from engine.topics import INTERNAL_TOPICS, TOPIC_CONFIG_KEYS, parse_topic_config, validate_topic_name
 
 STORE_ENV = "LAKELOG_STORE"
@@ -725,7 +726,7 @@ def cmd_perf_maintain(args: argparse.Namespace, out: Callable[[str], None]) -> N
 
 
 def cmd_config(args: argparse.Namespace, out: Callable[[str], None]) -> None:
-    from engine.settings import load_settings, reference_table
+    from engine.settings import reference_table
 
     if args.reference:
         out(reference_table())
@@ -949,6 +950,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(message)s")
     what = " ".join(part for part in (args.command, getattr(args, "action", None)) if part)
     try:
+        # Settings that do not load fail the command where it loads them (config --reference needs none).
+        with contextlib.suppress(LakelogError):
+            redact_logs(load_settings(args.conf))
         code = args.func(args, print)
         return int(code or 0)
     except KeyboardInterrupt:
@@ -957,7 +961,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         error = error_for_exception(exc, what, _jvm_message(exc))
         if args.verbose:
             traceback.print_exc()
-        print(f"error: {error}", file=sys.stderr)
+        print(f"error: {redact_text(str(error))}", file=sys.stderr)
         if isinstance(error, UnexpectedError) and not args.verbose:
             print("(run again with -v to see the traceback)", file=sys.stderr)
         return error.exit_code

@@ -19,6 +19,7 @@ where it came from, never ignored.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from collections.abc import Mapping
@@ -76,6 +77,51 @@ REDACTED = "*********(redacted)"
 def redacted(key: str, value: Any) -> Any:
     """``value``, or :data:`REDACTED` when ``key`` names a secret (Spark's redaction rule)."""
     return REDACTED if SECRET_KEYS.search(key) else value
+
+
+# Environment variables holding credentials (AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_ACCESS_KEY_ID).
+_SECRET_ENV = re.compile(r"(?i)secret|password|token|access[._]key")
+# "fs.s3a.secret.key=abc", "password: abc", '"token": "abc"' inside free text.
+_SECRET_ASSIGNMENT = re.compile(
+    r"(?i)([\w.\-]*(?:secret|password|token|access[.]key)[\w.\-]*[\"']?\s*[=:]\s*[\"']?)([^\s\"',;}]+)"
+)
+_secret_values: set[str] = set()
+_factory_installed = False
+
+
+def redact_text(text: str) -> str:
+    """``text`` with every secret value :func:`redact_logs` was told of, and the value of every
+    ``<secret key>=value`` / ``<secret key>: value`` in it, replaced by :data:`REDACTED`."""
+    for value in sorted(_secret_values, key=len, reverse=True):
+        text = text.replace(value, REDACTED)
+    return _SECRET_ASSIGNMENT.sub(lambda m: m.group(1) + REDACTED, text)
+
+
+def redact_logs(settings: Settings, environ: Mapping[str, str] | None = None) -> None:
+    """From now on, no log record of this process shows a secret: the values of ``settings``'
+    secret keys and of credential variables in ``environ`` (default ``os.environ``), and any
+    ``<secret key>=value`` text, are replaced by :data:`REDACTED` when a record is made,
+    whichever logger or handler it goes to. Idempotent; secrets accumulate."""
+    global _factory_installed
+    environ = os.environ if environ is None else environ
+    found = [str(v) for k, v in settings.values().items() if SECRET_KEYS.search(k) and v not in (None, "")]
+    found += [v for k, v in environ.items() if _SECRET_ENV.search(k) and v]
+    # A one- or two-character "secret" would blank out unrelated text; such values protect nothing anyway.
+    _secret_values.update(v for v in found if len(v) >= 3)
+    if _factory_installed:
+        return
+    make = logging.getLogRecordFactory()
+
+    def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = make(*args, **kwargs)
+        text = record.getMessage()
+        clean = redact_text(text)
+        if clean != text:
+            record.msg, record.args = clean, None
+        return record
+
+    logging.setLogRecordFactory(factory)
+    _factory_installed = True
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 from pathlib import Path
 
@@ -119,6 +120,21 @@ def test_cli_config_never_prints_secrets(tmp_path, capsys):
     rows = {line.split()[0]: line.split()[1] for line in out.splitlines()[1:]}
     assert all(rows[key] == "*********(redacted)" for key in secrets)
     assert rows["spark.hadoop.fs.s3a.endpoint"] == "http://x:9000"  # the rest as it was
+
+
+def test_no_log_line_of_a_cli_run_shows_a_secret(tmp_path, capsys, caplog, monkeypatch):
+    conf = tmp_path / "lakelog.conf"
+    conf.write_text("spark.hadoop.fs.s3a.secret.key=SECRET-VALUE-5\n")
+    monkeypatch.setenv("AWS_SESSION_TOKEN", "TOKEN-VALUE-6")
+    assert cli_main(["--conf", str(conf), "-v", "config"]) == 0
+    caplog.set_level(logging.INFO)
+    log = logging.getLogger("engine.commit")
+    log.warning("S3 refused %s with %s", "s3a://b/t", "SECRET-VALUE-5")
+    log.info("client built from fs.s3a.secret.key=inline-one, token: inline-two and TOKEN-VALUE-6")
+    text = "\n".join(r.getMessage() for r in caplog.records)
+    assert "s3a://b/t" in text and "fs.s3a.secret.key=*********(redacted)" in text
+    for secret in ("SECRET-VALUE-5", "TOKEN-VALUE-6", "inline-one", "inline-two"):
+        assert secret not in text
 
 
 @pytest.mark.spark
