@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed
 JARS := .jars/.complete
 JAVA_SOURCES := $(shell find jvm/src -type f)
 
-.PHONY: setup quickstart test lint clean
+.PHONY: setup quickstart test lint soak clean
 
 setup: $(STAMP) $(JARS)
 
@@ -34,6 +34,16 @@ lint: setup
 
 test: lint
 	$(PY) -m pytest
+
+# The randomized multi-process workload under SIGKILLs, checked for anomalies (tests/soak.py):
+#   make soak SOAK_OPERATIONS=100000 SOAK_KILLS=50 [SOAK_S3=1] [SOAK_ARGS="--seed 7 --keep"]
+SOAK_OPERATIONS ?= 50000
+SOAK_KILLS ?= 25
+SOAK_S3 ?=
+SOAK_ARGS ?=
+
+soak: setup
+	$(PY) -m tests.soak --operations $(SOAK_OPERATIONS) --kills $(SOAK_KILLS) $(if $(filter 1 yes true,$(SOAK_S3)),--s3) $(SOAK_ARGS)
 
 clean:
 	rm -rf $(VENV) .jars quickstart-store .pytest_cache

