@@ -90,10 +90,14 @@ class MaintenanceReport:
     topics: list[TopicReport]
     vacuumed_files: int = 0
     log_files_cleaned: int = 0
+    vacuum_skipped: str | None = None
 
     def lines(self) -> list[str]:
         head = "dry run: nothing was changed; this is what maintain would do" if self.dry_run else "maintenance done"
         out = [head, *(t.line() for t in self.topics)]
+        if self.vacuum_skipped:
+            out.append(f"vacuum: skipped: {self.vacuum_skipped}")
+            return out
         out.append(
             f"vacuum: {self.vacuumed_files} unreferenced file(s) {'to delete' if self.dry_run else 'deleted'}; "
             f"delta log: {self.log_files_cleaned} expired file(s) removed"
@@ -143,14 +147,24 @@ def maintain(
     process; Spark is never started for it.
     ``vacuum_retention_hours`` overrides ``delta.deletedFileRetentionDuration``
     (0 deletes every unreferenced file at once: only safe when no reader is
-    behind). ``now_ms`` fixes the clock (tests). Raises StoreError when the
-    path holds no lakelog store, UnknownTopicOrPartitionError for an unknown topic.
+    behind; a whole number of hours). ``now_ms`` fixes the clock (tests).
+    VACUUM whose own commit keeps losing to concurrent writers is skipped and
+    the report says so (``vacuum_skipped``). Raises InvalidConfigError for a
+    negative or fractional retention, StoreError when the path holds no
+    lakelog store or VACUUM cannot read the log, UnknownTopicOrPartitionError
+    for an unknown topic.
     """
     uri = normalize_uri(getattr(store, "uri", store))
     if spark is None and getattr(store, "spark_started", False):
         spark = store.spark
     if vacuum_retention_hours is not None and vacuum_retention_hours < 0:
         raise InvalidConfigError(f"vacuum retention must be >= 0 hours, got {vacuum_retention_hours}")
+    if vacuum_retention_hours is not None and vacuum_retention_hours != int(vacuum_retention_hours):
+        # delta-rs' VACUUM counts whole hours: 0.05 would silently become 0 (delete everything now).
+        raise InvalidConfigError(
+            f"vacuum retention must be a whole number of hours (VACUUM counts whole hours), "
+            f"got {vacuum_retention_hours}"
+        )
     table_log = store.log if hasattr(store, "log") else TableLog(uri)
     try:
         properties = table_log.latest().properties
@@ -178,7 +192,7 @@ def maintain(
     for name in names:
         report.topics.append(_maintain_topic(ctx, name, optimize, replans))
     if vacuum:
-        report.vacuumed_files, report.log_files_cleaned = _vacuum(ctx, vacuum_retention_hours)
+        report.vacuumed_files, report.log_files_cleaned, report.vacuum_skipped = _vacuum(ctx, vacuum_retention_hours)
     return report
 
 
@@ -401,19 +415,30 @@ def _step_from_results(
     return step
 
 
-def _vacuum(ctx: _Context, retention_hours: float | None) -> tuple[int, int]:
-    from deltalake import DeltaTable
+def _vacuum(ctx: _Context, retention_hours: float | None) -> tuple[int, int, str | None]:
+    """VACUUM and Delta log cleanup: (files deleted, log files removed, why VACUUM was skipped)."""
+    from deltalake.exceptions import CommitFailedError, DeltaError
 
-    from engine.object_store import delta_storage_options, python_uri
+    from engine.commit.delta_table import open_delta_table, with_listing_retries
 
-    # VACUUM's own commits (delta-rs writes VACUUM START/END) go through
-    # delta-rs with conditional puts on S3 (engine.object_store.S3Settings.delta_rs_options).
-    table = DeltaTable(python_uri(ctx.uri), storage_options=delta_storage_options(ctx.uri))
     ctx.progress("vacuum: listing unreferenced files")
     kwargs: dict[str, Any] = {"dry_run": ctx.dry_run}
     if retention_hours is not None:
         kwargs["retention_hours"] = int(retention_hours)
         kwargs["enforce_retention_duration"] = False
-    deleted = table.vacuum(**kwargs)
-    cleaned = 0 if ctx.dry_run else int(table.cleanup_metadata() or 0)
-    return len(deleted), cleaned
+    # VACUUM's own commits (delta-rs writes VACUUM START/END) go through
+    # delta-rs with conditional puts on S3 (engine.object_store.S3Settings.delta_rs_options).
+    try:
+        deleted = with_listing_retries(lambda: open_delta_table(ctx.uri).vacuum(**kwargs))
+        cleaned = (
+            0 if ctx.dry_run else int(with_listing_retries(lambda: open_delta_table(ctx.uri).cleanup_metadata()) or 0)
+        )
+    except CommitFailedError as exc:
+        # delta-rs retried its VACUUM commit and lost every race to writers committing meanwhile.
+        # The table is intact either way (VACUUM only deletes unreferenced files); the next
+        # run deletes what this one did not.
+        reason = f"its commit lost to concurrent writers ({str(exc).splitlines()[0]}); run maintain again"
+        return 0, 0, reason
+    except DeltaError as exc:
+        raise StoreError(f"VACUUM of {ctx.uri} failed: {str(exc).splitlines()[0]}") from exc
+    return len(deleted), cleaned, None

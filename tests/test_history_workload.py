@@ -30,9 +30,6 @@ def test_randomized_workload_under_kills_has_no_anomalies(tmp_path):
         kill_interval_s=2.0,
         max_minutes=5,
         workdir=tmp_path,
-        # Known: maintain's VACUUM step lets delta-rs errors out (DeltaError when its log listing races a
-        # commit, CommitFailedError when VACUUM's own commit keeps losing); printed, not failing, until fixed.
-        allow_unexpected_errors=frozenset({"maintain"}),
     )
     result = run_soak(config, progress=lambda text: None)
     assert result.ok, "\n".join(result.lines())

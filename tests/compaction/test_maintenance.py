@@ -294,6 +294,8 @@ def test_bad_input_is_refused_and_changes_nothing(spark, store, tmp_path):
         maintain(store.uri, topics=["nope"])
     with pytest.raises(InvalidConfigError, match="vacuum retention"):
         maintain(store.uri, vacuum_retention_hours=-1)
+    with pytest.raises(InvalidConfigError, match="whole number of hours"):
+        maintain(store.uri, vacuum_retention_hours=0.05)  # delta-rs would make it 0: delete everything now
     with pytest.raises(StoreError, match="no Delta table"):
         maintain(str(tmp_path / "empty"))
     assert TableLog(store.uri).latest_version() == version
