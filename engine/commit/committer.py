@@ -25,7 +25,9 @@ streaming sink, ``LogStore.write``), topic changes and maintenance steps::
 
 Errors keep the three outcomes apart: RetriableError (CommitConflictError,
 DeliveryTimeoutError, DataWriteError: nothing was committed),
-CommitStateUnknownError (it may have landed), FatalError (refused).
+CommitStateUnknownError (it may have landed), FatalError (refused; a full
+or read-only store is StoreFullError / StoreAccessError: nothing was
+committed, and retrying at once cannot help).
 """
 
 from __future__ import annotations
@@ -74,9 +76,13 @@ from engine.errors import (
     CorruptLogError,
     InconsistentWriteError,
     InvalidTxnStateError,
+    LakelogError,
     MaintenanceConflictError,
     RetriableError,
+    StoreAccessError,
     StoreError,
+    StoreFullError,
+    error_for_os_error,
 )
 from engine.object_store import delta_storage_options, is_s3, python_uri
 from engine.offsets import (
@@ -95,6 +101,17 @@ log = logging.getLogger(__name__)
 
 class DataWriteError(RetriableError):
     """Writing the data files or the commit file failed; nothing was committed."""
+
+
+def write_failure(exc: OSError, what: str) -> LakelogError:
+    """The error for an OSError that ended ``what`` before anything was committed: a full
+    store (StoreFullError) or one refusing writes (StoreAccessError: read-only, permission
+    denied) is fatal -- retrying at once cannot succeed -- anything else a retriable
+    DataWriteError."""
+    error = error_for_os_error(exc, f"{what} (nothing was committed)")
+    if isinstance(error, (StoreFullError, StoreAccessError)):
+        return error
+    return DataWriteError(f"{what} failed, nothing was committed: {exc}")
 
 
 @dataclass(frozen=True)
@@ -275,7 +292,8 @@ class Committer:
 
         Raises CommitConflictError / DeliveryTimeoutError when retries or time
         ran out (nothing was committed), DataWriteError when files could not
-        be written (nothing was committed), CommitStateUnknownError when a
+        be written (nothing was committed; StoreFullError / StoreAccessError
+        when the store is full or refuses writes), CommitStateUnknownError when a
         commit may have landed but it cannot be told, FatalError subclasses
         for refused batches.
         """
@@ -384,7 +402,7 @@ class Committer:
                     f"a commit put at version {pending.version} had an unknown outcome and the log cannot be "
                     f"read to tell ({exc}); re-read it before retrying"
                 ) from exc
-            raise DataWriteError(f"reading the Delta log failed, nothing was committed: {exc}") from exc
+            raise write_failure(exc, "reading the Delta log") from exc
 
     def _pending_landed(self, pending: _Pending) -> AppendResult | None:
         """Whether the unknown attempt landed, now that its version is taken; its files are
@@ -429,7 +447,7 @@ class Committer:
         try:
             return self._files.write(rows, label=label)
         except OSError as exc:
-            raise DataWriteError(f"writing data files failed, nothing was committed: {exc}") from exc
+            raise write_failure(exc, "writing data files") from exc
 
     def _discard(self, files: Iterable[DataFile]) -> None:
         self._files.discard(list(files))
@@ -599,8 +617,9 @@ class Committer:
 
         Returns the version it landed at. Raises _Replan (nothing of it
         landed), _OutcomeUnknown, _PendingLanded (a winner was our earlier
-        attempt with an unknown outcome), DataWriteError (the commit file
-        could not be written: nothing landed; ``written`` is deleted),
+        attempt with an unknown outcome), DataWriteError, StoreFullError or
+        StoreAccessError (the commit file could not be written: nothing
+        landed; ``written`` is deleted),
         CommitConflictError / DeliveryTimeoutError (rebased past the policy:
         nothing landed; ``written`` is deleted).
         """
@@ -615,7 +634,7 @@ class Committer:
                 landed = self._settle(version, commit_info_.txn_id or "", exc)
             except OSError as exc:
                 self._discard(written)
-                raise DataWriteError(f"writing commit {version} failed, nothing was committed: {exc}") from exc
+                raise write_failure(exc, f"writing commit {version}") from exc
             if landed:
                 self._after_commit(version, Commit((commit_info_, *actions)))
                 return version
