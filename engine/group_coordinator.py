@@ -31,7 +31,7 @@ from engine.consumer_offsets import (
     partition_for_group,
 )
 from engine.data_files import OFFSETS_LABEL, holds_only_offsets
-from engine.errors import UnknownTopicOrPartitionError
+from engine.errors import InvalidOffsetError, UnknownTopicOrPartitionError
 from engine.group_leases import LeaseStore, fresh
 from engine.group_state import GroupState, check_commit
 from engine.offsets import TopicPartition
@@ -229,6 +229,20 @@ def commit_offsets(
     writer.append(GroupRecordsBatch(log, "offset_commit", plan, reads_offsets=False, file_label=OFFSETS_LABEL), policy)
 
 
+def check_offsets_to_commit(
+    offsets: Mapping[TopicPartition, OffsetAndMetadata], topics: Mapping[str, TopicMetadata]
+) -> None:
+    """Raise UnknownTopicOrPartitionError, as Kafka's OffsetCommit and TxnOffsetCommit answer, for
+    a partition that does not exist in ``topics``, and InvalidOffsetError for an offset that is not a
+    non-negative int."""
+    for tp, o in offsets.items():
+        topic = topics.get(tp.topic)
+        if topic is None or not 0 <= tp.partition < topic.partitions:
+            raise UnknownTopicOrPartitionError(f"cannot commit an offset for {tp}: the partition does not exist")
+        if isinstance(o.offset, bool) or not isinstance(o.offset, int) or o.offset < 0:
+            raise InvalidOffsetError(f"offset to commit for {tp} must be a non-negative int, got {o.offset!r}")
+
+
 def offset_records(
     group_id: str,
     offsets: Mapping[TopicPartition, OffsetAndMetadata],
@@ -240,10 +254,7 @@ def offset_records(
     """The (key, value) records that commit ``offsets`` (used inside transactions too), each
     stamped with its topic's id. Raises UnknownTopicOrPartitionError, as Kafka answers, for a
     partition that does not exist in ``topics``."""
-    for tp in offsets:
-        topic = topics.get(tp.topic)
-        if topic is None or not 0 <= tp.partition < topic.partitions:
-            raise UnknownTopicOrPartitionError(f"cannot commit an offset for {tp}: the partition does not exist")
+    check_offsets_to_commit(offsets, topics)
     return [
         (
             offset_key(group_id, tp),

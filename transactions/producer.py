@@ -47,7 +47,7 @@ from engine.errors import (
     ProducerFencedError,
     TransactionAbortedError,
 )
-from engine.group_coordinator import GroupLog, live_members, offset_records
+from engine.group_coordinator import GroupLog, check_offsets_to_commit, live_members, offset_records
 from engine.group_state import check_commit
 from engine.offsets import TopicPartition
 from engine.partition_reader import PartitionReader
@@ -248,7 +248,10 @@ class TransactionalProducer:
         """Commit ``offsets`` (next offset to read per partition) for the group with the transaction.
 
         Pass the consumer's ``group_metadata()`` so a consumer fenced by a
-        rebalance cannot commit (a plain group id skips that check).
+        rebalance cannot commit (a plain group id skips that check). Raises
+        UnknownTopicOrPartitionError for a partition that does not exist and
+        InvalidOffsetError for an offset that is not a non-negative int; then
+        nothing of ``offsets`` joins the transaction, which stays usable.
         """
         meta = (
             group_metadata
@@ -259,10 +262,14 @@ class TransactionalProducer:
             self._require(TransactionState.IN_TRANSACTION, "send_offsets_to_transaction()")
             if self._group is not None and self._group.group_id != meta.group_id:
                 raise InvalidTxnStateError("one transaction commits offsets of one consumer group")
-            for key, value in offsets.items():
-                tp = key if isinstance(key, TopicPartition) else TopicPartition(*key)
-                om = value if isinstance(value, OffsetAndMetadata) else OffsetAndMetadata(int(value))
-                self._offsets[tp] = om
+            chosen = {
+                (key if isinstance(key, TopicPartition) else TopicPartition(*key)): (
+                    value if isinstance(value, OffsetAndMetadata) else OffsetAndMetadata(value)
+                )
+                for key, value in offsets.items()
+            }
+            check_offsets_to_commit(chosen, self._store._latest_topics())
+            self._offsets.update(chosen)
             self._group = meta
 
     def commit_transaction(self) -> None:

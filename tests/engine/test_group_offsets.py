@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.errors import UnknownTopicOrPartitionError
+from engine.errors import InvalidOffsetError, UnknownTopicOrPartitionError
 from engine.group_admin import describe_group
 from engine.offsets import TopicPartition
 
@@ -45,8 +45,33 @@ def test_an_offset_for_a_partition_that_does_not_exist_is_refused_and_nothing_wr
         consumer.commit({TopicPartition("t", 5): 1})
     with pytest.raises(UnknownTopicOrPartitionError, match="nope-0"):
         consumer.commit({TopicPartition("nope", 0): 1})
+    with pytest.raises(InvalidOffsetError, match="non-negative"):
+        consumer.commit({TP: -1})
     assert store.log.latest_version() == version
     consumer.close(autocommit=False)
+
+
+def test_a_transaction_refuses_offsets_of_a_partition_that_does_not_exist_and_stays_usable(plain_store):
+    store = plain_store
+    store.create_topic("t", partitions=1)
+    producer = store.transactional_producer("tx")
+    producer.init_transactions()
+    producer.begin_transaction()
+    producer.send("t", "v", partition=0)
+    version = store.log.latest_version()
+    with pytest.raises(UnknownTopicOrPartitionError, match="t-5"):
+        producer.send_offsets_to_transaction({TopicPartition("t", 5): 1, TP: 9}, "g")
+    with pytest.raises(UnknownTopicOrPartitionError, match="nope-0"):
+        producer.send_offsets_to_transaction({("nope", 0): 1}, "g")
+    with pytest.raises(InvalidOffsetError, match="non-negative"):
+        producer.send_offsets_to_transaction({TP: -3}, "g")
+    assert store.log.latest_version() == version  # nothing written
+    producer.send_offsets_to_transaction({TP: 1}, "g")
+    producer.commit_transaction()
+    consumer = store.consumer("g", enable_auto_commit=False)
+    assert consumer.committed([TP])[TP].offset == 1  # the refused 9 never joined the transaction
+    consumer.close(autocommit=False)
+    producer.close()
 
 
 def test_membership_reads_skip_offset_commits_yet_see_every_group_change(plain_store, monkeypatch):
