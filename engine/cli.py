@@ -13,6 +13,8 @@ Exit codes scripts can rely on:
 6     unknown topic or partition; unknown consumer group
 7     partially committed (``produce``): the records stderr lists were
       committed, the rest not; sending all again would duplicate them
+8     ``check`` found violations of the store's invariant (listed on
+      stdout; after ``--repair``, those that remain)
 ====  =========================================================
 
 Errors go to stderr as one line, ``error: <message>`` (an unexpected error
@@ -55,6 +57,7 @@ from engine.settings import load_settings, redact_logs, redact_text
 from engine.topics import INTERNAL_TOPICS, TOPIC_CONFIG_KEYS, parse_topic_config, validate_topic_name
 
 STORE_ENV = "LAKELOG_STORE"
+CHECK_FAILED = 8  # exit code of a check that found violations
 
 
 def _pairs(items: Iterable[str] | None, what: str) -> dict[str, str]:
@@ -708,6 +711,22 @@ def cmd_maintain(args: argparse.Namespace, out: Callable[[str], None]) -> None:
         out(line)
 
 
+def cmd_check(args: argparse.Namespace, out: Callable[[str], None]) -> int:
+    from engine.log_check import check_store, repair_store
+
+    if args.drop_missing_files and not args.repair:
+        raise InvalidConfigError("--drop-missing-files needs --repair")
+    store = _open_store(args)
+    report = check_store(store, args.topic, grace_s=args.grace_seconds)
+    if args.repair and not report.ok:
+        for line in repair_store(store, report, drop_missing_files=args.drop_missing_files):
+            out(line)
+        report = check_store(store, args.topic, grace_s=args.grace_seconds)
+    for line in report.lines():
+        out(line)
+    return 0 if report.ok else CHECK_FAILED
+
+
 def cmd_perf_maintain(args: argparse.Namespace, out: Callable[[str], None]) -> None:
     from benchmarks.maintain import perf_maintain
 
@@ -931,6 +950,24 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--spark", action="store_true", help="rewrite partitions as Spark tasks (default: in-process)")
     p.set_defaults(func=cmd_maintain)
+
+    p = commands.add_parser(
+        "check", help="verify every partition: files present and readable, stats true, offsets dense and unique"
+    )
+    p.add_argument("--topic", help="only this topic (default: all, incl. internal)")
+    p.add_argument("--repair", action="store_true", help="remove stray temporary files, then check again")
+    p.add_argument(
+        "--drop-missing-files",
+        action="store_true",
+        help="with --repair: drop references to missing data files, recording the offsets they held as lost",
+    )
+    p.add_argument(
+        "--grace-seconds",
+        type=_float_at_least(0),
+        default=3600.0,
+        help="temporary files younger than this belong to a writer in flight (default 3600)",
+    )
+    p.set_defaults(func=cmd_check)
 
     p = commands.add_parser("config", help="the settings in effect and where each came from")
     p.add_argument("--reference", action="store_true", help="print the reference table of every setting (Markdown)")

@@ -69,7 +69,7 @@ from engine.commit.follower import TableLog
 from engine.commit.info import TAG_CLIENT, TAG_OPERATION, append_tags, commit_info
 from engine.commit.log_files import LogFiles
 from engine.commit.retry import RetryPolicy, retries_exhausted
-from engine.commit.state import TableState, end_marker_id, start_marker_id
+from engine.commit.state import TableState, end_marker_id, lost_marker_id, start_marker_id
 from engine.data_files import DataFile, DataFileWriter
 from engine.errors import (
     CommitStateUnknownError,
@@ -218,6 +218,8 @@ class MaintenanceChange:
     metrics: dict[str, Any]
     # Retention: each partition's new log start offset, recorded where plain Delta tools keep it.
     log_starts: Mapping[int, int] = field(default_factory=dict)
+    # A repair dropping missing files: per partition the offset ranges [first, end) they held.
+    lost_ranges: Mapping[int, Sequence[tuple[int, int]]] = field(default_factory=dict)
 
 
 class _Replan(Exception):
@@ -559,6 +561,11 @@ class Committer:
             now_ms = int(time.time() * 1000)
             starts = sorted(change.log_starts.items())
             actions += [Txn(start_marker_id(change.topic_id, p), start, now_ms) for p, start in starts]
+            actions += [
+                Txn(lost_marker_id(change.topic_id, p, first), end, now_ms)
+                for p, ranges in sorted(change.lost_ranges.items())
+                for first, end in ranges
+            ]
             txn_id = str(uuid.uuid4())
 
             def info(version: int) -> CommitInfo:

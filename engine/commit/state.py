@@ -51,6 +51,12 @@ def start_marker_id(topic_id: str, partition: int) -> str:
     return f"lakelog.start.{topic_id}.{partition}"
 
 
+def lost_marker_id(topic_id: str, partition: int, first: int) -> str:
+    """The Delta app id whose version is the end of the offset range starting at ``first`` that
+    a repair (``lakelog check --repair --drop-missing-files``) recorded as lost with its files."""
+    return f"lakelog.lost.{topic_id}.{partition}.{first}"
+
+
 def _order(f: FileStats) -> tuple[int, int, str]:
     return (f.min_offset or 0, f.max_offset or 0, f.path)
 
