@@ -37,7 +37,7 @@ import threading
 import time
 from collections import defaultdict, deque
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from engine.commit import AppTransaction, Committer, RetryPolicy
@@ -62,6 +62,20 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _producer_ids = itertools.count(1)
+
+
+def _expire(batch: RecordBatch | PlacedEntry, timeout_ms: int) -> None:
+    """Fail a batch that never reached a commit within its delivery timeout (nothing written)."""
+    error = DeliveryTimeoutError(
+        f"{len(batch.records) if isinstance(batch, PlacedEntry) else len(batch)} record(s) expired: "
+        f"not sent within delivery.timeout.ms ({timeout_ms} ms); nothing of them was committed"
+    )
+    log.warning("%s", error)
+    if isinstance(batch, PlacedEntry):
+        batch.future.fail(error)
+    else:
+        batch.fail(error)
+
 
 PRODUCER_CONFIG_KEYS = key_table(
     [
@@ -107,7 +121,8 @@ PRODUCER_CONFIG_KEYS = key_table(
             "delivery.timeout.ms",
             "long",
             120_000,
-            "Upper bound on the time to commit a batch, retries included.",
+            "Upper bound on the time from send() to a record's acknowledgement or failure: time queued "
+            "and commit retries included (at least linger.ms).",
             minimum=1,
         ),
         ConfigKey("partitioner.ignore.keys", "bool", False, "Spread keyed records like keyless ones."),
@@ -179,6 +194,13 @@ class Producer:
         cfg = self._config
         if cfg["retry.backoff.max.ms"] < cfg["retry.backoff.ms"]:
             raise InvalidConfigError("retry.backoff.max.ms must not be below retry.backoff.ms")
+        if cfg["delivery.timeout.ms"] < cfg["linger.ms"]:
+            # Kafka requires delivery.timeout.ms >= linger.ms + request.timeout.ms; a commit here has
+            # no request timeout of its own (its retries are bounded by delivery.timeout.ms).
+            raise InvalidConfigError(
+                f"delivery.timeout.ms ({cfg['delivery.timeout.ms']}) must be at least linger.ms "
+                f"({cfg['linger.ms']}): every record would expire before its batch is sent"
+            )
         self.client_id = cfg["client.id"] or f"producer-{next(_producer_ids)}"
         self.producer_id = random.getrandbits(62)
         self._store = store
@@ -202,8 +224,13 @@ class Producer:
         self._flush_requests = 0
         self._closing = False
         self._closed = False
+        self._sender_done = False
         self._sender = threading.Thread(target=self._run, name=f"lakelog-sender-{self.client_id}", daemon=True)
         self._sender.start()
+        # Kafka's Sender expires queued batches even while a request is in flight; here the
+        # sender thread may sit in one commit for long, so another thread does it.
+        self._reaper = threading.Thread(target=self._reap, name=f"lakelog-expiry-{self.client_id}", daemon=True)
+        self._reaper.start()
 
     @property
     def config(self) -> dict[str, Any]:
@@ -242,7 +269,12 @@ class Producer:
 
         Raises ProducerClosedError after close(), InvalidRecordError for
         arguments of the wrong type. Unknown topics or partitions, and records
-        over ``max.message.bytes``, fail the returned future.
+        over ``max.message.bytes``, fail the returned future. Within
+        ``delivery.timeout.ms`` of this call the future completes or fails: a
+        record still queued then fails with DeliveryTimeoutError and is never
+        committed; one whose commit is under way learns that commit's outcome
+        (DeliveryTimeoutError when its retries ran out, CommitStateUnknownError
+        when it may have landed).
         """
         if self._closing:
             raise ProducerClosedError("cannot send: the producer is closed")
@@ -381,6 +413,37 @@ class Producer:
 
     # -- the sender thread ---------------------------------------------------
 
+    def _expired(self, now: float) -> list[RecordBatch | PlacedEntry]:
+        """Take the queued batches (open or sealed, never the one in flight) whose first record
+        was sent more than delivery.timeout.ms ago out of the queue (lock held)."""
+        limit = self._config["delivery.timeout.ms"] / 1000
+        expired = [b for b in self._sealed if now - b.created >= limit]
+        if expired:
+            self._sealed = deque(b for b in self._sealed if now - b.created < limit)
+        if self._open is not None and now - self._open.created >= limit:
+            expired.append(self._open)
+            self._open = None
+        for batch in expired:
+            self._buffered_bytes -= batch.bytes
+        if expired:
+            self._cond.notify_all()
+        return expired
+
+    def _reap(self) -> None:
+        """Fail queued batches as their delivery timeout passes, until the sender stopped."""
+        limit = self._config["delivery.timeout.ms"] / 1000
+        while True:
+            with self._cond:
+                if self._sender_done:
+                    return
+                expired = self._expired(time.monotonic())
+                if not expired:
+                    queued = [b.created for b in self._sealed] + ([self._open.created] if self._open else [])
+                    self._cond.wait(max(0.0, min(queued) + limit - time.monotonic()) if queued else None)
+                    continue
+            for batch in expired:
+                _expire(batch, self._config["delivery.timeout.ms"])
+
     def _take_batch(self) -> RecordBatch | PlacedEntry | None:
         """Wait for a batch to be due and take it; None when closing with nothing left."""
         linger = self._config["linger.ms"] / 1000
@@ -403,7 +466,20 @@ class Producer:
         while True:
             records = self._take_batch()
             if records is None:
+                with self._cond:
+                    self._sender_done = True
+                    self._cond.notify_all()
                 return
+            left_ms = int((records.created - time.monotonic()) * 1000) + self._config["delivery.timeout.ms"]
+            if left_ms <= 0:
+                _expire(records, self._config["delivery.timeout.ms"])
+                with self._cond:
+                    self._in_flight = None
+                    self._buffered_bytes -= records.bytes
+                    self._cond.notify_all()
+                continue
+            # The commit's retries get what is left of the records' delivery timeout.
+            policy = replace(self._policy, timeout_ms=left_ms)
             self._keyless.next_batch()
             self._batches_committed += 1
             app = (
@@ -415,7 +491,7 @@ class Producer:
                 if isinstance(records, PlacedEntry):
                     placed = PlacedBatch(records.records, app, operation="produce", producer_id=self.producer_id)
                     try:
-                        self._writer.append(placed, self._policy)
+                        self._writer.append(placed, policy)
                         records.future.complete(placed)
                     except BaseException as exc:
                         log.warning("batch of %d records failed: %s", len(records.records), exc)
@@ -423,7 +499,7 @@ class Producer:
                     continue
                 batch = ProducerBatch(records, self.producer_id, app)
                 try:
-                    self._writer.append(batch, self._policy)
+                    self._writer.append(batch, policy)
                     batch.complete()
                 except BaseException as exc:  # every record learns why it failed
                     log.warning("batch of %d records failed: %s", len(records), exc)
