@@ -49,6 +49,7 @@ from engine.config import INT_MAX, ConfigKey, key_table, resolve_config
 from engine.consumer_offsets import OffsetAndMetadata, current_offsets
 from engine.errors import (
     CommitFailedError,
+    DataLossError,
     FencedInstanceIdError,
     IllegalStateError,
     InvalidConfigError,
@@ -423,12 +424,13 @@ class Consumer:
                 if snapshot is None:
                     snapshot = self._store.log.latest()
                     self._init_positions(snapshot)
-                buffer = self._records.read(
-                    snapshot.files_of(tp),
-                    tp,
-                    self._positions[tp],
-                    max_records=self._config["fetch.min.records"],
-                )
+                try:
+                    buffer = self._read(snapshot, tp)
+                except DataLossError:
+                    # Maintenance may have rewritten the files and VACUUM deleted them since
+                    # this state was read: the records are in the newer files, if anywhere.
+                    snapshot = self._store.log.latest()
+                    buffer = self._read(snapshot, tp)
                 self._buffers[tp] = buffer
             if not buffer.num_rows:
                 continue
@@ -438,6 +440,11 @@ class Consumer:
             left -= taken.num_rows
             self._positions[tp] = int(taken.column("offset")[-1].as_py()) + 1
         return pa.concat_tables(parts) if parts else _empty()
+
+    def _read(self, snapshot: TableState, tp: TopicPartition) -> pa.Table:
+        return self._records.read(
+            snapshot.files_of(tp), tp, self._positions[tp], max_records=self._config["fetch.min.records"]
+        )
 
     # -- committing -------------------------------------------------------------
 

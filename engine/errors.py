@@ -137,8 +137,9 @@ class StoreFullError(StoreError):
 
 
 class CorruptLogError(StoreError):
-    """A file of the Delta log is not what the protocol says it must be (a truncated or
-    overwritten commit file). Nothing was written; repair the log before retrying."""
+    """A file of the log table is not what the protocol says it must be: a truncated or
+    overwritten commit file, a data file that is not Parquet. Nothing was written; repair
+    the store (``lakelog check``) before retrying."""
 
 
 class UnsupportedTableFeatureError(StoreError):
@@ -148,8 +149,10 @@ class UnsupportedTableFeatureError(StoreError):
 
 
 class DataLossError(FatalError):
-    """Records a streaming query had not read yet are gone from the log (retention,
-    a deleted or re-created topic); raised when ``failOnDataLoss`` is true."""
+    """Records are gone from the log: a data file the log references is missing (find and
+    drop it with ``lakelog check --repair --drop-missing-files``), or records a streaming
+    query had not read yet were removed (retention, a deleted or re-created topic; raised
+    when ``failOnDataLoss`` is true)."""
 
 
 class InconsistentWriteError(FatalError):

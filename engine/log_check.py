@@ -44,14 +44,13 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 import numpy as np
-import pyarrow as pa
 
 from engine.commit import MaintenanceChange, RetryPolicy
 from engine.commit.actions import RemoveFile
 from engine.commit.info import TAG_CLIENT, TAG_DETAILS, TAG_OPERATION, TAG_TOPIC
 from engine.commit.state import PartitionFiles, TableState, lost_marker_id
 from engine.data_files import written_by_lakelog
-from engine.errors import UnknownTopicOrPartitionError
+from engine.errors import CorruptLogError, DataLossError, UnknownTopicOrPartitionError
 from engine.offsets import FileStats, TopicPartition
 from engine.partition_reader import PartitionReader
 
@@ -303,11 +302,12 @@ def lost_ranges(report: PartitionReport, missing: Iterable[FileStats]) -> list[t
 def _read_offsets(reader: PartitionReader, path: str) -> FileContents:
     try:
         table = reader.read_file(path, ["offset"])
-    except FileNotFoundError:
+    except DataLossError:
         return FileContents(path, None, missing=True)
-    except (OSError, ValueError, KeyError, pa.ArrowException) as exc:  # not Parquet, or not ours: say why
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        return FileContents(path, None, error=f"{type(exc).__name__}: {first}")
+    except CorruptLogError as exc:  # not Parquet, or not the log's columns: say why
+        cause = exc.__cause__ or exc
+        first = str(cause).splitlines()[0] if str(cause) else type(cause).__name__
+        return FileContents(path, None, error=f"{type(cause).__name__}: {first}")
     column = table.column("offset")
     if column.null_count:
         return FileContents(path, None, error="rows without an offset")

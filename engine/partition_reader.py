@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 
 from engine.commit.state import PartitionFiles, TableState, overlapping
 from engine.data_files import written_by_lakelog
-from engine.errors import ForeignRowsWarning
+from engine.errors import CorruptLogError, DataLossError, ForeignRowsWarning, LakelogError, error_for_os_error
 from engine.object_store import filesystem
 from engine.offsets import FileStats, PartitionBounds, TopicPartition
 from engine.schema import LOG_ARROW_SCHEMA
@@ -159,8 +159,12 @@ class PartitionReader:
         if not by_row_group:
             yield self.read_file(path, offsets=(start, end)), None
             return
-        with self._fs.open(f"{self._root}/{unquote(path)}", "rb") as handle:
+        try:
+            handle = self._fs.open(f"{self._root}/{unquote(path)}", "rb")
             parquet = pq.ParquetFile(handle)
+        except (OSError, pa.ArrowException, ValueError) as exc:
+            raise data_file_error(exc, path) from exc
+        with handle:
             groups = _row_groups(parquet.metadata, start, end)
             firsts = _group_firsts(parquet.metadata, groups)
             unknown = [g for g in groups if firsts[g] is None]
@@ -182,12 +186,15 @@ class PartitionReader:
         as Kafka's offset index makes a seek cost one index lookup.
         """
         wanted = list(columns) if columns is not None else _DATA_COLUMNS
-        with self._fs.open(f"{self._root}/{unquote(path)}", "rb") as handle:
-            if offsets is None:
-                table = pq.read_table(handle, columns=wanted)
-            else:
-                parquet = pq.ParquetFile(handle)
-                table = parquet.read_row_groups(_row_groups(parquet.metadata, *offsets), columns=wanted)
+        try:
+            with self._fs.open(f"{self._root}/{unquote(path)}", "rb") as handle:
+                if offsets is None:
+                    table = pq.read_table(handle, columns=wanted)
+                else:
+                    parquet = pq.ParquetFile(handle)
+                    table = parquet.read_row_groups(_row_groups(parquet.metadata, *offsets), columns=wanted)
+        except (OSError, pa.ArrowException, ValueError, KeyError) as exc:
+            raise data_file_error(exc, path) from exc
         return _normalized(table)
 
     def first_at(self, files: PartitionFiles, tp: TopicPartition, timestamp_ms: int) -> tuple[int, int] | None:
@@ -224,6 +231,22 @@ class PartitionReader:
                 row = newer.filter(pc.equal(newer.column("offset"), first))
                 best = (int(first), int(row.column("timestamp").cast(pa.int64())[0].as_py()) // 1000)
         return best
+
+
+def data_file_error(exc: BaseException, path: str) -> LakelogError:
+    """The named error for a data file the log references that cannot be read: missing
+    (DataLossError), not Parquet or not the log's columns (CorruptLogError), or refused by
+    the storage (:func:`engine.errors.error_for_os_error`)."""
+    where = f"data file {unquote(path)}"
+    if isinstance(exc, FileNotFoundError):
+        return DataLossError(
+            f"{where} is missing from the store: its records are lost "
+            "(lakelog check --repair --drop-missing-files records the loss and drops the file)"
+        )
+    if isinstance(exc, OSError) and not isinstance(exc, pa.ArrowException):
+        return error_for_os_error(exc, f"reading {where}")
+    first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return CorruptLogError(f"{where} cannot be read as the log's Parquet: {first} (see lakelog check)")
 
 
 # Which of two rows at one offset a read keeps (lower wins); dropped before returning.

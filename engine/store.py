@@ -45,7 +45,7 @@ from engine.offsets import (
     read_ranges,
     resolve_offsets,
 )
-from engine.partition_reader import PartitionReader
+from engine.partition_reader import PartitionReader, data_file_error
 from engine.producer import Producer
 from engine.reads import resolve_topic_names, topic_frame
 from engine.schema import LOG_SCHEMA_JSON, PARTITION_COLUMNS, STATS_COLUMNS
@@ -462,6 +462,8 @@ class LogStore:
         ranges = read_ranges(starts, ends)
         if version is not None:
             self._require_files(snapshot, [r.tp for r in ranges.values() if r.count > 0])
+        else:
+            self._require_present(snapshot, ranges.values())
         overlap = any(snapshot.files_of(r.tp).may_duplicate(r.start, r.end) for r in ranges.values() if r.count)
         return topic_frame(self.spark, self.uri, snapshot.version, ranges.values(), one_per_offset=overlap)
 
@@ -485,6 +487,14 @@ class LogStore:
                 f"version {snapshot.version} cannot be read any more: VACUUM deleted {len(missing)} of its files "
                 f"(e.g. {missing[0]}); time travel reaches back delta.deletedFileRetentionDuration"
             )
+
+    def _require_present(self, snapshot: TableState, ranges: Iterable[OffsetRange]) -> None:
+        """DataLossError naming a missing file the read would need (Spark would fail in a task
+        with a Java FileNotFoundException); one existence check per file read."""
+        paths = [f.path for r in ranges if r.count > 0 for f in snapshot.files_of(r.tp).covering(r.start, r.end)]
+        missing = self.log.missing_files(paths)
+        if missing:
+            raise data_file_error(FileNotFoundError(missing[0]), missing[0])
 
     def value_at(
         self,

@@ -111,8 +111,8 @@ def read_range(part: RangePartition) -> Iterator[pa.RecordBatch]:
     reader = PartitionReader(part.uri)
     try:
         table = reader.read(part.files, part.tp, part.start, part.end)
-    except FileNotFoundError:
-        # Files were rewritten (OPTIMIZE, compaction) and vacuumed after planning:
+    except DataLossError:
+        # A file is gone. Files rewritten (OPTIMIZE, compaction) and vacuumed after planning:
         # the same offsets are in the current files, unless retention took them.
         files = TableLog(part.uri).latest().files_of(part.tp)
         log_start = files.start_offset

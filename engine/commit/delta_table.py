@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
-from engine.errors import StoreError
+from engine.errors import CorruptLogError, StoreError
 from engine.object_store import delta_storage_options, python_uri
 
 if TYPE_CHECKING:
@@ -50,7 +50,9 @@ def with_listing_retries(action: Callable[[], T], attempts: int = LISTING_ATTEMP
 def open_delta_table(uri: str, version: int | None = None) -> DeltaTable:
     """The log table at ``uri`` (at ``version``, the latest when None) as a delta-rs table.
 
-    Raises StoreError when there is no Delta table at ``uri`` or its log cannot be read.
+    Raises StoreError when there is no Delta table at ``uri`` or its log cannot be read,
+    CorruptLogError (naming the file) when a commit file is not valid JSON actions (truncated
+    or overwritten).
     """
     from deltalake import DeltaTable
     from deltalake.exceptions import DeltaError, TableNotFoundError
@@ -62,4 +64,25 @@ def open_delta_table(uri: str, version: int | None = None) -> DeltaTable:
     except TableNotFoundError as exc:
         raise StoreError(f"there is no Delta table at {uri}") from exc
     except DeltaError as exc:
+        corrupt = _corrupt_commit(uri)
+        if corrupt is not None:
+            raise corrupt from exc
         raise StoreError(f"the Delta log of {uri} cannot be read: {str(exc).splitlines()[0]}") from exc
+
+
+def _corrupt_commit(uri: str) -> CorruptLogError | None:
+    """The error naming the first commit file from the last checkpoint on that does not decode
+    (delta-rs names none: "Json error: Truncated record"), or None when they all do."""
+    from engine.commit.log_files import LogFiles
+
+    files = LogFiles(uri)
+    checkpoint = files.last_checkpoint()
+    version = 0 if checkpoint is None else checkpoint + 1
+    try:
+        while files.read_commit(version) is not None:
+            version += 1
+        return None
+    except CorruptLogError as exc:
+        return exc
+    except OSError:
+        return None

@@ -25,10 +25,10 @@ from urllib.parse import urlparse
 import pyarrow as pa
 
 from engine.commit.actions import Commit, Metadata, Protocol
+from engine.commit.delta_table import open_delta_table
 from engine.commit.features import check_readable
 from engine.commit.log_files import LogFiles
 from engine.commit.state import AppVersions, TableState
-from engine.errors import StoreError
 from engine.object_store import delta_storage_options, is_s3, python_uri
 from engine.offsets import FileStats, TopicPartition
 
@@ -36,8 +36,6 @@ log = logging.getLogger(__name__)
 
 # Replaying more commits than this in one go is slower than loading the newest checkpoint.
 _REPLAY_BEFORE_RELOAD = 500
-# Loads of a snapshot that raced a writer's listing are tried again this often.
-_LOAD_ATTEMPTS = 5
 # How often an idle follower checks that log cleanup did not remove its next commit.
 _IDLE_CHECK_S = 60.0
 
@@ -63,27 +61,10 @@ def is_delta_table(uri: str) -> bool:
 def load_state(uri: str, files: LogFiles, version: int | None = None) -> TableState:
     """The table at ``version`` (the latest when None), reconstructed by delta-rs.
 
-    Raises StoreError when there is no Delta table at ``uri``.
+    Raises StoreError when there is no Delta table at ``uri`` or its log cannot be read,
+    CorruptLogError naming a commit file that is not valid (truncated or overwritten).
     """
-    from deltalake import DeltaTable
-    from deltalake.exceptions import DeltaError, TableNotFoundError
-
-    for attempt in range(_LOAD_ATTEMPTS):
-        try:
-            table = DeltaTable(python_uri(uri), version=version, storage_options=delta_storage_options(uri))
-            break
-        except TableNotFoundError as exc:
-            raise StoreError(f"there is no Delta table at {uri}") from exc
-        except DeltaError as exc:
-            # delta-kernel lists the log, and a directory listing racing writers can miss a
-            # file created meanwhile; it then refuses the listing ("CRC file version N is
-            # newer than log segment version N-1", "Expected contiguous commit files, but
-            # found gap"). A new listing sees them.
-            transient = "newer than log segment" in str(exc) or "found gap" in str(exc)
-            if transient and attempt + 1 < _LOAD_ATTEMPTS:
-                time.sleep(0.01 * (attempt + 1))
-                continue
-            raise StoreError(f"the Delta log of {uri} cannot be read: {str(exc).splitlines()[0]}") from exc
+    table = open_delta_table(uri, version)
     loaded = table.version()
     adds = pa.table(table.get_add_actions(flatten=True))
     checksum = files.read_checksum(loaded)

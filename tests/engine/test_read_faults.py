@@ -1,0 +1,84 @@
+"""Faults under readers become named errors: a truncated commit file (CorruptLogError naming it), a
+missing data file (DataLossError naming it, on every poll until repaired; never a silent skip or a
+stuck consumer), a data file that is not Parquet (CorruptLogError)."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine import LogStore
+from engine.cli import main
+from engine.errors import CorruptLogError, DataLossError
+from engine.offsets import TopicPartition
+
+TP = TopicPartition("t", 0)
+
+
+def _store(tmp_path):
+    root = tmp_path / "store"
+    store = LogStore.open(root)
+    store.create_topic("t", partitions=1)
+    with store.producer(linger_ms=0) as producer:
+        for i in range(5):
+            producer.send("t", f"v{i}", partition=0).get()
+    return store, root
+
+
+def _file_at(store, offset: int) -> str:
+    return next(f.path for f in store.log.latest().files if f.tp == TP and f.min_offset == offset)
+
+
+def _consumer(store):
+    consumer = store.consumer(None, auto_offset_reset="earliest")
+    consumer.assign([TP])
+    return consumer
+
+
+def test_a_truncated_commit_file_is_named(tmp_path):
+    _, root = _store(tmp_path)
+    newest = sorted((root / "_delta_log").glob("*.json"))[-1]
+    newest.write_bytes(newest.read_bytes()[: newest.stat().st_size // 2])
+    with pytest.raises(CorruptLogError, match=newest.name):
+        LogStore.open(root, create=False)
+    assert main(["--store", str(root), "offsets", "t"]) == 1
+
+
+def test_a_missing_data_file_fails_every_poll_by_name_until_repaired(tmp_path):
+    store, root = _store(tmp_path)
+    path = _file_at(store, 2)
+    (root / path).unlink()
+    consumer = _consumer(store)
+    for _ in range(2):  # not stuck, not silent: each poll says why
+        with pytest.raises(DataLossError, match=path.rsplit("/", 1)[-1]):
+            consumer.poll(timeout_ms=100)
+    assert main(["--store", str(root), "check", "--repair", "--drop-missing-files"]) == 0
+    got = []
+    for _ in range(5):
+        got += [r.offset for r in consumer.poll(timeout_ms=100)]
+    assert got == [0, 1, 3, 4]
+    consumer.close()
+
+
+def test_a_data_file_that_is_not_parquet_is_named(tmp_path):
+    store, root = _store(tmp_path)
+    path = _file_at(store, 3)
+    (root / path).write_bytes(b"garbage")
+    consumer = _consumer(store)
+    with pytest.raises(CorruptLogError, match="cannot be read as the log's Parquet"):
+        consumer.poll(timeout_ms=100)
+    consumer.close()
+
+
+@pytest.mark.spark
+def test_a_spark_read_names_a_missing_file_before_any_job(tmp_path, spark):
+    root = tmp_path / "store"
+    store = LogStore.open(root, spark=spark)
+    store.create_topic("t", partitions=1)
+    with store.producer(linger_ms=0) as producer:
+        for i in range(3):
+            producer.send("t", f"v{i}", partition=0).get()
+    path = _file_at(store, 1)
+    (root / path).unlink()
+    with pytest.raises(DataLossError, match="is missing from the store"):
+        store.read("t")
+    assert store.read("t", starting_offsets={"t": {"0": 2}}).count() == 1  # ranges without it still read
