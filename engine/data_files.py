@@ -150,22 +150,23 @@ class DataFileWriter:
             for tp, start, count in partition_runs(table)
         ]
 
-    def write_stream(self, batches: Iterable[pa.RecordBatch]) -> Iterator[DataFile]:
+    def write_stream(self, batches: Iterable[pa.RecordBatch], label: str = "") -> Iterator[DataFile]:
         """Files for a stream of log-column batches whose rows come grouped by partition
         (each partition's rows in one run, in offset order): one file per run, each
-        yielded when its run ends. What a Spark task writing a shuffled partition runs."""
+        yielded when its run ends. What a Spark task writing a shuffled partition runs.
+        ``label`` goes into the file names after lakelog's prefix."""
         current: TopicPartition | None = None
         pending: list[pa.RecordBatch] = []
         for batch in batches:
             batch = batch.cast(LOG_ARROW_SCHEMA) if batch.schema != LOG_ARROW_SCHEMA else batch
             for tp, start, count in partition_runs(batch):
                 if current is not None and tp != current:
-                    yield self._write_one(current, pa.Table.from_batches(pending), True, None)
+                    yield self._write_one(current, pa.Table.from_batches(pending), True, None, label)
                     pending = []
                 current = tp
                 pending.append(batch.slice(start, count))
         if current is not None and pending:
-            yield self._write_one(current, pa.Table.from_batches(pending), True, None)
+            yield self._write_one(current, pa.Table.from_batches(pending), True, None, label)
 
     def _write_one(
         self, tp: TopicPartition, part: pa.Table, data_change: bool, modification_time_ms: int | None, label: str = ""

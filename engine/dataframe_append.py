@@ -25,10 +25,12 @@ each end offset without gap or overlap before it commits.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from urllib.parse import unquote
+from urllib.parse import quote, unquote
 
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession, Window
@@ -46,7 +48,7 @@ from pyspark.sql.types import (
 from engine.commit import DataWriteError
 from engine.commit.actions import AddFile
 from engine.commit.state import TableState
-from engine.data_files import DataFile, DataFileWriter
+from engine.data_files import FILE_PREFIX, DataFile, DataFileWriter
 from engine.errors import (
     InvalidRecordError,
     InvalidTopicError,
@@ -58,6 +60,7 @@ from engine.errors import (
 from engine.object_store import StoreAccess, filesystem, store_access
 from engine.offsets import TopicPartition
 from engine.reads import sql_string
+from engine.records import MAX_TIMESTAMP_MS
 from engine.schema import check_sink_columns
 from engine.topics import TIMESTAMP_TYPE_CODES, TopicMetadata, validate_topic_name
 
@@ -92,17 +95,45 @@ def normalize_sink_frame(df: DataFrame, topic: str | None) -> DataFrame:
     def column(name: str, cast: str) -> Column:
         return F.col(name).cast(cast) if name in fields else F.lit(None).cast(cast)
 
+    # Refused as send() refuses them, in the job's first projection: the job fails before it
+    # writes a file (nothing to clean up but what other tasks of it wrote, see build()).
     if "timestamp" in fields and isinstance(fields["timestamp"], LongType):
-        timestamp = F.timestamp_millis(F.col("timestamp"))
+        out_of_range = f"timestamp < 0 OR timestamp > {MAX_TIMESTAMP_MS}"
+        timestamp = F.expr(
+            f"CASE WHEN {out_of_range} THEN {_timestamp_refused('CAST(timestamp AS STRING)')} "
+            "ELSE timestamp_millis(timestamp) END"
+        )
     else:
-        timestamp = column("timestamp", "timestamp")
+        micros = "unix_micros(CAST(timestamp AS TIMESTAMP))"
+        out_of_range = f"{micros} < 0 OR {micros} > {MAX_TIMESTAMP_MS * 1000 + 999}"
+        refused = _timestamp_refused("CAST(CAST(timestamp AS TIMESTAMP) AS STRING)")
+        timestamp = (
+            F.expr(f"CASE WHEN {out_of_range} THEN {refused} ELSE CAST(timestamp AS TIMESTAMP) END")
+            if "timestamp" in fields
+            else F.lit(None).cast("timestamp")
+        )
+    if "headers" in fields:
+        null_key = _fail(InvalidRecordError, "a header key is null (header keys must be strings)")
+        # A higher-order function turns whole-stage codegen off: only when there are headers.
+        headers = F.expr(f"CASE WHEN exists(headers, h -> h.key IS NULL) THEN {null_key} ELSE headers END")
+    else:
+        headers = F.lit(None).cast(HEADERS_TYPE)
     return df.select(
         topic_col.alias("topic"),
         column("partition", "int").alias("partition"),
         column("key", "binary").alias("key"),
         column("value", "binary").alias("value"),
-        (F.col("headers") if "headers" in fields else F.lit(None).cast(HEADERS_TYPE)).alias("headers"),
+        headers.alias("headers"),
         timestamp.alias("timestamp"),
+    )
+
+
+def _timestamp_refused(shown: str) -> str:
+    return _fail(
+        InvalidRecordError,
+        "timestamp ",
+        shown,
+        f": a timestamp must lie in [0, {MAX_TIMESTAMP_MS}] ms (1970-01-01 to 9999-12-31 UTC)",
     )
 
 
@@ -124,6 +155,8 @@ class DataFrameAppend:
         self._keyless = topic is not None and "key" not in df.columns and "partition" not in df.columns
         self._source = normalize_sink_frame(df, topic)
         self._tasks: int | None = None
+        # In the names of the files this write's tasks create, so that a failed job's are found.
+        self._label = f"write-{uuid.uuid4().hex[:12]}-"
 
     def prepare(self, view: TableState) -> None:
         """Counts are only known once Spark has written the files."""
@@ -143,10 +176,12 @@ class DataFrameAppend:
     ) -> list[DataFile]:
         """Number the rows and write them as data files on the executors; the files' descriptions."""
         rows = self.numbered(ends, topics, append_time_ms)
-        writer = _FileWriterTask(self._uri, store_access(self._uri))
+        writer = _FileWriterTask(self._uri, store_access(self._uri), self._label)
         try:
             written = rows.mapInArrow(writer, "add STRING").collect()
         except Exception as exc:
+            # Tasks that finished before one failed wrote files nobody will commit.
+            self._discard_written(sorted({tp.topic for tp in ends}))
             message = _spark_message(exc)
             error = error_from_text(message)
             if error is not None:
@@ -157,6 +192,13 @@ class DataFrameAppend:
             add = AddFile.from_json(json.loads(row.add)["add"])
             files.append(DataFile(add, add.file_stats(), _full_path(self._uri, add.path)))
         return files
+
+    def _discard_written(self, topics: list[str]) -> None:
+        fs, root = filesystem(self._uri)
+        for topic in topics:
+            for path in fs.glob(f"{root}/topic={quote(topic, safe='')}/partition=*/{FILE_PREFIX}{self._label}*"):
+                with contextlib.suppress(FileNotFoundError):
+                    fs.rm(path)
 
     def numbered(
         self, ends: Mapping[TopicPartition, int], topics: Mapping[str, TopicMetadata], append_time_ms: int
@@ -313,10 +355,11 @@ class _FileWriterTask:
 
     uri: str
     access: StoreAccess
+    label: str
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         self.access.install()  # an executor's environment need not know the store's endpoint
-        for written in DataFileWriter(self.uri).write_stream(batches):
+        for written in DataFileWriter(self.uri).write_stream(batches, self.label):
             text = json.dumps(written.add.to_json(), separators=(",", ":"))
             yield pa.RecordBatch.from_pydict({"add": [text]})
 

@@ -263,6 +263,8 @@ def error_from_text(text: str) -> LakelogError | None:
     end = text.find("]", start)
     name = text[start + len(_MARKER) : end]
     message = text[end + 1 :].strip().splitlines()[0] if end > 0 else text
+    # Spark appends the SQL state of raise_error() to the message it carries.
+    message = re.sub(r"\s*SQLSTATE: \w+\s*$", "", message)
     for cls in [LakelogError, *_all_subclasses(LakelogError)]:
         if cls.__name__ == name:
             return cls(message)

@@ -27,7 +27,7 @@ from engine.errors import InvalidRecordError, InvalidTopicError, LakelogError, U
 from engine.offsets import TopicPartition
 from engine.partitioner import KeylessPartitioner, partitions_for_keys
 from engine.producer_batch import check_partition, check_size, log_rows, number_records
-from engine.records import check_timestamps_ms
+from engine.records import MAX_TIMESTAMP_MS, check_timestamps_ms
 from engine.schema import HEADERS_ARROW
 from engine.topics import TopicMetadata
 
@@ -222,7 +222,7 @@ def place_records(view: TableState, tables: list[pa.Table]) -> PlacedRecords:
     :class:`KeylessPartitioner` for the call, records taken in row order. A null
     ``timestamp_ms`` becomes now. Raises, for the first refused record in row
     order, what the producer raises for it: InvalidTopicError (null topic),
-    InvalidRecordError (null header key, negative timestamp),
+    InvalidRecordError (null header key, timestamp outside [1970, 9999]),
     UnknownTopicOrPartitionError (unknown topic, partition out of range),
     RecordTooLargeError (over the topic's ``max.message.bytes``); a null entry
     in a headers list gives the per-record path's TypeError.
@@ -259,6 +259,7 @@ def place_records(view: TableState, tables: list[pa.Table]) -> PlacedRecords:
         ~exists[topic_ids]
         | header_refused
         | (timestamps < 0)
+        | (timestamps > MAX_TIMESTAMP_MS)
         | (given & ((partitions < 0) | (partitions >= row_counts)))
         | (sizes > max_bytes[topic_ids])
     )

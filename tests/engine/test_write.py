@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -13,6 +15,8 @@ from engine.offsets import TopicPartition
 from engine.partitioner import partition_for_key
 
 pytestmark = pytest.mark.spark
+
+HEADERS = "array<struct<key:string,value:binary>>"
 
 
 def dense(store, topic):
@@ -115,17 +119,53 @@ def test_empty_dataframe_commits_nothing(store, spark):
         ([("v", None)], "value string, topic string", None, InvalidRecordError, "null topic"),
         ([("v", 9)], "value string, partition int", "t", UnknownTopicOrPartitionError, "partition 9 of topic 't'"),
         ([("x" * 200,)], "value string", "t", RecordTooLargeError, "a record of 200 bytes for topic 't'"),
+        # As send() refuses them: what the table cannot hold, and header keys that are not strings.
+        ([("v", -1)], "value string, timestamp long", "t", InvalidRecordError, r"timestamp -1: .* \[0, "),
+        ([("v", 253402300800000)], "value string, timestamp long", "t", InvalidRecordError, "253402300800000"),
+        ([("v", 2**62)], "value string, timestamp long", "t", InvalidRecordError, "4611686018427387904"),
+        ([("v", [(None, b"x")])], f"value string, headers {HEADERS}", "t", InvalidRecordError, "header key is null"),
     ],
 )
 def test_bad_input_is_refused_and_nothing_is_committed(store, spark, rows, schema, topic, error, fragment):
     store.create_topic("t", partitions=2, config={"max.message.bytes": 100})
     store.write(spark.createDataFrame([("before",)], "value string"), topic="t")
     version = store.reader.latest_version()
+    files = _data_files(store)
     df = spark.createDataFrame(rows, schema)
-    with pytest.raises(error, match=fragment):
+    with pytest.raises(error, match=fragment) as refused:
         store.write(df, topic=topic)
+    assert "SQLSTATE" not in str(refused.value) and "Traceback" not in str(refused.value)
     assert store.reader.latest_version() == version
+    assert _data_files(store) == files  # no orphan file
     assert [bytes(r.value) for r in store.read("t").collect()] == [b"before"]
+
+
+def _data_files(store) -> set[str]:
+    return {str(p) for p in Path(store.uri.removeprefix("file://")).glob("topic=*/partition=*/*.parquet")}
+
+
+def test_timestamp_columns_must_lie_between_1970_and_9999(store, spark):
+    store.create_topic("t", partitions=1)
+    edge = spark.sql("SELECT 'v' AS value, TIMESTAMP'9999-12-31 23:59:59.999Z' AS timestamp")
+    store.write(edge, topic="t")
+    assert store.read("t").collect()[0].timestamp.year == 9999
+    files = _data_files(store)
+    before_1970 = spark.sql("SELECT 'v' AS value, TIMESTAMP'1969-12-31 23:59:59Z' AS timestamp")
+    with pytest.raises(InvalidRecordError, match="a timestamp must lie in"):
+        store.write(before_1970, topic="t")
+    assert _data_files(store) == files
+
+
+def test_files_of_tasks_that_finished_before_a_refusal_are_removed(store, spark):
+    """Keyless rows fill partitions without a shuffle, each task writing its own files as its
+    rows stream by; the refused row comes last, after files were written."""
+    store.create_topic("t", partitions=2)
+    rows = spark.range(0, 2, numPartitions=1).union(spark.range(2, 300_000, numPartitions=1))
+    df = rows.selectExpr("CAST(id AS STRING) AS value", "CASE WHEN id = 299999 THEN -5L ELSE 1000L END AS timestamp")
+    with pytest.raises(InvalidRecordError, match="timestamp -5"):
+        store.write(df, topic="t")
+    assert _data_files(store) == set()
+    assert store.read("t").count() == 0
 
 
 def test_keyless_rows_fill_the_least_filled_partitions_one_task_each(store, spark):

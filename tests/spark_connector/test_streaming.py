@@ -305,6 +305,20 @@ def test_batch_write_appends_in_one_commit_and_refuses_overwrite(spark, store):
     with pytest.raises((PySparkException, CapturedException), match="append-only"):
         df.write.format("lakelog").mode("overwrite").option("path", store.uri).option("topic", "w").save()
     assert sum(store.end_offsets("w").values()) == 20
+    # What send() refuses, the sink refuses: nothing of the batch is committed.
+    refused = [
+        (spark.createDataFrame([("v", 253402300800000)], "value string, timestamp long"), "a timestamp must lie in"),
+        (
+            spark.createDataFrame(
+                [("v", [(None, b"x")])], "value string, headers array<struct<key:string,value:binary>>"
+            ),
+            "header",
+        ),
+    ]
+    for bad, message in refused:
+        with pytest.raises((PySparkException, CapturedException), match=message):
+            bad.write.format("lakelog").mode("append").option("path", store.uri).option("topic", "w").save()
+    assert sum(store.end_offsets("w").values()) == 20
 
 
 def test_stream_sink_replaying_a_committed_batch_adds_nothing(store):
