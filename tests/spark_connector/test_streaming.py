@@ -289,6 +289,14 @@ def test_bad_options_and_refused_records_fail_at_query_start_and_commit_nothing(
         source(spark, store, subscribe="a", maxOffsetPerTrigger="5")
     with pytest.raises((PySparkException, CapturedException), match="does not exist"):
         spark.read.format("lakelog").option("path", store.uri).option("subscribe", "nope").load().collect()
+    for reader in (spark.read, spark.readStream):
+        with pytest.raises((PySparkException, CapturedException)) as bad:
+            reader.format("lakelog").option("path", store.uri).option("subscribe", "a").option(
+                "startingOffsets", "{bad"
+            ).load()
+        # At load(), one line naming the error and the option; no Python worker traceback.
+        assert "engine.errors.InvalidConfigError: startingOffsets must be" in str(bad.value)
+        assert "Traceback" not in str(bad.value) and len(str(bad.value).strip().splitlines()) <= 2
     version = TableLog(store.uri).latest_version()
     query = copy_available_now(spark, store, "a", "missing", tmp_path / "ck")
     assert "topic 'missing' does not exist" in str(query.exception())
