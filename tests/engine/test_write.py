@@ -190,3 +190,36 @@ def test_keyless_rows_from_more_tasks_than_partitions_are_spread_and_dense(store
     result = store.write(df, topic="t")
     assert result.records == 500 and len(result.ranges) == 2
     assert sum(dense(store, "t").values()) == 500
+
+
+REFUSED_WRITE = """
+import sys
+from engine import LogStore
+from engine.errors import InvalidRecordError
+store = LogStore.open(sys.argv[1])
+store.create_topic("t", partitions=2)
+for rows, schema in [([("v", -1)], "value string, timestamp long"),
+                     ([("v", [(None, b"x")])], "value string, headers array<struct<key:string,value:binary>>")]:
+    try:
+        store.write(store.spark.createDataFrame(rows, schema), topic="t")
+    except InvalidRecordError as exc:
+        print("refused:", exc)
+"""
+
+
+def test_a_refused_write_prints_no_stack_trace(tmp_path):
+    """The JVM and its Python workers write to the process's stderr, which only a process of
+    its own shows."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", REFUSED_WRITE, str(tmp_path / "store")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("refused:") == 2
+    assert "\tat " not in done.stderr and "Traceback" not in done.stderr and "Exception" not in done.stderr, done.stderr
