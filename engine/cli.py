@@ -727,6 +727,21 @@ def cmd_check(args: argparse.Namespace, out: Callable[[str], None]) -> int:
     return 0 if report.ok else CHECK_FAILED
 
 
+def cmd_serve(args: argparse.Namespace, out: Callable[[str], None]) -> None:
+    from kafka_endpoint.server import serve
+
+    _, sep, port = args.listen.rpartition(":")
+    if not sep or not port.isdigit() or int(port) > 65535:
+        raise InvalidConfigError(f"--listen must be HOST:PORT, got {args.listen!r}")
+    store = _open_store(args)
+
+    def ready(server: Any) -> None:
+        out(f"lakelog serve: Kafka protocol on {server.host}:{server.port} for store {store.uri}")
+        sys.stdout.flush()
+
+    serve(store, args.listen, ready)
+
+
 def cmd_perf_maintain(args: argparse.Namespace, out: Callable[[str], None]) -> None:
     from benchmarks.maintain import perf_maintain
 
@@ -968,6 +983,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="temporary files younger than this belong to a writer in flight (default 3600)",
     )
     p.set_defaults(func=cmd_check)
+
+    p = commands.add_parser(
+        "serve",
+        help="a Kafka-protocol endpoint for the store: Kafka clients produce, fetch and list offsets",
+        description="Kafka clients reach the store with bootstrap.servers=HOST:PORT (the agent is the "
+        "leader of every partition). Answers ApiVersions, Metadata, Produce (acks after the Delta commit), "
+        "Fetch (long polling), ListOffsets and CreateTopics. Stop with SIGTERM or Ctrl-C.",
+    )
+    p.add_argument("--listen", default="127.0.0.1:9092", help="HOST:PORT to listen on (port 0: any free port)")
+    p.set_defaults(func=cmd_serve)
 
     p = commands.add_parser("config", help="the settings in effect and where each came from")
     p.add_argument("--reference", action="store_true", help="print the reference table of every setting (Markdown)")

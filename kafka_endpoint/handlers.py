@@ -1,0 +1,311 @@
+"""What the endpoint answers, per Kafka API, over one store.
+
+Every write goes through lakelog's producer and so through the one commit
+core: a Produce request's batches for one partition become one
+``send_batch`` call, and the response is sent only after the Delta commit
+holding them landed (acks=1 and acks=all mean the same here: the commit is
+durable when it lands). The agent names itself the leader of every
+partition (node 0 at its own address); it keeps no state of its own, so
+several agents may serve one store.
+
+Errors are Kafka's codes (``kio.schema.errors.ErrorCode``): an unknown
+topic or partition, a record over ``max.message.bytes``, invalid
+timestamps, offsets out of range; a store that cannot be read is
+KAFKA_STORAGE_ERROR. Nothing is committed for a refused partition.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from engine.errors import (
+    InvalidRecordError,
+    InvalidTopicError,
+    LakelogError,
+    RecordTooLargeError,
+    RetriableError,
+    TopicExistsError,
+    UnknownTopicOrPartitionError,
+)
+from engine.offsets import TopicPartition
+from engine.partition_reader import PartitionReader
+from kafka_endpoint.messages import Request, build, response_class
+from kafka_endpoint.record_batches import InvalidRecordBatchError, decode_batches, encode_batch
+
+log = logging.getLogger(__name__)
+
+API_VERSIONS, METADATA, PRODUCE, FETCH, LIST_OFFSETS, CREATE_TOPICS = 18, 3, 0, 1, 2, 19
+
+# The versions this endpoint parses and answers, per API key (ApiVersions tells clients).
+# Produce from v3 and Fetch from v4: record batches v2. Fetch stops before v13 (topic ids).
+SUPPORTED: dict[int, tuple[int, int]] = {
+    API_VERSIONS: (0, 3),
+    METADATA: (1, 12),
+    PRODUCE: (3, 9),
+    FETCH: (4, 12),
+    LIST_OFFSETS: (1, 7),
+    CREATE_TOPICS: (2, 7),
+}
+
+EARLIEST_TIMESTAMP, LATEST_TIMESTAMP = -2, -1
+# How long a Fetch with nothing to return waits between looks at the log.
+FETCH_POLL_S = 0.02
+
+
+# lakelog's errors as Kafka's codes, most specific first.
+ERROR_CODES: tuple[tuple[type[BaseException], ErrorCode], ...] = (
+    (UnknownTopicOrPartitionError, ErrorCode.unknown_topic_or_partition),
+    (RecordTooLargeError, ErrorCode.message_too_large),
+    (InvalidRecordBatchError, ErrorCode.corrupt_message),
+    (InvalidRecordError, ErrorCode.invalid_record),
+    (InvalidTopicError, ErrorCode.invalid_topic_exception),
+    (TopicExistsError, ErrorCode.topic_already_exists),
+    (RetriableError, ErrorCode.request_timed_out),
+    (LakelogError, ErrorCode.kafka_storage_error),
+)
+
+
+def error_code(exc: BaseException) -> ErrorCode:
+    """Kafka's error code for a lakelog failure (UNKNOWN_SERVER_ERROR for anything else)."""
+    return next((code for kind, code in ERROR_CODES if isinstance(exc, kind)), ErrorCode.unknown_server_error)
+
+
+@dataclass
+class Endpoint:
+    """The store behind one agent: its address (advertised as node 0) and what it answers."""
+
+    store: Any  # engine.store.LogStore
+    host: str
+    port: int
+    cluster_id: str = "lakelog"
+
+    def __post_init__(self) -> None:
+        self._producer = self.store.producer(linger_ms=0, client_id="lakelog-serve")
+        self._reader = PartitionReader(self.store.uri)
+
+    def close(self) -> None:
+        self._producer.close()
+
+    def handle(self, request: Request, stopping: Callable[[], bool] = lambda: False) -> Any | None:
+        """The response body for ``request``; None when none is sent (Produce with acks=0)."""
+        handler = {
+            API_VERSIONS: self.api_versions,
+            METADATA: self.metadata,
+            PRODUCE: self.produce,
+            FETCH: lambda r: self.fetch(r, stopping),
+            LIST_OFFSETS: self.list_offsets,
+            CREATE_TOPICS: self.create_topics,
+        }[request.api_key]
+        return handler(request)
+
+    # -- ApiVersions, Metadata ---------------------------------------------------------
+
+    def api_versions(self, request: Request) -> Any:
+        cls = response_class(API_VERSIONS, request.api_version)
+        keys = [{"api_key": k, "min_version": lo, "max_version": hi} for k, (lo, hi) in sorted(SUPPORTED.items())]
+        return build(cls, error_code=ErrorCode.none, api_keys=keys)
+
+    def metadata(self, request: Request) -> Any:
+        cls = response_class(METADATA, request.api_version)
+        topics = self.store._latest_topics()
+        wanted = request.body.topics
+        names = sorted(n for n, t in topics.items() if not t.internal) if wanted is None else [t.name for t in wanted]
+        out = []
+        for name in names:
+            topic = topics.get(name)
+            if topic is None:
+                out.append({"error_code": ErrorCode.unknown_topic_or_partition, "name": name, "partitions": []})
+                continue
+            partitions = [
+                {
+                    "error_code": ErrorCode.none,
+                    "partition_index": p,
+                    "leader_id": 0,
+                    "leader_epoch": -1,
+                    "replica_nodes": [0],
+                    "isr_nodes": [0],
+                    "offline_replicas": [],
+                }
+                for p in range(topic.partitions)
+            ]
+            out.append(
+                {"error_code": ErrorCode.none, "name": name, "is_internal": topic.internal, "partitions": partitions}
+            )
+        return build(
+            cls,
+            brokers=[{"node_id": 0, "host": self.host, "port": self.port}],
+            cluster_id=self.cluster_id,
+            controller_id=0,
+            topics=out,
+        )
+
+    # -- Produce -------------------------------------------------------------------
+
+    def produce(self, request: Request) -> Any | None:
+        """Each partition's batches as one commit; the answer after every commit landed."""
+        body = request.body
+        pending = []
+        for topic in body.topic_data:
+            for part in topic.partition_data:
+                pending.append((topic.name, part.index, self._send(topic.name, part.index, part.records)))
+        results: dict[str, list[dict]] = {}
+        for name, index, sent in pending:
+            try:
+                future = sent if isinstance(sent, BaseException) else sent.get()
+                if isinstance(future, BaseException):
+                    raise future
+                base = int(future.offsets[0]) if len(future) else -1
+                answer = {"index": index, "error_code": ErrorCode.none, "base_offset": base}
+            except Exception as exc:
+                if not isinstance(exc, LakelogError | InvalidRecordBatchError):
+                    log.exception("produce to %s-%s failed", name, index)
+                answer = {"index": index, "error_code": error_code(exc), "base_offset": -1, "error_message": str(exc)}
+            answer.update(log_append_time_ms=-1, log_start_offset=-1)
+            results.setdefault(name, []).append(answer)
+        if body.acks == 0:
+            return None
+        cls = response_class(PRODUCE, request.api_version)
+        responses = [{"name": n, "partition_responses": parts} for n, parts in results.items()]
+        return build(cls, responses=responses)
+
+    def _send(self, topic: str, partition: int, records: bytes | None) -> Any:
+        try:
+            batches = decode_batches(records)
+            keys = [k for b in batches for k in b.keys]
+            values = [v for b in batches for v in b.values]
+            stamps = [t for b in batches for t in b.timestamps]
+            headers = [
+                None if hs is None else [{"key": k, "value": v} for k, v in hs] for b in batches for hs in b.headers
+            ]
+            if not values:
+                raise InvalidRecordBatchError("a produce request without records")
+            return self._producer.send_batch(
+                topic, values, keys, partition=partition, headers=headers, timestamps=stamps
+            )
+        except (LakelogError, InvalidRecordBatchError) as exc:
+            return exc
+
+    # -- Fetch, ListOffsets ----------------------------------------------------------
+
+    def fetch(self, request: Request, stopping: Callable[[], bool]) -> Any:
+        """Records from each asked offset, re-encoded as one v2 batch per partition; with
+        nothing to return, waits up to max_wait_ms for records to land (long polling)."""
+        body = request.body
+        deadline = time.monotonic() + max(0, int(body.max_wait.total_seconds() * 1000)) / 1000
+        while True:
+            responses, total = self._fetch_once(body)
+            if total >= max(1, body.min_bytes) or time.monotonic() >= deadline or stopping():
+                break
+            time.sleep(FETCH_POLL_S)
+        cls = response_class(FETCH, request.api_version)
+        return build(cls, error_code=ErrorCode.none, session_id=0, responses=responses)
+
+    def _fetch_once(self, body: Any) -> tuple[list[dict], int]:
+        state = self.store.log.latest()
+        budget = body.max_bytes
+        responses, total = [], 0
+        for topic in body.topics:
+            meta = state.topics.get(topic.topic)
+            parts = []
+            for part in topic.partitions:
+                tp = TopicPartition(topic.topic, part.partition)
+                # An empty record set, never a null one: clients read its size first.
+                answer: dict[str, Any] = {
+                    "partition_index": part.partition,
+                    "aborted_transactions": None,
+                    "records": b"",
+                }
+                if meta is None or not 0 <= part.partition < meta.partitions:
+                    answer.update(error_code=ErrorCode.unknown_topic_or_partition, high_watermark=-1)
+                    parts.append(answer)
+                    continue
+                bounds = self._reader.bounds(state, tp)
+                answer.update(high_watermark=bounds.end, last_stable_offset=bounds.end, log_start_offset=bounds.start)
+                if not bounds.start <= part.fetch_offset <= bounds.end:
+                    answer.update(error_code=ErrorCode.offset_out_of_range)
+                elif part.fetch_offset == bounds.end or budget <= 0:
+                    answer.update(error_code=ErrorCode.none)
+                else:
+                    limit = min(part.partition_max_bytes, budget)
+                    rows = self._reader.read(state.files_of(tp), tp, part.fetch_offset, max_records=_rows_for(limit))
+                    rows = _within_bytes(rows, limit)
+                    data = encode_batch(rows)
+                    budget -= len(data)
+                    total += len(data)
+                    answer.update(error_code=ErrorCode.none, records=data)
+                parts.append(answer)
+            responses.append({"topic": topic.topic, "partitions": parts})
+        return responses, total
+
+    def list_offsets(self, request: Request) -> Any:
+        state = self.store.log.latest()
+        out = []
+        for topic in request.body.topics:
+            meta = state.topics.get(topic.name)
+            parts = []
+            for part in topic.partitions:
+                tp = TopicPartition(topic.name, part.partition_index)
+                answer: dict[str, Any] = {"partition_index": part.partition_index, "timestamp": -1, "offset": -1}
+                if meta is None or not 0 <= part.partition_index < meta.partitions:
+                    answer["error_code"] = ErrorCode.unknown_topic_or_partition
+                    parts.append(answer)
+                    continue
+                bounds = self._reader.bounds(state, tp)
+                stamp = int(part.timestamp)
+                if stamp == EARLIEST_TIMESTAMP:
+                    answer["offset"] = bounds.start
+                elif stamp == LATEST_TIMESTAMP:
+                    answer["offset"] = bounds.end
+                else:
+                    found = self._reader.first_at(state.files_of(tp), tp, stamp)
+                    if found is not None:
+                        answer["offset"], answer["timestamp"] = found
+                answer["error_code"] = ErrorCode.none
+                parts.append(answer)
+            out.append({"name": topic.name, "partitions": parts})
+        return build(response_class(LIST_OFFSETS, request.api_version), topics=out)
+
+    # -- CreateTopics ------------------------------------------------------------------
+
+    def create_topics(self, request: Request) -> Any:
+        out = []
+        for topic in request.body.topics:
+            answer: dict[str, Any] = {"name": topic.name, "error_code": ErrorCode.none}
+            try:
+                if topic.replication_factor not in (-1, 1) and topic.replication_factor < 1:
+                    raise InvalidTopicError(f"replication factor {topic.replication_factor}")
+                config = {c.name: c.value for c in topic.configs}
+                partitions = None if topic.num_partitions == -1 else int(topic.num_partitions)
+                if not request.body.validate_only:
+                    created = self.store.create_topic(topic.name, partitions, config or None)
+                    answer.update(num_partitions=created.partitions, replication_factor=1)
+            except Exception as exc:
+                answer.update(error_code=error_code(exc), error_message=str(exc))
+            out.append(answer)
+        return build(response_class(CREATE_TOPICS, request.api_version), topics=out)
+
+
+def _rows_for(max_bytes: int) -> int:
+    # Rows to read for a fetch of max_bytes: records of ~100 bytes, at least one.
+    return max(1, min(100_000, max_bytes // 64))
+
+
+def _within_bytes(rows: Any, max_bytes: int) -> Any:
+    """The longest prefix of ``rows`` whose keys and values fit ``max_bytes`` (at least one
+    row, as Kafka returns a first record larger than the limit so a consumer is never stuck)."""
+    if rows.num_rows <= 1:
+        return rows
+    import pyarrow.compute as pc
+
+    sizes = pc.add(
+        pc.binary_length(rows.column("key")).fill_null(0), pc.binary_length(rows.column("value")).fill_null(0)
+    )
+    running = pc.cumulative_sum(pc.add(sizes, 20)).to_numpy()
+    keep = max(1, int((running <= max_bytes).sum()))
+    return rows.slice(0, keep)

@@ -1,0 +1,154 @@
+"""Kafka protocol messages through ``kio`` (classes generated from Kafka's own message schemas).
+
+A request frame is ``int32 size`` + request header + body; a response frame
+``int32 size`` + response header + body. Which header version a message uses
+is part of its generated class (``__header_schema__``: flexible versions use
+request header v2 and response header v1, ApiVersions always answers with
+header v0 so that a client can parse the answer before it knows the
+versions). :func:`build` makes a response of any version from plain values:
+fields the version does not have are left out, fields it has that are not
+given get their schema default or zero, nested entities are built from dicts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import io
+import struct
+import sys
+import typing
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from kio.index import load_request_schema, load_response_schema
+from kio.serial import entity_reader, entity_writer
+
+_SIZE = struct.Struct(">i")
+_KEY_VERSION = struct.Struct(">hh")
+
+
+class MalformedRequestError(ValueError):
+    """A frame that is not a request of a version this endpoint parses: the connection ends."""
+
+
+@dataclass(frozen=True)
+class Request:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    body: Any  # the kio request entity
+
+
+def parse_request(frame: bytes, supported: Mapping[int, tuple[int, int]]) -> Request | tuple[int, int, int]:
+    """The request in ``frame`` (without its size prefix); for an API or version outside
+    ``supported`` (api key -> (min, max)) only (api_key, api_version, correlation_id), to answer
+    with UNSUPPORTED_VERSION. Raises MalformedRequestError for anything unparseable."""
+    if len(frame) < 8:
+        raise MalformedRequestError(f"a request frame of {len(frame)} bytes")
+    api_key, api_version = _KEY_VERSION.unpack_from(frame, 0)
+    correlation_id = _SIZE.unpack_from(frame, 4)[0]
+    low, high = supported.get(api_key, (0, -1))
+    if not low <= api_version <= high:
+        return api_key, api_version, correlation_id
+    try:
+        schema = load_request_schema(api_key, api_version)
+        header, used = entity_reader(schema.__header_schema__)(frame, 0)
+        body, _ = entity_reader(schema)(frame, used)
+    except Exception as exc:  # kio raises ValueError/struct.error/UnicodeError...: all mean "not a request"
+        raise MalformedRequestError(f"api {api_key} v{api_version}: {type(exc).__name__}: {exc}") from exc
+    return Request(api_key, api_version, header.correlation_id, header.client_id, body)
+
+
+def encode_response(api_key: int, api_version: int, correlation_id: int, body: Any) -> bytes:
+    """The size-prefixed frame of a response ``body`` (a kio entity of that API and version)."""
+    schema = load_response_schema(api_key, api_version)
+    header_schema = schema.__header_schema__
+    out = io.BytesIO()
+    entity_writer(header_schema)(out, build(header_schema, correlation_id=correlation_id))
+    entity_writer(schema)(out, body)
+    payload = out.getvalue()
+    return _SIZE.pack(len(payload)) + payload
+
+
+def response_class(api_key: int, api_version: int) -> type:
+    return load_response_schema(api_key, api_version)
+
+
+def nested_class(response: type, name: str) -> type:
+    """A nested entity class of the module ``response`` was generated in."""
+    return getattr(sys.modules[response.__module__], name)
+
+
+@cache
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def build(cls: type, **values: Any) -> Any:
+    """An instance of the kio entity ``cls`` from plain values (see the module docstring)."""
+    hints = _hints(cls)
+    kwargs = {}
+    for f in dataclasses.fields(cls):
+        kind = hints[f.name]
+        if f.name in values:
+            kwargs[f.name] = _convert(kind, values[f.name])
+        elif f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING:
+            continue
+        else:
+            kwargs[f.name] = _zero(kind)
+    return cls(**kwargs)
+
+
+def _convert(kind: Any, value: Any) -> Any:
+    if value is None:
+        return None
+    origin = typing.get_origin(kind)
+    args = [a for a in typing.get_args(kind) if a is not type(None)]
+    if origin is tuple:
+        item = args[0]
+        return tuple(_convert(item, v) for v in value)
+    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)) and args:
+        return _convert(args[0], value)
+    if dataclasses.is_dataclass(kind) and isinstance(value, Mapping):
+        return build(kind, **value)
+    if _bound(kind) is dt.timedelta and isinstance(value, int | float):
+        return kind.parse(dt.timedelta(milliseconds=value))
+    if isinstance(kind, type) and not isinstance(value, kind) and kind not in (str, bytes, bool):
+        try:
+            return kind(value)
+        except TypeError:
+            return value
+    return value
+
+
+def _zero(kind: Any) -> Any:
+    origin = typing.get_origin(kind)
+    args = typing.get_args(kind)
+    if type(None) in args:
+        return None
+    if origin is tuple:
+        return ()
+    if _bound(kind) is dt.timedelta:
+        return kind.parse(dt.timedelta(0))
+    if isinstance(kind, type):
+        if issubclass(kind, bool):
+            return False
+        if issubclass(kind, int):
+            return kind(0)
+        if issubclass(kind, str):
+            return ""
+        if issubclass(kind, bytes):
+            return b""
+        if issubclass(kind, uuid.UUID):
+            return uuid.UUID(int=0)
+    raise TypeError(f"no zero value for {kind!r}")
+
+
+def _bound(kind: Any) -> type | None:
+    """The type a kio phantom type refines (``i32Timedelta`` -> timedelta), else None."""
+    return getattr(kind, "__bound__", None)

@@ -1,0 +1,59 @@
+"""An agent (``lakelog serve``) in a process of its own, on a free loopback port."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class Agent:
+    def __init__(self, store: Path) -> None:
+        self.store = store
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "engine.cli", "--store", str(store), "serve", "--listen", "127.0.0.1:0"],
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        line = self.proc.stdout.readline()
+        found = re.search(r"on (127\.0\.0\.1):(\d+) ", line)
+        if found is None:
+            self.proc.kill()
+            raise AssertionError(f"the agent did not start: {line!r} {self.proc.stderr.read()}")
+        self.bootstrap = f"{found.group(1)}:{found.group(2)}"
+        self.port = int(found.group(2))
+
+    def stop(self, timeout: float = 30.0) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            raise
+
+
+@pytest.fixture
+def agent(plain_store):
+    plain_store.create_topic("t", partitions=2)
+    started = Agent(Path(plain_store.uri.removeprefix("file://")))
+    yield started
+    started.stop()
+
+
+def wait_for(condition, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)

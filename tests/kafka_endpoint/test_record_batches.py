@@ -1,0 +1,79 @@
+"""Record batches v2 to and from log rows, and kio messages built for any version (pure)."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pyarrow as pa
+import pytest
+from kafka.record.default_records import DefaultRecordBatchBuilder
+
+from engine.schema import LOG_ARROW_SCHEMA
+from kafka_endpoint.messages import MalformedRequestError, build, parse_request, response_class
+from kafka_endpoint.record_batches import InvalidRecordBatchError, decode_batches, encode_batch
+
+
+def _rows(offsets: list[int]) -> pa.Table:
+    n = len(offsets)
+    stamps = [dt.datetime(2024, 1, 1, tzinfo=dt.UTC) + dt.timedelta(milliseconds=7 * i) for i in range(n)]
+    return pa.table(
+        {
+            "topic": ["t"] * n,
+            "partition": [0] * n,
+            "offset": offsets,
+            "timestamp": stamps,
+            "timestamp_type": [0] * n,
+            "key": [None if i % 2 else f"k{i}".encode() for i in range(n)],
+            "value": [f"v{i}".encode() for i in range(n)],
+            "headers": [[{"key": "h", "value": b"x"}] if i == 0 else None for i in range(n)],
+            "producer_id": [None] * n,
+            "producer_epoch": [None] * n,
+            "sequence": [None] * n,
+        },
+        schema=LOG_ARROW_SCHEMA,
+    )
+
+
+def test_a_fetched_batch_keeps_offsets_gaps_timestamps_and_headers():
+    data = encode_batch(_rows([40, 41, 45]))  # a compacted partition's gap stays a gap
+    from kafka.record.memory_records import MemoryRecords
+
+    batch = MemoryRecords(data).next_batch()
+    assert batch.validate_crc() and batch.base_offset == 40
+    records = list(batch)
+    assert [r.offset for r in records] == [40, 41, 45]
+    assert [r.timestamp for r in records] == [1704067200000, 1704067200007, 1704067200014]
+    assert records[0].headers == [("h", b"x")] and records[1].key is None
+    assert encode_batch(_rows([])) == b""
+
+
+@pytest.mark.parametrize("compression", [0, 1, 2, 3, 4])  # none, gzip, snappy, lz4, zstd
+def test_produced_batches_decode_in_every_codec(compression):
+    builder = DefaultRecordBatchBuilder(2, compression, False, 7, 0, 0, 2**20)
+    builder.append(0, 1_700_000_000_001, b"k", b"v", [("a", b"1")])
+    builder.append(1, 1_700_000_000_002, None, None, [])
+    (batch,) = decode_batches(bytes(builder.build()))
+    assert batch.keys == [b"k", None] and batch.values == [b"v", None]
+    assert batch.timestamps == [1_700_000_000_001, 1_700_000_000_002]
+    assert batch.headers == [[("a", b"1")], None] and batch.producer_id == 7
+
+
+def test_corrupt_batches_are_refused():
+    builder = DefaultRecordBatchBuilder(2, 0, False, -1, -1, -1, 2**20)
+    builder.append(0, 1, b"k", b"v", [])
+    data = bytearray(builder.build())
+    data[-1] ^= 0xFF
+    with pytest.raises(InvalidRecordBatchError, match="CRC"):
+        decode_batches(bytes(data))
+    with pytest.raises(InvalidRecordBatchError):
+        decode_batches(b"\x00" * 30)
+
+
+def test_responses_of_any_version_are_built_from_plain_values():
+    old, new = response_class(3, 1), response_class(3, 12)  # Metadata v1 and v12
+    for cls in (old, new):
+        body = build(cls, brokers=[{"node_id": 0, "host": "h", "port": 1}], controller_id=0, topics=[])
+        assert body.brokers[0].host == "h"
+    with pytest.raises(MalformedRequestError):
+        parse_request(b"\x00\x03\x00\x0c\x00\x00\x00\x01\x01", {3: (1, 12)})
+    assert parse_request(b"\x00\x03\x00\x63\x00\x00\x00\x05", {3: (1, 12)}) == (3, 99, 5)

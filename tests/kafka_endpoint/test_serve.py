@@ -1,0 +1,164 @@
+"""``lakelog serve`` with a real Kafka client (confluent-kafka, librdkafka): records produced through
+the agent land in the store with the offsets it acknowledged, records in the store are fetched by the
+client, bad input gets Kafka's error codes, and SIGTERM stops the agent cleanly (no Spark)."""
+
+from __future__ import annotations
+
+import socket
+import struct
+
+import pytest
+from confluent_kafka import KafkaError, Producer
+from confluent_kafka import TopicPartition as KafkaTP
+
+from engine import LogStore
+from engine.offsets import TopicPartition
+
+
+def _produce(bootstrap: str, records: list[dict], **config) -> list[tuple]:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, **config})
+    acks: list[tuple] = []
+
+    def delivered(error, message):
+        acks.append((error, message.topic(), message.partition(), message.offset()))
+
+    for record in records:
+        producer.produce(on_delivery=delivered, **record)
+    assert producer.flush(30) == 0
+    return acks
+
+
+def _fetch(bootstrap: str, partitions: list[int], count: int) -> list:
+    from confluent_kafka import Consumer
+
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "unused", "enable.auto.commit": False, "fetch.wait.max.ms": 100}
+    )
+    consumer.assign([KafkaTP("t", p, 0) for p in partitions])
+    got = []
+    for _ in range(200):
+        if len(got) >= count:
+            break
+        message = consumer.poll(0.2)
+        if message is not None:
+            assert message.error() is None, message.error()
+            got.append(message)
+    consumer.close()
+    return got
+
+
+@pytest.mark.parametrize("compression", ["none", "gzip", "snappy", "lz4", "zstd"])
+def test_records_produced_through_the_agent_land_with_the_acknowledged_offsets(agent, compression):
+    records = [
+        {"topic": "t", "value": f"v{i}".encode(), "key": f"k{i % 3}".encode(), "headers": [("h", b"x")]}
+        for i in range(20)
+    ]
+    records += [{"topic": "t", "value": b"keyless", "partition": 1, "timestamp": 1_700_000_000_123}]
+    acks = _produce(agent.bootstrap, records, **{"compression.type": compression})
+    assert all(error is None for error, *_ in acks)
+    store = LogStore.open(agent.store, create=False)
+    placed = {}
+    for p in (0, 1):
+        consumer = store.consumer(None, auto_offset_reset="earliest")
+        consumer.assign([TopicPartition("t", p)])
+        for r in consumer.poll(timeout_ms=1000):
+            placed[(p, r.offset)] = r
+        consumer.close()
+    assert sorted(placed) == sorted((p, o) for _, _, p, o in acks)  # dense, as acknowledged
+    keyless = next(r for r in placed.values() if bytes(r.value) == b"keyless")
+    assert keyless.partition == 1 and keyless.timestamp == 1_700_000_000_123
+    one = next(r for r in placed.values() if bytes(r.value) == b"v0")
+    assert bytes(one.key) == b"k0" and [(k, bytes(v)) for k, v in one.headers] == [("h", b"x")]
+    # The same key lands where lakelog's own producer puts it (Kafka's murmur2 partitioner).
+    with store.producer(linger_ms=0) as mine:
+        assert mine.send("t", "again", key="k0").get().partition == one.partition
+
+
+def test_records_in_the_store_are_fetched_by_a_kafka_consumer(agent):
+    store = LogStore.open(agent.store, create=False)
+    with store.producer(linger_ms=0) as producer:
+        for i in range(30):
+            producer.send(
+                "t",
+                f"v{i}",
+                key=None,
+                partition=i % 2,
+                headers=[("n", str(i).encode())],
+                timestamp=1_700_000_000_000 + i,
+            ).get()
+    got = _fetch(agent.bootstrap, [0, 1], 30)
+    assert sorted((m.partition(), m.offset()) for m in got) == sorted((i % 2, i // 2) for i in range(30))
+    m = next(m for m in got if m.value() == b"v7")
+    assert (m.partition(), m.offset(), m.headers(), m.timestamp()[1]) == (1, 3, [("n", b"7")], 1_700_000_000_007)
+
+
+def test_list_offsets_earliest_latest_and_by_time(agent):
+    from confluent_kafka import Consumer
+
+    store = LogStore.open(agent.store, create=False)
+    with store.producer(linger_ms=0) as producer:
+        for i in range(5):
+            producer.send("t", f"v{i}", partition=0, timestamp=1_000_000 + 1000 * i).get()
+    consumer = Consumer({"bootstrap.servers": agent.bootstrap, "group.id": "unused"})
+    low, high = consumer.get_watermark_offsets(KafkaTP("t", 0), timeout=10)
+    assert (low, high) == (0, 5)
+    try:
+        offsets = [
+            consumer.offsets_for_times([KafkaTP("t", 0, ts)], timeout=10)[0].offset for ts in (1_002_500, 9_999_999)
+        ]
+    finally:
+        consumer.close()
+    assert offsets == [3, -1]  # the first record at or after the time; none after the last
+
+
+def test_an_unknown_topic_is_refused_and_nothing_is_written(agent):
+    store = LogStore.open(agent.store, create=False)
+    version = store.log.latest_version()
+    producer = Producer(
+        {"bootstrap.servers": agent.bootstrap, "message.timeout.ms": 3000, "topic.metadata.refresh.interval.ms": 500}
+    )
+    errors = []
+    producer.produce("nope", b"x", on_delivery=lambda error, message: errors.append(error))
+    producer.flush(10)
+    assert errors and errors[0].code() in (
+        KafkaError.UNKNOWN_TOPIC_OR_PART,
+        KafkaError._UNKNOWN_TOPIC,
+        KafkaError._MSG_TIMED_OUT,
+    )
+    assert LogStore.open(agent.store, create=False).log.latest_version() == version
+
+
+def _raw(port: int, frame: bytes) -> bytes:
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(struct.pack(">i", len(frame)) + frame)
+        size = struct.unpack(">i", _exactly(sock, 4))[0]
+        return _exactly(sock, size)
+
+
+def _exactly(sock: socket.socket, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            raise ConnectionError("closed")
+        data += chunk
+    return data
+
+
+def test_unsupported_versions_are_answered_and_garbage_closes_only_its_connection(agent):
+    # ApiVersions v99: Kafka's answer is a v0 ApiVersions response with UNSUPPORTED_VERSION (35).
+    answer = _raw(agent.port, struct.pack(">hhih", 18, 99, 7, -1))
+    assert struct.unpack_from(">ih", answer, 0) == (7, 35)
+    # A Metadata request cut short: that connection ends, the agent keeps serving.
+    with socket.create_connection(("127.0.0.1", agent.port), timeout=10) as sock:
+        sock.sendall(struct.pack(">i", 10) + struct.pack(">hhih", 3, 12, 8, 300))
+        assert sock.recv(10) == b""
+    acks = _produce(agent.bootstrap, [{"topic": "t", "value": b"still here", "partition": 0}])
+    assert acks[0][0] is None
+
+
+def test_sigterm_stops_the_agent_cleanly(agent):
+    _produce(agent.bootstrap, [{"topic": "t", "value": b"x", "partition": 0}])
+    assert agent.stop() == 0
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", agent.port), timeout=2).close()
