@@ -17,6 +17,7 @@ KAFKA_STORAGE_ERROR. Nothing is committed for a refused partition.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,10 +25,13 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from engine.consumer_offsets import OffsetAndMetadata
 from engine.errors import (
+    CommitFailedError,
     InvalidRecordError,
     InvalidTopicError,
     LakelogError,
+    RebalanceInProgressError,
     RecordTooLargeError,
     RetriableError,
     TopicExistsError,
@@ -41,6 +45,7 @@ from kafka_endpoint.record_batches import InvalidRecordBatchError, decode_batche
 log = logging.getLogger(__name__)
 
 API_VERSIONS, METADATA, PRODUCE, FETCH, LIST_OFFSETS, CREATE_TOPICS = 18, 3, 0, 1, 2, 19
+FIND_COORDINATOR, OFFSET_COMMIT, OFFSET_FETCH = 10, 8, 9
 
 # The versions this endpoint parses and answers, per API key (ApiVersions tells clients).
 # Produce from v3 and Fetch from v4: record batches v2. Fetch stops before v13 (topic ids).
@@ -51,6 +56,11 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     FETCH: (4, 12),
     LIST_OFFSETS: (1, 7),
     CREATE_TOPICS: (2, 7),
+    FIND_COORDINATOR: (0, 4),
+    # Offsets of consumers that assign() their partitions (Kafka's "simple" consumer groups:
+    # generation -1); JoinGroup and the rest of the group protocol are not answered yet.
+    OFFSET_COMMIT: (2, 8),
+    OFFSET_FETCH: (1, 7),
 }
 
 EARLIEST_TIMESTAMP, LATEST_TIMESTAMP = -2, -1
@@ -66,6 +76,8 @@ ERROR_CODES: tuple[tuple[type[BaseException], ErrorCode], ...] = (
     (InvalidRecordError, ErrorCode.invalid_record),
     (InvalidTopicError, ErrorCode.invalid_topic_exception),
     (TopicExistsError, ErrorCode.topic_already_exists),
+    (CommitFailedError, ErrorCode.illegal_generation),
+    (RebalanceInProgressError, ErrorCode.rebalance_in_progress),
     (RetriableError, ErrorCode.request_timed_out),
     (LakelogError, ErrorCode.kafka_storage_error),
 )
@@ -88,9 +100,13 @@ class Endpoint:
     def __post_init__(self) -> None:
         self._producer = self.store.producer(linger_ms=0, client_id="lakelog-serve")
         self._reader = PartitionReader(self.store.uri)
+        self._groups: dict[str, Any] = {}  # group id -> a lakelog consumer that commits for it
+        self._groups_lock = threading.Lock()
 
     def close(self) -> None:
         self._producer.close()
+        for consumer in self._groups.values():
+            consumer.close(autocommit=False)
 
     def handle(self, request: Request, stopping: Callable[[], bool] = lambda: False) -> Any | None:
         """The response body for ``request``; None when none is sent (Produce with acks=0)."""
@@ -101,6 +117,9 @@ class Endpoint:
             FETCH: lambda r: self.fetch(r, stopping),
             LIST_OFFSETS: self.list_offsets,
             CREATE_TOPICS: self.create_topics,
+            FIND_COORDINATOR: self.find_coordinator,
+            OFFSET_COMMIT: self.offset_commit,
+            OFFSET_FETCH: self.offset_fetch,
         }[request.api_key]
         return handler(request)
 
@@ -289,6 +308,85 @@ class Endpoint:
                 answer.update(error_code=error_code(exc), error_message=str(exc))
             out.append(answer)
         return build(response_class(CREATE_TOPICS, request.api_version), topics=out)
+
+    # -- FindCoordinator, OffsetCommit, OffsetFetch ----------------------------------------
+
+    def find_coordinator(self, request: Request) -> Any:
+        """This agent coordinates every group (groups live in the store, not in an agent)."""
+        me = {"node_id": 0, "host": self.host, "port": self.port, "error_code": ErrorCode.none}
+        cls = response_class(FIND_COORDINATOR, request.api_version)
+        if request.api_version >= 4:
+            return build(cls, coordinators=[{"key": key, **me} for key in request.body.coordinator_keys])
+        return build(cls, **me)
+
+    def _group(self, group_id: str) -> Any:
+        with self._groups_lock:
+            consumer = self._groups.get(group_id)
+            if consumer is None:
+                consumer = self.store.consumer(group_id, enable_auto_commit=False, client_id="lakelog-serve")
+                self._groups[group_id] = consumer
+            return consumer
+
+    def offset_commit(self, request: Request) -> Any:
+        """Commit into ``__consumer_offsets`` as lakelog's consumers do (one Delta commit);
+        partitions that do not exist get UNKNOWN_TOPIC_OR_PARTITION, the rest are committed."""
+        body = request.body
+        topics = self.store._latest_topics()
+        answers: dict[tuple[str, int], ErrorCode] = {}
+        chosen = {}
+        for topic in body.topics:
+            for part in topic.partitions:
+                meta = topics.get(topic.name)
+                if meta is None or not 0 <= part.partition_index < meta.partitions:
+                    answers[(topic.name, part.partition_index)] = ErrorCode.unknown_topic_or_partition
+                else:
+                    tp = TopicPartition(topic.name, part.partition_index)
+                    chosen[tp] = OffsetAndMetadata(int(part.committed_offset), part.committed_metadata or "")
+        code = ErrorCode.none
+        if int(body.generation_id_or_member_epoch) >= 0:
+            code = ErrorCode.illegal_generation  # no member of this agent's groups has a generation yet
+        elif chosen:
+            try:
+                self._group(body.group_id).commit(chosen)
+            except Exception as exc:
+                if not isinstance(exc, LakelogError):
+                    log.exception("offset commit of group %s failed", body.group_id)
+                code = error_code(exc)
+        for tp in chosen:
+            answers[(tp.topic, tp.partition)] = code
+        out: dict[str, list[dict]] = {}
+        for (name, index), answer in answers.items():
+            out.setdefault(name, []).append({"partition_index": index, "error_code": answer})
+        topics_out = [{"name": n, "partitions": parts} for n, parts in out.items()]
+        return build(response_class(OFFSET_COMMIT, request.api_version), topics=topics_out)
+
+    def offset_fetch(self, request: Request) -> Any:
+        body = request.body
+        consumer = self._group(body.group_id)
+        if body.topics is None:  # every partition with a committed offset
+            state = self.store.log.latest()
+            wanted = [
+                TopicPartition(n, p) for n, t in state.topics.items() if not t.internal for p in range(t.partitions)
+            ]
+        else:
+            wanted = [TopicPartition(t.name, p) for t in body.topics for p in t.partition_indexes]
+        committed = consumer.committed(wanted)
+        out: dict[str, list[dict]] = {}
+        for tp in wanted:
+            found = committed.get(tp)
+            if found is None and body.topics is None:
+                continue
+            out.setdefault(tp.topic, []).append(
+                {
+                    "partition_index": tp.partition,
+                    "committed_offset": -1 if found is None else found.offset,
+                    "committed_leader_epoch": -1,
+                    "metadata": "" if found is None else found.metadata,
+                    "error_code": ErrorCode.none,
+                }
+            )
+        topics_out = [{"name": n, "partitions": parts} for n, parts in out.items()]
+        return build(response_class(OFFSET_FETCH, request.api_version), topics=topics_out, error_code=ErrorCode.none)
 
 
 def _rows_for(max_bytes: int) -> int:

@@ -34,9 +34,11 @@ _SIZE = struct.Struct(">i")
 MAX_FRAME_BYTES = 100 * 1024 * 1024
 
 
-def unsupported_response(api_key: int, api_version: int, correlation_id: int) -> bytes | None:
-    """A response saying UNSUPPORTED_VERSION, or None when there is no way to write one (an
-    API kio does not know)."""
+def error_response(
+    api_key: int, api_version: int, correlation_id: int, code: ErrorCode = ErrorCode.unsupported_version
+) -> bytes | None:
+    """A response of the request's API and version whose error codes say ``code`` (by default
+    UNSUPPORTED_VERSION), or None when there is no way to write one (an API kio does not know)."""
     if api_key == API_VERSIONS:
         body = build(
             load_response_schema(API_VERSIONS, 0),
@@ -50,7 +52,7 @@ def unsupported_response(api_key: int, api_version: int, correlation_id: int) ->
         cls = load_response_schema(api_key, api_version)
     except Exception:
         return None
-    return encode_response(api_key, api_version, correlation_id, build(cls, error_code=ErrorCode.unsupported_version))
+    return encode_response(api_key, api_version, correlation_id, build(cls, error_code=code))
 
 
 class Server:
@@ -98,17 +100,14 @@ class Server:
                 except asyncio.IncompleteReadError:
                     return
                 parsed = parse_request(frame, SUPPORTED)
-                if not isinstance(parsed, Request):
-                    answer = unsupported_response(*parsed)
+                if isinstance(parsed, Request):
+                    answer = await asyncio.get_running_loop().run_in_executor(self._pool, self._answer, parsed)
+                else:
+                    answer = error_response(*parsed)
                     if answer is None:
                         return
+                if answer:
                     writer.write(answer)
-                    await writer.drain()
-                    continue
-                loop = asyncio.get_running_loop()
-                body = await loop.run_in_executor(self._pool, self._handle, parsed)
-                if body is not None:
-                    writer.write(encode_response(parsed.api_key, parsed.api_version, parsed.correlation_id, body))
                     await writer.drain()
         except MalformedRequestError as exc:
             log.warning("closing the connection from %s: %s", peer, exc)
@@ -119,9 +118,20 @@ class Server:
             with contextlib.suppress(Exception):
                 writer.close()
 
-    def _handle(self, request: Request) -> Any:
+    def _answer(self, request: Request) -> bytes | None:
+        """The response frame (b"" when none is sent); a handler's unexpected failure is
+        logged and answered with UNKNOWN_SERVER_ERROR (None: close the connection)."""
         assert self.endpoint is not None
-        return self.endpoint.handle(request, lambda: self._stopping)
+        try:
+            body = self.endpoint.handle(request, lambda: self._stopping)
+        except Exception:
+            log.exception("api %s v%s failed", request.api_key, request.api_version)
+            return error_response(
+                request.api_key, request.api_version, request.correlation_id, ErrorCode.unknown_server_error
+            )
+        if body is None:
+            return b""
+        return encode_response(request.api_key, request.api_version, request.correlation_id, body)
 
 
 async def _serve(store: Any, host: str, port: int, ready: Callable[[Server], None] | None = None) -> None:

@@ -162,3 +162,24 @@ def test_sigterm_stops_the_agent_cleanly(agent):
     assert agent.stop() == 0
     with pytest.raises(OSError):
         socket.create_connection(("127.0.0.1", agent.port), timeout=2).close()
+
+
+def test_offsets_committed_by_a_kafka_consumer_are_the_groups_offsets_in_the_store(agent):
+    from confluent_kafka import Consumer
+
+    store = LogStore.open(agent.store, create=False)
+    with store.producer(linger_ms=0) as producer:
+        for i in range(4):
+            producer.send("t", f"v{i}", partition=0).get()
+    consumer = Consumer({"bootstrap.servers": agent.bootstrap, "group.id": "g", "enable.auto.commit": False})
+    try:
+        consumer.assign([KafkaTP("t", 0, 0)])
+        consumer.commit(offsets=[KafkaTP("t", 0, 3)], asynchronous=False)
+        assert [tp.offset for tp in consumer.committed([KafkaTP("t", 0), KafkaTP("t", 1)], timeout=10)] == [3, -1001]
+        with pytest.raises(Exception, match="UNKNOWN_TOPIC_OR_PART"):
+            consumer.commit(offsets=[KafkaTP("t", 7, 1)], asynchronous=False)
+    finally:
+        consumer.close()
+    mine = LogStore.open(agent.store, create=False).consumer("g", enable_auto_commit=False)
+    assert mine.committed([TopicPartition("t", 0)])[TopicPartition("t", 0)].offset == 3  # lakelog's group too
+    mine.close(autocommit=False)
