@@ -74,11 +74,16 @@ class PlacedBatch:
         *,
         operation: str = "stream_write",
         producer_id: int = -1,
+        producer_epoch: int = 0,
+        base_sequence: int = 0,
     ) -> None:
         self.records = records
         self.app_transaction = app_transaction
         self.operation = operation
         self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        # Record i's sequence is base_sequence + i (Kafka's producer sequence, for one partition).
+        self.base_sequence = base_sequence
         self.offsets: np.ndarray | None = None  # each record's offset, once built
         self.log_append_time_ms: dict[str, int] = {}
 
@@ -141,9 +146,9 @@ class PlacedBatch:
             keys=keys,
             values=values,
             headers=pa.nulls(n, HEADERS_ARROW) if headers.null_count == n else headers,
-            sequences=pa.array(order, pa.int32()),  # a record's sequence is its row number
+            sequences=pa.array(order + self.base_sequence, pa.int32()),
             producer_id=self.producer_id,
-            producer_epoch=0,
+            producer_epoch=self.producer_epoch,
             topics=topics,
             append_time_ms=append_time_ms,
         )

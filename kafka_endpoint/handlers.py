@@ -23,8 +23,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 from kio.schema.errors import ErrorCode
 
+from engine.commit import RetryPolicy
 from engine.consumer_offsets import OffsetAndMetadata
 from engine.errors import (
     CommitFailedError,
@@ -39,13 +41,24 @@ from engine.errors import (
 )
 from engine.offsets import TopicPartition
 from engine.partition_reader import PartitionReader
+from kafka_endpoint.idempotence import (
+    DuplicateSequenceError,
+    OutOfOrderSequenceError,
+    SequencedBatch,
+    app_id,
+    new_producer_id,
+)
 from kafka_endpoint.messages import Request, build, response_class
 from kafka_endpoint.record_batches import InvalidRecordBatchError, decode_batches, encode_batch
 
 log = logging.getLogger(__name__)
 
 API_VERSIONS, METADATA, PRODUCE, FETCH, LIST_OFFSETS, CREATE_TOPICS = 18, 3, 0, 1, 2, 19
-FIND_COORDINATOR, OFFSET_COMMIT, OFFSET_FETCH = 10, 8, 9
+FIND_COORDINATOR, OFFSET_COMMIT, OFFSET_FETCH, INIT_PRODUCER_ID = 10, 8, 9, 22
+# Rows read back from a partition's end to find the offsets a duplicate batch got the first time
+# (a broker remembers its producers' last five batches; older duplicates are answered as Kafka
+# answers them, DUPLICATE_SEQUENCE_NUMBER).
+DUPLICATE_WINDOW = 100_000
 
 # The versions this endpoint parses and answers, per API key (ApiVersions tells clients).
 # Produce from v3 and Fetch from v4: record batches v2. Fetch stops before v13 (topic ids).
@@ -61,9 +74,11 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     # generation -1); JoinGroup and the rest of the group protocol are not answered yet.
     OFFSET_COMMIT: (2, 8),
     OFFSET_FETCH: (1, 7),
+    INIT_PRODUCER_ID: (0, 4),
 }
 
 EARLIEST_TIMESTAMP, LATEST_TIMESTAMP = -2, -1
+RETRY_POLICY = RetryPolicy(retries=20, backoff_ms=10, backoff_max_ms=200, timeout_ms=30_000)
 # How long a Fetch with nothing to return waits between looks at the log.
 FETCH_POLL_S = 0.02
 
@@ -77,6 +92,7 @@ ERROR_CODES: tuple[tuple[type[BaseException], ErrorCode], ...] = (
     (InvalidTopicError, ErrorCode.invalid_topic_exception),
     (TopicExistsError, ErrorCode.topic_already_exists),
     (CommitFailedError, ErrorCode.illegal_generation),
+    (OutOfOrderSequenceError, ErrorCode.out_of_order_sequence_number),
     (RebalanceInProgressError, ErrorCode.rebalance_in_progress),
     (RetriableError, ErrorCode.request_timed_out),
     (LakelogError, ErrorCode.kafka_storage_error),
@@ -86,6 +102,13 @@ ERROR_CODES: tuple[tuple[type[BaseException], ErrorCode], ...] = (
 def error_code(exc: BaseException) -> ErrorCode:
     """Kafka's error code for a lakelog failure (UNKNOWN_SERVER_ERROR for anything else)."""
     return next((code for kind, code in ERROR_CODES if isinstance(exc, kind)), ErrorCode.unknown_server_error)
+
+
+@dataclass(frozen=True)
+class _Done:
+    """A partition's records already committed (or refused) while the request was read."""
+
+    metadata: Any
 
 
 @dataclass
@@ -101,6 +124,7 @@ class Endpoint:
         self._producer = self.store.producer(linger_ms=0, client_id="lakelog-serve")
         self._reader = PartitionReader(self.store.uri)
         self._groups: dict[str, Any] = {}  # group id -> a lakelog consumer that commits for it
+        self._writer = self.store._new_writer("lakelog-serve-idempotent")
         self._groups_lock = threading.Lock()
 
     def close(self) -> None:
@@ -120,6 +144,7 @@ class Endpoint:
             FIND_COORDINATOR: self.find_coordinator,
             OFFSET_COMMIT: self.offset_commit,
             OFFSET_FETCH: self.offset_fetch,
+            INIT_PRODUCER_ID: self.init_producer_id,
         }[request.api_key]
         return handler(request)
 
@@ -176,11 +201,14 @@ class Endpoint:
         results: dict[str, list[dict]] = {}
         for name, index, sent in pending:
             try:
-                future = sent if isinstance(sent, BaseException) else sent.get()
-                if isinstance(future, BaseException):
-                    raise future
+                if isinstance(sent, BaseException):
+                    raise sent
+                future = sent.metadata if isinstance(sent, _Done) else sent.get()
                 base = int(future.offsets[0]) if len(future) else -1
                 answer = {"index": index, "error_code": ErrorCode.none, "base_offset": base}
+            except DuplicateSequenceError as exc:  # committed before, its offsets no longer known
+                answer = {"index": index, "error_code": ErrorCode.duplicate_sequence_number, "base_offset": -1}
+                answer["error_message"] = str(exc)
             except Exception as exc:
                 if not isinstance(exc, LakelogError | InvalidRecordBatchError):
                     log.exception("produce to %s-%s failed", name, index)
@@ -196,6 +224,8 @@ class Endpoint:
     def _send(self, topic: str, partition: int, records: bytes | None) -> Any:
         try:
             batches = decode_batches(records)
+            if batches and batches[0].producer_id >= 0:
+                return _Done(self._send_sequenced(topic, partition, batches))
             keys = [k for b in batches for k in b.keys]
             values = [v for b in batches for v in b.values]
             stamps = [t for b in batches for t in b.timestamps]
@@ -209,6 +239,76 @@ class Endpoint:
             )
         except (LakelogError, InvalidRecordBatchError) as exc:
             return exc
+
+    def _send_sequenced(self, topic: str, partition: int, batches: list[Any]) -> Any:
+        """An idempotent producer's batches for one partition, committed at most once (see
+        :mod:`kafka_endpoint.idempotence`); a duplicate gets the offsets of its first commit."""
+        from engine.placement import columns_for_batch, place_records
+        from engine.producer_batch import BatchMetadata
+
+        first = batches[0]
+        count = sum(len(b) for b in batches)
+        expected = first.base_sequence
+        for b in batches:
+            if (b.producer_id, b.producer_epoch, b.base_sequence) != (
+                first.producer_id,
+                first.producer_epoch,
+                expected,
+            ):
+                raise InvalidRecordBatchError("the batches of one partition must continue one producer's sequence")
+            expected += len(b)
+        state = self.store.log.latest()
+        meta = state.topics.get(topic)
+        if meta is None or not 0 <= partition < meta.partitions:
+            raise UnknownTopicOrPartitionError(f"partition {partition} of topic {topic!r} does not exist")
+        table = columns_for_batch(
+            topic,
+            [v for b in batches for v in b.values],
+            [k for b in batches for k in b.keys],
+            partition,
+            [None if hs is None else [{"key": k, "value": v} for k, v in hs] for b in batches for hs in b.headers],
+            [t for b in batches for t in b.timestamps],
+        )
+        placed = place_records(state, [table])
+        batch = SequencedBatch(
+            placed,
+            first.producer_id,
+            first.producer_epoch,
+            first.base_sequence,
+            app_id(first.producer_id, meta.topic_id, partition),
+        )
+        tp = TopicPartition(topic, partition)
+        try:
+            result = self._writer.append(batch, RETRY_POLICY)
+            start = result.ranges[tp].start
+        except DuplicateSequenceError:
+            start = self._first_commit_of(tp, first.producer_id, first.base_sequence)
+            if start is None:
+                raise
+        return BatchMetadata(topic, np.full(count, partition), np.arange(start, start + count))
+
+    def _first_commit_of(self, tp: TopicPartition, producer_id: int, sequence: int) -> int | None:
+        """The offset of the record ``producer_id`` sent with ``sequence`` to ``tp``, if it
+        is among the partition's last DUPLICATE_WINDOW records."""
+        import pyarrow.compute as pc
+
+        state = self.store.log.latest()
+        files = state.files_of(tp)
+        bounds = self._reader.bounds(state, tp)
+        rows = self._reader.read(files, tp, max(bounds.start, bounds.end - DUPLICATE_WINDOW))
+        mine = rows.filter(
+            pc.and_(pc.equal(rows.column("producer_id"), producer_id), pc.equal(rows.column("sequence"), sequence))
+        )
+        return int(mine.column("offset")[0].as_py()) if mine.num_rows else None
+
+    def init_producer_id(self, request: Request) -> Any:
+        """A new producer id, epoch 0, for an idempotent producer (also when a producer asks
+        to bump its epoch: a new id starts its sequences over, as the client then does).
+        Transactional ids are not answered yet."""
+        cls = response_class(INIT_PRODUCER_ID, request.api_version)
+        if request.body.transactional_id is not None:
+            return build(cls, error_code=ErrorCode.invalid_request, producer_id=-1, producer_epoch=-1)
+        return build(cls, error_code=ErrorCode.none, producer_id=new_producer_id(), producer_epoch=0)
 
     # -- Fetch, ListOffsets ----------------------------------------------------------
 
