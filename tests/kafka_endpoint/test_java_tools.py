@@ -1,0 +1,67 @@
+"""Kafka's own Java tools (kafka-tools / kafka-clients 4.x from Maven Central) against
+``lakelog serve``: the console producer (an idempotent Java producer, Kafka's default) and the
+console consumer."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+
+from benchmarks.kafka_reference import ensure_kafka_jars
+from engine import LogStore
+from engine.offsets import TopicPartition
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(shutil.which("java") is None, reason="needs Java 17+"),
+]
+
+PRODUCER = "org.apache.kafka.tools.ConsoleProducer"
+CONSUMER = "org.apache.kafka.tools.consumer.ConsoleConsumer"
+
+
+def _tool(main: str, *args: str, stdin: str = "") -> subprocess.CompletedProcess:
+    jars = ensure_kafka_jars()
+    classpath = f"{jars / 'tools'}/*:{jars}/*"
+    return subprocess.run(
+        ["java", "-cp", classpath, main, *args], input=stdin, capture_output=True, text=True, timeout=180
+    )
+
+
+def test_kafkas_console_producer_and_consumer_work_against_the_agent(agent):
+    produced = _tool(
+        PRODUCER,
+        "--bootstrap-server",
+        agent.bootstrap,
+        "--topic",
+        "t",
+        "--reader-property",
+        "parse.key=true",
+        stdin="k1\tone\nk2\ttwo\nk1\tthree\n",
+    )
+    assert produced.returncode == 0, produced.stderr
+    store = LogStore.open(agent.store, create=False)
+    ends = [store.log.latest().end_offset(TopicPartition("t", p)) for p in (0, 1)]
+    assert sum(ends) == 3
+    busy = 0 if ends[0] else 1
+    consumed = _tool(
+        CONSUMER,
+        "--bootstrap-server",
+        agent.bootstrap,
+        "--topic",
+        "t",
+        "--partition",
+        str(busy),
+        "--offset",
+        "earliest",
+        "--max-messages",
+        str(ends[busy]),
+        "--formatter-property",
+        "print.key=true",
+    )
+    assert consumed.returncode == 0, consumed.stderr
+    lines = consumed.stdout.strip().splitlines()
+    assert len(lines) == ends[busy] and all("\t" in line for line in lines)
+    assert {line.split("\t")[0] for line in lines} <= {"k1", "k2"}
