@@ -1,10 +1,11 @@
 """What the endpoint answers, per Kafka API, over one store.
 
-Every write goes through lakelog's producer and so through the one commit
-core: a Produce request's batches for one partition become one
-``send_batch`` call, and the response is sent only after the Delta commit
-holding them landed (acks=1 and acks=all mean the same here: the commit is
-durable when it lands). The agent names itself the leader of every
+Every write goes through the one commit core: the records of produce
+requests arriving together (any connections, any partitions) share one
+Delta commit (:mod:`kafka_endpoint.group_commit`; an idempotent producer's
+batch is a commit of its own, :mod:`kafka_endpoint.idempotence`), and the
+response is sent only after the Delta commit holding them landed (acks=1
+and acks=all mean the same here: the commit is durable when it lands). The agent names itself the leader of every
 partition (node 0 at its own address); it keeps no state of its own, so
 several agents may serve one store.
 
@@ -41,6 +42,8 @@ from engine.errors import (
 )
 from engine.offsets import TopicPartition
 from engine.partition_reader import PartitionReader
+from engine.placement import columns_for_batch, place_records
+from kafka_endpoint.group_commit import GroupCommit
 from kafka_endpoint.idempotence import (
     DuplicateSequenceError,
     OutOfOrderSequenceError,
@@ -119,16 +122,18 @@ class Endpoint:
     host: str
     port: int
     cluster_id: str = "lakelog"
+    # Produce requests arriving within this long of each other share one Delta commit.
+    linger_ms: float = 5.0
 
     def __post_init__(self) -> None:
-        self._producer = self.store.producer(linger_ms=0, client_id="lakelog-serve")
+        self._group_commit = GroupCommit(self.store._new_writer("lakelog-serve"), RETRY_POLICY, self.linger_ms)
         self._reader = PartitionReader(self.store.uri)
         self._groups: dict[str, Any] = {}  # group id -> a lakelog consumer that commits for it
         self._writer = self.store._new_writer("lakelog-serve-idempotent")
         self._groups_lock = threading.Lock()
 
     def close(self) -> None:
-        self._producer.close()
+        self._group_commit.close()
         for consumer in self._groups.values():
             consumer.close(autocommit=False)
 
@@ -203,7 +208,7 @@ class Endpoint:
             try:
                 if isinstance(sent, BaseException):
                     raise sent
-                future = sent.metadata if isinstance(sent, _Done) else sent.get()
+                future = sent.metadata if isinstance(sent, _Done) else sent.result()
                 base = int(future.offsets[0]) if len(future) else -1
                 answer = {"index": index, "error_code": ErrorCode.none, "base_offset": base}
             except DuplicateSequenceError as exc:  # committed before, its offsets no longer known
@@ -234,16 +239,15 @@ class Endpoint:
             ]
             if not values:
                 raise InvalidRecordBatchError("a produce request without records")
-            return self._producer.send_batch(
-                topic, values, keys, partition=partition, headers=headers, timestamps=stamps
-            )
+            table = columns_for_batch(topic, values, keys, partition, headers, stamps)
+            place_records(self.store.log.latest(), [table])  # refused here, alone, not in the group
+            return self._group_commit.submit(table)
         except (LakelogError, InvalidRecordBatchError) as exc:
             return exc
 
     def _send_sequenced(self, topic: str, partition: int, batches: list[Any]) -> Any:
         """An idempotent producer's batches for one partition, committed at most once (see
         :mod:`kafka_endpoint.idempotence`); a duplicate gets the offsets of its first commit."""
-        from engine.placement import columns_for_batch, place_records
         from engine.producer_batch import BatchMetadata
 
         first = batches[0]
