@@ -675,6 +675,23 @@ def cmd_perf_groups(args: argparse.Namespace, out: Callable[[str], None]) -> Non
     )
 
 
+def cmd_perf_serve(args: argparse.Namespace, out: Callable[[str], None]) -> None:
+    from benchmarks.scratch import check_work_dir
+    from benchmarks.serve import perf_serve
+
+    check_work_dir(args.work_dir, s3=False)
+    perf_serve(
+        records=args.num_records,
+        record_size=args.record_size,
+        rate=args.rate,
+        seconds=args.seconds,
+        repeat=args.repeat,
+        kafka=not args.no_kafka,
+        work_dir=args.work_dir,
+        out=out,
+    )
+
+
 def cmd_perf_stream(args: argparse.Namespace, out: Callable[[str], None]) -> None:
     from benchmarks.stream import perf_stream
 
@@ -935,6 +952,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-kafka", action="store_true", help="skip the Apache Kafka broker side")
     p.add_argument("--work-dir", help="where the temporary stores go (default: the system's temp directory)")
     p.set_defaults(func=cmd_perf_groups)
+    p = psub.add_parser(
+        "serve", help="one Kafka client against lakelog serve and a Kafka broker: produce, latency, fetch"
+    )
+    p.add_argument("--num-records", type=COUNT, default=1_000_000)
+    p.add_argument("--record-size", type=COUNT, default=100)
+    p.add_argument("--rate", type=COUNT, default=1000, help="records/s of the fixed-rate latency run")
+    p.add_argument("--seconds", type=_float_at_least(1), default=20, help="length of the fixed-rate run")
+    p.add_argument("--repeat", type=COUNT, default=1, help="interleaved runs per side (median reported)")
+    p.add_argument("--no-kafka", action="store_true", help="skip the Apache Kafka broker side")
+    p.add_argument("--work-dir", help="where the temporary store goes (default: the system's temp directory)")
+    p.set_defaults(func=cmd_perf_serve)
     p = psub.add_parser("stream", help="streaming copy topic -> topic vs a plain Delta stream copy")
     p.add_argument("--num-records", type=COUNT, default=200_000)
     p.add_argument("--record-size", type=COUNT, default=100)

@@ -197,12 +197,23 @@ class Endpoint:
     # -- Produce -------------------------------------------------------------------
 
     def produce(self, request: Request) -> Any | None:
-        """Each partition's batches as one commit; the answer after every commit landed."""
+        """The records committed; the answer after every commit holding them landed."""
+        return self.start_produce(request)()
+
+    def start_produce(self, request: Request) -> Callable[[], Any | None]:
+        """Decode and check the request's records and hand them to the group commit (in
+        the order requests arrive: a connection's requests commit in its order); returns
+        what waits for the commits and builds the response. An idempotent producer's
+        batches are committed here, before the next request of the connection is read."""
         body = request.body
         pending = []
         for topic in body.topic_data:
             for part in topic.partition_data:
                 pending.append((topic.name, part.index, self._send(topic.name, part.index, part.records)))
+        return lambda: self._produce_response(request, pending)
+
+    def _produce_response(self, request: Request, pending: list[tuple[str, int, Any]]) -> Any | None:
+        body = request.body
         results: dict[str, list[dict]] = {}
         for name, index, sent in pending:
             try:

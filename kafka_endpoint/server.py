@@ -24,7 +24,7 @@ from typing import Any
 from kio.index import load_response_schema
 from kio.schema.errors import ErrorCode
 
-from kafka_endpoint.handlers import API_VERSIONS, SUPPORTED, Endpoint
+from kafka_endpoint.handlers import API_VERSIONS, PRODUCE, SUPPORTED, Endpoint
 from kafka_endpoint.messages import MalformedRequestError, Request, build, encode_response, parse_request
 
 log = logging.getLogger(__name__)
@@ -32,6 +32,13 @@ log = logging.getLogger(__name__)
 _SIZE = struct.Struct(">i")
 # Kafka's socket.request.max.bytes.
 MAX_FRAME_BYTES = 100 * 1024 * 1024
+# Requests of one connection read ahead of their answers (a client's max.in.flight is 5).
+MAX_IN_FLIGHT = 16
+
+
+async def _quietly(awaitable: Any) -> None:
+    with contextlib.suppress(Exception, asyncio.CancelledError):
+        await awaitable
 
 
 def error_response(
@@ -86,12 +93,19 @@ class Server:
             self.endpoint.close()
 
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """Read a connection's requests and answer them in order. Produce requests are
+        pipelined (a client keeps up to max.in.flight of them outstanding): each is handed
+        to the group commit as it is read, so requests in flight share commits and keep
+        their order; the others are answered one at a time."""
         task = asyncio.current_task()
         assert task is not None
         self._connections.add(task)
         peer = writer.get_extra_info("peername")
+        loop = asyncio.get_running_loop()
+        answers: asyncio.Queue[asyncio.Future | None] = asyncio.Queue(maxsize=MAX_IN_FLIGHT)
+        sender = asyncio.create_task(self._send_in_order(answers, writer))
         try:
-            while not self._stopping:
+            while not self._stopping and not sender.done():
                 try:
                     size = _SIZE.unpack(await reader.readexactly(4))[0]
                     if not 0 < size <= MAX_FRAME_BYTES:
@@ -100,30 +114,56 @@ class Server:
                 except asyncio.IncompleteReadError:
                     return
                 parsed = parse_request(frame, SUPPORTED)
-                if isinstance(parsed, Request):
-                    answer = await asyncio.get_running_loop().run_in_executor(self._pool, self._answer, parsed)
-                else:
+                if not isinstance(parsed, Request):
                     answer = error_response(*parsed)
                     if answer is None:
                         return
-                if answer:
-                    writer.write(answer)
-                    await writer.drain()
+                    done = loop.create_future()
+                    done.set_result(answer)
+                elif parsed.api_key == PRODUCE:
+                    finish = await loop.run_in_executor(self._pool, self._start_produce, parsed)
+                    done = loop.run_in_executor(self._pool, finish)
+                else:
+                    done = loop.run_in_executor(self._pool, self._answer, parsed)
+                    await asyncio.wait([done])
+                await answers.put(done)
         except MalformedRequestError as exc:
             log.warning("closing the connection from %s: %s", peer, exc)
         except (ConnectionError, asyncio.CancelledError):
             pass
         finally:
+            if not sender.done():
+                await _quietly(answers.put(None))
+            await _quietly(sender)
             self._connections.discard(task)
             with contextlib.suppress(Exception):
                 writer.close()
 
-    def _answer(self, request: Request) -> bytes | None:
+    async def _send_in_order(self, answers: asyncio.Queue, writer: asyncio.StreamWriter) -> None:
+        while (done := await answers.get()) is not None:
+            frame = await done
+            if frame:
+                writer.write(frame)
+                await writer.drain()
+
+    def _start_produce(self, request: Request) -> Callable[[], bytes | None]:
+        assert self.endpoint is not None
+        try:
+            finish = self.endpoint.start_produce(request)
+        except Exception:
+            log.exception("produce v%s failed", request.api_version)
+            failed = error_response(
+                PRODUCE, request.api_version, request.correlation_id, ErrorCode.unknown_server_error
+            )
+            return lambda: failed
+        return lambda: self._answer(request, finish)
+
+    def _answer(self, request: Request, handler: Callable[[], Any] | None = None) -> bytes | None:
         """The response frame (b"" when none is sent); a handler's unexpected failure is
         logged and answered with UNKNOWN_SERVER_ERROR (None: close the connection)."""
         assert self.endpoint is not None
         try:
-            body = self.endpoint.handle(request, lambda: self._stopping)
+            body = handler() if handler is not None else self.endpoint.handle(request, lambda: self._stopping)
         except Exception:
             log.exception("api %s v%s failed", request.api_key, request.api_version)
             return error_response(
