@@ -160,8 +160,14 @@ def _pom_digest(pom: Path) -> str:
     return hashlib.sha256(pom.read_bytes()).hexdigest()
 
 
+# Under the jars directory: Spark's own Kafka source and sink (spark-sql-kafka-0-10) and what
+# they need beyond Spark, for sessions that hold lakelog serve against format("kafka").
+SPARK_KAFKA_DIR = "spark-kafka"
+
+
 def ensure_kafka_jars(jars_dir: Path = DEFAULT_JARS_DIR, pom: Path = POM, *, timeout_s: float = 1800.0) -> Path:
-    """Make sure ``jars_dir`` holds the broker's jars and ``jars_dir/tools`` Kafka's tools.
+    """Make sure ``jars_dir`` holds the broker's jars, ``jars_dir/tools`` Kafka's tools and
+    ``jars_dir/spark-kafka`` Spark's ``format("kafka")``.
 
     Returns ``jars_dir``. If ``jars_dir/.complete`` is missing, or was written
     for another version of ``pom``, both class paths are fetched again with
@@ -187,11 +193,17 @@ def ensure_kafka_jars(jars_dir: Path = DEFAULT_JARS_DIR, pom: Path = POM, *, tim
         if marker.is_file() and marker.read_text().strip() == digest:
             return jars_dir  # another process fetched them while we waited
         shutil.rmtree(jars_dir, ignore_errors=True)
-        for profile, target in ((None, jars_dir), ("tools", jars_dir / "tools")):
+        for profile, target in (
+            (None, jars_dir),
+            ("tools", jars_dir / "tools"),
+            ("spark-kafka", jars_dir / SPARK_KAFKA_DIR),
+        ):
             command = [mvn, "-B", "-q", "-f", str(pom)]
             if profile:
                 command += ["-P", profile]
             command += ["dependency:copy-dependencies", f"-DoutputDirectory={target}"]
+            if profile == "spark-kafka":
+                command += ["-DincludeScope=runtime"]  # not the Spark a session already has
             try:
                 done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, check=False)
             except subprocess.TimeoutExpired as exc:
