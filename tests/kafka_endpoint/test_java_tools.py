@@ -65,3 +65,23 @@ def test_kafkas_console_producer_and_consumer_work_against_the_agent(agent):
     lines = consumed.stdout.strip().splitlines()
     assert len(lines) == ends[busy] and all("\t" in line for line in lines)
     assert {line.split("\t")[0] for line in lines} <= {"k1", "k2"}
+
+
+def test_kafkas_producer_perf_test_sends_what_it_reports(agent):
+    done = _tool(
+        "org.apache.kafka.tools.ProducerPerformance",
+        "--topic",
+        "t",
+        "--num-records",
+        "5000",
+        "--record-size",
+        "100",
+        "--throughput",
+        "-1",
+        "--command-property",
+        f"bootstrap.servers={agent.bootstrap}",
+    )
+    assert done.returncode == 0, done.stderr
+    assert "5000 records sent" in done.stdout
+    ends = LogStore.open(agent.store, create=False).log.latest()
+    assert sum(ends.end_offset(TopicPartition("t", p)) for p in (0, 1)) == 5000

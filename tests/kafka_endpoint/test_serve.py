@@ -183,3 +183,26 @@ def test_offsets_committed_by_a_kafka_consumer_are_the_groups_offsets_in_the_sto
     mine = LogStore.open(agent.store, create=False).consumer("g", enable_auto_commit=False)
     assert mine.committed([TopicPartition("t", 0)])[TopicPartition("t", 0)].offset == 3  # lakelog's group too
     mine.close(autocommit=False)
+
+
+def test_kafka_python_produces_consumes_and_commits(agent):
+    from kafka import KafkaConsumer, KafkaProducer, OffsetAndMetadata
+    from kafka import TopicPartition as KP
+
+    producer = KafkaProducer(bootstrap_servers=agent.bootstrap, compression_type="gzip")
+    futures = [
+        producer.send("t", key=f"k{i}".encode(), value=f"v{i}".encode(), headers=[("h", b"1")]) for i in range(10)
+    ]
+    producer.flush()
+    placed = sorted((f.get(10).partition, f.get(10).offset) for f in futures)
+    producer.close()
+    consumer = KafkaConsumer(
+        bootstrap_servers=agent.bootstrap, group_id="kp", enable_auto_commit=False, consumer_timeout_ms=3000
+    )
+    consumer.assign([KP("t", 0), KP("t", 1)])
+    consumer.seek_to_beginning()
+    got = [(m.partition, m.offset, m.headers) for m in consumer]
+    assert sorted((p, o) for p, o, _ in got) == placed and all(h == [("h", b"1")] for *_, h in got)
+    consumer.commit({KP("t", 0): OffsetAndMetadata(2, "", -1)})
+    assert consumer.committed(KP("t", 0)) == 2
+    consumer.close()
