@@ -31,6 +31,10 @@ from engine.commit import RetryPolicy
 from engine.consumer_offsets import OffsetAndMetadata
 from engine.errors import (
     CommitFailedError,
+    GroupIdNotFoundError,
+    GroupNotEmptyError,
+    InvalidConfigError,
+    InvalidPartitionsError,
     InvalidRecordError,
     InvalidTopicError,
     LakelogError,
@@ -43,6 +47,7 @@ from engine.errors import (
 from engine.offsets import TopicPartition
 from engine.partition_reader import PartitionReader
 from engine.placement import columns_for_batch, place_records
+from kafka_endpoint import admin
 from kafka_endpoint.group_commit import GroupCommit
 from kafka_endpoint.idempotence import (
     DuplicateSequenceError,
@@ -78,6 +83,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     OFFSET_COMMIT: (2, 8),
     OFFSET_FETCH: (1, 7),
     INIT_PRODUCER_ID: (0, 4),
+    **admin.VERSIONS,
 }
 
 EARLIEST_TIMESTAMP, LATEST_TIMESTAMP = -2, -1
@@ -94,6 +100,10 @@ ERROR_CODES: tuple[tuple[type[BaseException], ErrorCode], ...] = (
     (InvalidRecordError, ErrorCode.invalid_record),
     (InvalidTopicError, ErrorCode.invalid_topic_exception),
     (TopicExistsError, ErrorCode.topic_already_exists),
+    (InvalidPartitionsError, ErrorCode.invalid_partitions),
+    (InvalidConfigError, ErrorCode.invalid_config),
+    (GroupNotEmptyError, ErrorCode.non_empty_group),
+    (GroupIdNotFoundError, ErrorCode.group_id_not_found),
     (CommitFailedError, ErrorCode.illegal_generation),
     (OutOfOrderSequenceError, ErrorCode.out_of_order_sequence_number),
     (RebalanceInProgressError, ErrorCode.rebalance_in_progress),
@@ -150,6 +160,13 @@ class Endpoint:
             OFFSET_COMMIT: self.offset_commit,
             OFFSET_FETCH: self.offset_fetch,
             INIT_PRODUCER_ID: self.init_producer_id,
+            admin.DELETE_TOPICS: lambda r: admin.delete_topics(self.store, r, error_code),
+            admin.CREATE_PARTITIONS: lambda r: admin.create_partitions(self.store, r, error_code),
+            admin.DESCRIBE_CONFIGS: lambda r: admin.describe_configs(self.store, r, error_code),
+            admin.INCREMENTAL_ALTER_CONFIGS: lambda r: admin.incremental_alter_configs(self.store, r, error_code),
+            admin.LIST_GROUPS: lambda r: admin.list_consumer_groups(self.store, r),
+            admin.DESCRIBE_GROUPS: lambda r: admin.describe_consumer_groups(self.store, r),
+            admin.DELETE_GROUPS: lambda r: admin.delete_consumer_groups(self.store, r, error_code),
         }[request.api_key]
         return handler(request)
 

@@ -85,3 +85,28 @@ def test_kafkas_producer_perf_test_sends_what_it_reports(agent):
     assert "5000 records sent" in done.stdout
     ends = LogStore.open(agent.store, create=False).log.latest()
     assert sum(ends.end_offset(TopicPartition("t", p)) for p in (0, 1)) == 5000
+
+
+def test_kafka_consumer_groups_describes_lag(agent):
+    from confluent_kafka import Consumer, Producer
+    from confluent_kafka import TopicPartition as KafkaTP
+
+    producer = Producer({"bootstrap.servers": agent.bootstrap})
+    for i in range(10):
+        producer.produce("t", b"x", partition=i % 2)
+    producer.flush(30)
+    consumer = Consumer({"bootstrap.servers": agent.bootstrap, "group.id": "cg", "enable.auto.commit": False})
+    consumer.assign([KafkaTP("t", 0, 0)])
+    consumer.commit(offsets=[KafkaTP("t", 0, 2), KafkaTP("t", 1, 5)], asynchronous=False)
+    consumer.close()
+    done = _tool(
+        "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
+        "--bootstrap-server",
+        agent.bootstrap,
+        "--describe",
+        "--group",
+        "cg",
+    )
+    assert done.returncode == 0, done.stderr
+    rows = [line.split() for line in done.stdout.splitlines() if line.startswith("cg ")]
+    assert [r[1:6] for r in rows] == [["t", "0", "2", "5", "3"], ["t", "1", "5", "5", "0"]]

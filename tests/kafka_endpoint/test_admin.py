@@ -1,0 +1,91 @@
+"""Kafka's admin APIs through the agent (confluent-kafka's AdminClient): topics, partitions,
+configs and consumer groups, seen the same way by lakelog's own admin."""
+
+from __future__ import annotations
+
+import pytest
+from confluent_kafka import Consumer, KafkaException
+from confluent_kafka import TopicPartition as KafkaTP
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewPartitions,
+    NewTopic,
+)
+
+from engine import LogStore
+
+
+def _admin(agent) -> AdminClient:
+    return AdminClient({"bootstrap.servers": agent.bootstrap})
+
+
+def test_topics_partitions_and_configs(agent):
+    admin = _admin(agent)
+    admin.create_topics([NewTopic("a", num_partitions=2, config={"retention.ms": "60000"})])["a"].result(30)
+    with pytest.raises(KafkaException, match="TOPIC_ALREADY_EXISTS"):
+        admin.create_topics([NewTopic("a", num_partitions=2)])["a"].result(30)
+    admin.create_partitions([NewPartitions("a", 4)])["a"].result(30)
+    with pytest.raises(KafkaException, match="INVALID_PARTITIONS"):
+        admin.create_partitions([NewPartitions("a", 2)])["a"].result(30)  # never shrink
+    store = LogStore.open(agent.store, create=False)
+    assert store.describe_topic("a").partitions == 4
+
+    resource = ConfigResource(ConfigResource.Type.TOPIC, "a")
+    configs = admin.describe_configs([resource])[resource].result(30)
+    assert configs["retention.ms"].value == "60000" and not configs["retention.ms"].is_default
+    assert configs["cleanup.policy"].value == "delete" and configs["cleanup.policy"].is_default
+    change = ConfigResource(
+        ConfigResource.Type.TOPIC,
+        "a",
+        incremental_configs=[
+            ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.SET),
+            ConfigEntry("retention.ms", None, incremental_operation=AlterConfigOpType.DELETE),
+        ],
+    )
+    admin.incremental_alter_configs([change])[change].result(30)
+    topic = LogStore.open(agent.store, create=False).describe_topic("a")
+    assert topic.config_value("cleanup.policy") == ("compact",) and "retention.ms" not in topic.overrides
+    bad = ConfigResource(
+        ConfigResource.Type.TOPIC,
+        "a",
+        incremental_configs=[ConfigEntry("no.such.config", "1", incremental_operation=AlterConfigOpType.SET)],
+    )
+    with pytest.raises(KafkaException, match="INVALID_CONFIG"):
+        admin.incremental_alter_configs([bad])[bad].result(30)
+
+    admin.delete_topics(["a"])["a"].result(30)
+    assert "a" not in LogStore.open(agent.store, create=False).list_topics()
+    with pytest.raises(KafkaException, match="UNKNOWN_TOPIC_OR_PART"):
+        admin.delete_topics(["a"])["a"].result(30)
+
+
+def test_groups_are_listed_described_and_deleted(agent):
+    consumer = Consumer({"bootstrap.servers": agent.bootstrap, "group.id": "g1", "enable.auto.commit": False})
+    consumer.assign([KafkaTP("t", 0, 0)])
+    consumer.commit(offsets=[KafkaTP("t", 0, 0)], asynchronous=False)
+    consumer.close()
+    store = LogStore.open(agent.store, create=False)
+    mine = store.consumer("g2", enable_auto_commit=False)  # a lakelog group with a live member
+    mine.subscribe(["t"])
+    mine.poll(timeout_ms=500)
+    admin = _admin(agent)
+    try:
+        listed = {g.group_id: g.state.name for g in admin.list_consumer_groups().result(30).valid}
+        assert listed["g1"] == "EMPTY" and listed["g2"] == "STABLE"
+        described = admin.describe_consumer_groups(["g1", "g2"])
+        g2 = described["g2"].result(30)
+        assert g2.state.name == "STABLE" and len(g2.members) == 1
+        assert sorted(tp.partition for tp in g2.members[0].assignment.topic_partitions) == [0, 1]
+        assert described["g1"].result(30).members == []
+        with pytest.raises(KafkaException, match="NON_EMPTY_GROUP"):
+            admin.delete_consumer_groups(["g2"])["g2"].result(30)
+        admin.delete_consumer_groups(["g1"])["g1"].result(30)
+        assert "g1" not in {g.group_id for g in admin.list_consumer_groups().result(30).valid}
+    finally:
+        mine.close(autocommit=False)
+    from engine.group_admin import list_groups
+
+    assert [g.group_id for g in list_groups(LogStore.open(agent.store, create=False))] == ["g2"]  # lakelog agrees
