@@ -16,10 +16,12 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 class Agent:
-    def __init__(self, store: Path) -> None:
+    """``lakelog serve`` over ``store`` on ``port`` (0: a free one)."""
+
+    def __init__(self, store: Path, port: int = 0) -> None:
         self.store = store
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "engine.cli", "--store", str(store), "serve", "--listen", "127.0.0.1:0"],
+            [sys.executable, "-m", "engine.cli", "--store", str(store), "serve", "--listen", f"127.0.0.1:{port}"],
             cwd=ROOT,
             env={**os.environ, "PYTHONPATH": str(ROOT)},
             stdout=subprocess.PIPE,
@@ -33,6 +35,10 @@ class Agent:
             raise AssertionError(f"the agent did not start: {line!r} {self.proc.stderr.read()}")
         self.bootstrap = f"{found.group(1)}:{found.group(2)}"
         self.port = int(found.group(2))
+
+    def kill(self) -> None:
+        self.proc.kill()
+        self.proc.wait(30)
 
     def stop(self, timeout: float = 30.0) -> int:
         if self.proc.poll() is None:
