@@ -5,7 +5,7 @@ cases; a real librdkafka producer with enable.idempotence for the end-to-end one
 from __future__ import annotations
 
 import pytest
-from kafka.record.default_records import DefaultRecordBatchBuilder
+from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
 

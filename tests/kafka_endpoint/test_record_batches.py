@@ -6,7 +6,7 @@ import datetime as dt
 
 import pyarrow as pa
 import pytest
-from kafka.record.default_records import DefaultRecordBatchBuilder
+from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
 from engine.schema import LOG_ARROW_SCHEMA
 from kafka_endpoint.messages import MalformedRequestError, build, parse_request, response_class
@@ -36,7 +36,7 @@ def _rows(offsets: list[int]) -> pa.Table:
 
 def test_a_fetched_batch_keeps_offsets_gaps_timestamps_and_headers():
     data = encode_batch(_rows([40, 41, 45]))  # a compacted partition's gap stays a gap
-    from kafka.record.memory_records import MemoryRecords
+    from aiokafka.record.memory_records import MemoryRecords
 
     batch = MemoryRecords(data).next_batch()
     assert batch.validate_crc() and batch.base_offset == 40
