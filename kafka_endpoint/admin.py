@@ -149,7 +149,7 @@ def list_consumer_groups(store: Any, request: Request) -> Any:
     return build(response_class(LIST_GROUPS, request.api_version), error_code=ErrorCode.none, groups=groups)
 
 
-def _assignment(partitions: Any) -> bytes:
+def encode_assignment(partitions: Any) -> bytes:
     """A member's assignment in Kafka's consumer protocol (ConsumerProtocolAssignment v0)."""
     by_topic: dict[str, list[int]] = {}
     for tp in partitions:
@@ -181,7 +181,7 @@ def describe_consumer_groups(store: Any, request: Request) -> Any:
                 "client_id": m.client_id,
                 "client_host": "/lakelog",
                 "member_metadata": b"",
-                "member_assignment": _assignment(m.assignment),
+                "member_assignment": encode_assignment(m.assignment),
             }
             for m in found.members
         ]

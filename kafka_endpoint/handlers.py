@@ -49,6 +49,7 @@ from engine.partition_reader import PartitionReader
 from engine.placement import columns_for_batch, place_records
 from kafka_endpoint import admin
 from kafka_endpoint.group_commit import GroupCommit
+from kafka_endpoint.group_members import ProxyMember, UnknownMemberError, choose_protocol, subscribed_topics
 from kafka_endpoint.idempotence import (
     DuplicateSequenceError,
     OutOfOrderSequenceError,
@@ -63,6 +64,7 @@ log = logging.getLogger(__name__)
 
 API_VERSIONS, METADATA, PRODUCE, FETCH, LIST_OFFSETS, CREATE_TOPICS = 18, 3, 0, 1, 2, 19
 FIND_COORDINATOR, OFFSET_COMMIT, OFFSET_FETCH, INIT_PRODUCER_ID = 10, 8, 9, 22
+JOIN_GROUP, SYNC_GROUP, HEARTBEAT, LEAVE_GROUP = 11, 14, 12, 13
 # Rows read back from a partition's end to find the offsets a duplicate batch got the first time
 # (a broker remembers its producers' last five batches; older duplicates are answered as Kafka
 # answers them, DUPLICATE_SEQUENCE_NUMBER).
@@ -78,11 +80,15 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     LIST_OFFSETS: (1, 7),
     CREATE_TOPICS: (2, 7),
     FIND_COORDINATOR: (0, 4),
-    # Offsets of consumers that assign() their partitions (Kafka's "simple" consumer groups:
-    # generation -1); JoinGroup and the rest of the group protocol are not answered yet.
+    # Offsets of members (a generation) and of consumers that assign() their partitions
+    # (Kafka's "simple" consumer groups: generation -1).
     OFFSET_COMMIT: (2, 8),
     OFFSET_FETCH: (1, 7),
     INIT_PRODUCER_ID: (0, 4),
+    JOIN_GROUP: (2, 7),
+    SYNC_GROUP: (1, 5),
+    HEARTBEAT: (1, 4),
+    LEAVE_GROUP: (1, 4),
     **admin.VERSIONS,
 }
 
@@ -139,6 +145,7 @@ class Endpoint:
         self._group_commit = GroupCommit(self.store._new_writer("lakelog-serve"), RETRY_POLICY, self.linger_ms)
         self._reader = PartitionReader(self.store.uri)
         self._groups: dict[str, Any] = {}  # group id -> a lakelog consumer that commits for it
+        self._members: dict[tuple[str, str], ProxyMember] = {}  # (group, member id) -> its proxy
         self._writer = self.store._new_writer("lakelog-serve-idempotent")
         self._groups_lock = threading.Lock()
 
@@ -146,6 +153,8 @@ class Endpoint:
         self._group_commit.close()
         for consumer in self._groups.values():
             consumer.close(autocommit=False)
+        for member in list(self._members.values()):
+            member.leave()
 
     def handle(self, request: Request, stopping: Callable[[], bool] = lambda: False) -> Any | None:
         """The response body for ``request``; None when none is sent (Produce with acks=0)."""
@@ -160,6 +169,10 @@ class Endpoint:
             OFFSET_COMMIT: self.offset_commit,
             OFFSET_FETCH: self.offset_fetch,
             INIT_PRODUCER_ID: self.init_producer_id,
+            JOIN_GROUP: self.join_group,
+            SYNC_GROUP: self.sync_group,
+            HEARTBEAT: self.heartbeat,
+            LEAVE_GROUP: self.leave_group,
             admin.DELETE_TOPICS: lambda r: admin.delete_topics(self.store, r, error_code),
             admin.CREATE_PARTITIONS: lambda r: admin.create_partitions(self.store, r, error_code),
             admin.DESCRIBE_CONFIGS: lambda r: admin.describe_configs(self.store, r, error_code),
@@ -475,11 +488,16 @@ class Endpoint:
                     tp = TopicPartition(topic.name, part.partition_index)
                     chosen[tp] = OffsetAndMetadata(int(part.committed_offset), part.committed_metadata or "")
         code = ErrorCode.none
-        if int(body.generation_id_or_member_epoch) >= 0:
-            code = ErrorCode.illegal_generation  # no member of this agent's groups has a generation yet
+        generation = int(body.generation_id_or_member_epoch)
+        member = self._members.get((body.group_id, body.member_id)) if generation >= 0 else None
+        if generation >= 0 and member is None:
+            code = ErrorCode.unknown_member_id
+        elif member is not None and generation != member.generation:
+            code = ErrorCode.illegal_generation
         elif chosen:
             try:
-                self._group(body.group_id).commit(chosen)
+                committer = member.consumer if member is not None else self._group(body.group_id)
+                committer.commit(chosen)
             except Exception as exc:
                 if not isinstance(exc, LakelogError):
                     log.exception("offset commit of group %s failed", body.group_id)
@@ -519,6 +537,94 @@ class Endpoint:
             )
         topics_out = [{"name": n, "partitions": parts} for n, parts in out.items()]
         return build(response_class(OFFSET_FETCH, request.api_version), topics=topics_out, error_code=ErrorCode.none)
+
+    # -- JoinGroup, SyncGroup, Heartbeat, LeaveGroup ------------------------------------------
+
+    def join_group(self, request: Request) -> Any:
+        """Join (or rejoin) lakelog's group through a proxy member; every client is a follower."""
+        body = request.body
+        cls = response_class(JOIN_GROUP, request.api_version)
+        offered = {p.name: p.metadata for p in body.protocols}
+        protocol = choose_protocol(list(offered)) if body.protocol_type == "consumer" else None
+        if protocol is None:
+            return build(
+                cls, error_code=ErrorCode.inconsistent_group_protocol, generation_id=-1, member_id="", leader=""
+            )
+        key = (body.group_id, body.member_id)
+        member = self._members.get(key)
+        if body.member_id and member is None:
+            return build(cls, error_code=ErrorCode.unknown_member_id, generation_id=-1, member_id="", leader="")
+        try:
+            if member is None:
+                member = ProxyMember(
+                    self.store,
+                    body.group_id,
+                    request.client_id or "",
+                    subscribed_topics(offered[protocol]),
+                    protocol,
+                    int(body.session_timeout.total_seconds() * 1000),
+                    int(getattr(body, "rebalance_timeout", body.session_timeout).total_seconds() * 1000),
+                    getattr(body, "group_instance_id", None),
+                )
+            member.join(timeout_s=10.0)
+            self._members[(body.group_id, member.member_id)] = member
+        except UnknownMemberError:
+            self._members.pop(key, None)
+            return build(cls, error_code=ErrorCode.unknown_member_id, generation_id=-1, member_id="", leader="")
+        return build(
+            cls,
+            error_code=ErrorCode.none,
+            generation_id=member.generation,
+            protocol_type="consumer",
+            protocol_name=protocol,
+            leader="lakelog-coordinator",  # not any client: the group's assignor runs in lakelog
+            member_id=member.member_id,
+            members=[],
+        )
+
+    def sync_group(self, request: Request) -> Any:
+        body = request.body
+        cls = response_class(SYNC_GROUP, request.api_version)
+        member = self._members.get((body.group_id, body.member_id))
+        if member is None:
+            return build(cls, error_code=ErrorCode.unknown_member_id, assignment=b"")
+        if int(body.generation_id) != member.generation:
+            return build(cls, error_code=ErrorCode.illegal_generation, assignment=b"")
+        return build(
+            cls,
+            error_code=ErrorCode.none,
+            protocol_type="consumer",
+            protocol_name=member.protocol,
+            assignment=admin.encode_assignment(member.assignment()),
+        )
+
+    def heartbeat(self, request: Request) -> Any:
+        body = request.body
+        cls = response_class(HEARTBEAT, request.api_version)
+        member = self._members.get((body.group_id, body.member_id))
+        if member is None:
+            return build(cls, error_code=ErrorCode.unknown_member_id)
+        if int(body.generation_id) != member.generation:
+            return build(cls, error_code=ErrorCode.illegal_generation)
+        try:
+            rejoin = member.heartbeat()
+        except UnknownMemberError:
+            self._members.pop((body.group_id, body.member_id), None)
+            return build(cls, error_code=ErrorCode.unknown_member_id)
+        return build(cls, error_code=ErrorCode.rebalance_in_progress if rejoin else ErrorCode.none)
+
+    def leave_group(self, request: Request) -> Any:
+        body = request.body
+        ids = [m.member_id for m in body.members] if hasattr(body, "members") else [body.member_id]
+        answers = []
+        for member_id in ids:
+            member = self._members.pop((body.group_id, member_id), None)
+            if member is not None:
+                member.leave()
+            code = ErrorCode.none if member is not None else ErrorCode.unknown_member_id
+            answers.append({"member_id": member_id, "group_instance_id": None, "error_code": code})
+        cls = response_class(LEAVE_GROUP, request.api_version)
+        return build(cls, error_code=ErrorCode.none, members=answers)
 
 
 def _rows_for(max_bytes: int) -> int:

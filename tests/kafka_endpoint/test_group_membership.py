@@ -1,0 +1,108 @@
+"""Kafka clients that subscribe(): members of lakelog's consumer group through the agent
+(JoinGroup/SyncGroup/Heartbeat/LeaveGroup), sharing partitions one owner at a time, with a
+lakelog consumer in the same group."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+
+from confluent_kafka import Consumer, KafkaException
+
+from engine import LogStore
+
+
+def _member(agent, name: str) -> Consumer:
+    consumer = Consumer(
+        {
+            "bootstrap.servers": agent.bootstrap,
+            "group.id": "kg",
+            "client.id": name,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "session.timeout.ms": 6000,
+            "heartbeat.interval.ms": 300,
+            "partition.assignment.strategy": "range",
+        }
+    )
+    consumer.subscribe(["g"])
+    return consumer
+
+
+def _poll(consumer: Consumer, seen: dict, name: str) -> None:
+    for message in consumer.consume(100, timeout=0.2):
+        if message.error() is None:
+            seen.setdefault((message.partition(), message.offset()), []).append(name)
+    if seen:
+        # Fails when nothing was consumed since the last commit, or in a rebalance: then later.
+        with contextlib.suppress(KafkaException):
+            consumer.commit(asynchronous=False)
+
+
+def _owned(consumer: Consumer) -> set[int]:
+    return {tp.partition for tp in consumer.assignment()}
+
+
+def test_kafka_members_share_a_group_and_take_over_when_one_leaves(agent):
+    store = LogStore.open(agent.store, create=False)
+    store.create_topic("g", partitions=4)
+    with store.producer(linger_ms=0) as producer:
+        for i in range(400):
+            producer.send("g", f"v{i}", partition=i % 4).get()
+    a, b = _member(agent, "a"), _member(agent, "b")
+    seen: dict = {}
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            _poll(a, seen, "a")
+            _poll(b, seen, "b")
+            owned_a, owned_b = _owned(a), _owned(b)
+            assert not owned_a & owned_b  # never two owners of one partition
+            if len(seen) == 400 and owned_a and owned_b:
+                break
+        assert len(seen) == 400, f"{len(seen)} of 400 delivered"
+        assert _owned(a) and _owned(b) and _owned(a) | _owned(b) == {0, 1, 2, 3}
+        b.close()
+        deadline = time.monotonic() + 60
+        while _owned(a) != {0, 1, 2, 3} and time.monotonic() < deadline:
+            _poll(a, seen, "a")
+        assert _owned(a) == {0, 1, 2, 3}  # the leaver's partitions moved to the one left
+    finally:
+        a.close()
+    from engine.group_admin import describe_group
+
+    group = describe_group(LogStore.open(agent.store, create=False), "kg")
+    assert {p.partition: p.committed for p in group.partitions if p.topic == "g"} == {p: 100 for p in range(4)}
+
+
+def test_a_kafka_member_and_a_lakelog_consumer_share_one_group(agent):
+    store = LogStore.open(agent.store, create=False)
+    store.create_topic("g", partitions=4)
+    kafka = _member(agent, "kafka")
+    mine = store.consumer("kg", enable_auto_commit=False, auto_offset_reset="earliest", client_id="lakelog")
+    mine.subscribe(["g"])
+    seen: dict = {}
+
+    def poll_both() -> None:
+        _poll(kafka, seen, "kafka")
+        for r in mine.poll(timeout_ms=100):
+            seen.setdefault((r.partition, r.offset), []).append("lakelog")
+        ours = {tp.partition for tp in mine.assignment()}
+        assert not ours & _owned(kafka)  # one owner per partition, across both kinds of client
+
+    try:
+        deadline = time.monotonic() + 90
+        while not (mine.assignment() and _owned(kafka)) and time.monotonic() < deadline:
+            poll_both()
+        assert {tp.partition for tp in mine.assignment()} | _owned(kafka) == {0, 1, 2, 3}
+        with store.producer(linger_ms=0) as producer:
+            for i in range(200):
+                producer.send("g", f"v{i}", partition=i % 4).get()
+        while len(seen) < 200 and time.monotonic() < deadline:
+            poll_both()
+        assert len(seen) == 200 and all(len(names) == 1 for names in seen.values())
+        by = {name: {p for (p, _), names in seen.items() for n in names if n == name} for name in ("kafka", "lakelog")}
+        assert by["kafka"] == _owned(kafka) and by["lakelog"] == {tp.partition for tp in mine.assignment()}
+    finally:
+        kafka.close()
+        mine.close(autocommit=False)
