@@ -15,7 +15,7 @@ from engine import LogStore
 def _member(agent, name: str) -> Consumer:
     consumer = Consumer(
         {
-            "bootstrap.servers": agent.bootstrap,
+            "bootstrap.servers": agent if isinstance(agent, str) else agent.bootstrap,
             "group.id": "kg",
             "client.id": name,
             "enable.auto.commit": False,
@@ -106,3 +106,29 @@ def test_a_kafka_member_and_a_lakelog_consumer_share_one_group(agent):
     finally:
         kafka.close()
         mine.close(autocommit=False)
+
+
+def test_members_connected_to_different_agents_of_one_store_share_the_group(agent):
+    from tests.kafka_endpoint.conftest import Agent
+
+    store = LogStore.open(agent.store, create=False)
+    store.create_topic("g", partitions=4)
+    with store.producer(linger_ms=0) as producer:
+        for i in range(400):
+            producer.send("g", f"v{i}", partition=i % 4).get()
+    other = Agent(agent.store)
+    a, b = _member(agent.bootstrap, "a"), _member(other.bootstrap, "b")
+    seen: dict = {}
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            _poll(a, seen, "a")
+            _poll(b, seen, "b")
+            assert not _owned(a) & _owned(b)
+            if len(seen) == 400 and _owned(a) and _owned(b):
+                break
+        assert len(seen) == 400 and _owned(a) | _owned(b) == {0, 1, 2, 3}
+    finally:
+        a.close()
+        b.close()
+        other.stop()
