@@ -12,8 +12,8 @@ One owner per partition at a time: when lakelog's group wants a partition
 back from a member, Heartbeat answers REBALANCE_IN_PROGRESS and the proxy
 keeps owning it until the Kafka client, having revoked (and committed), joins
 again; only that JoinGroup completes the revocation in the group. A member
-whose client stops heartbeating is left for the others after its session
-timeout (the proxy's max.poll.interval.ms), as Kafka's coordinator does.
+whose client stops heartbeating leaves the group after its session timeout
+(the proxy's max.poll.interval.ms), as Kafka's coordinator removes it.
 """
 
 from __future__ import annotations
@@ -68,6 +68,8 @@ class ProxyMember:
     ) -> None:
         self.protocol = protocol
         self.lock = threading.Lock()
+        # A JoinGroup waits at most this long for the member's assignment to settle.
+        self.rebalance_timeout_s = min(rebalance_timeout_ms, 10_000) / 1000
         static = {"group_instance_id": instance_id} if instance_id else {}
         self.consumer = store.consumer(
             group_id,
@@ -76,7 +78,9 @@ class ProxyMember:
             partition_assignment_strategy=protocol,
             session_timeout_ms=session_timeout_ms,
             heartbeat_interval_ms=max(100, min(3000, session_timeout_ms // 3)),
-            max_poll_interval_ms=max(session_timeout_ms, rebalance_timeout_ms),
+            # A Kafka client heartbeats from a thread of its own (it enforces max.poll.interval.ms
+            # itself): silent for its session timeout, it is gone, and so is its proxy.
+            max_poll_interval_ms=session_timeout_ms,
             **static,
         )
         self.consumer.subscribe(topics)
@@ -95,11 +99,17 @@ class ProxyMember:
     def assignment(self) -> set[TopicPartition]:
         return self.consumer.assignment()
 
-    def join(self, timeout_s: float) -> None:
+    @property
+    def gone(self) -> bool:
+        """Whether the joined member is no longer one (its client went silent, it was closed, or
+        the group removed it): its client must join again with a new member id."""
+        return self.consumer._member_id is None
+
+    def join(self, timeout_s: float | None = None) -> None:
         """Run lakelog's group protocol for this member (revoking what the group wants back:
         the client has revoked it before joining again) until its assignment is what the
         group says, or ``timeout_s`` passed."""
-        deadline = time.monotonic() + timeout_s
+        deadline = time.monotonic() + (self.rebalance_timeout_s if timeout_s is None else timeout_s)
         with self.lock:
             while True:
                 self.consumer._last_poll = time.monotonic()

@@ -566,8 +566,10 @@ class Endpoint:
                     int(getattr(body, "rebalance_timeout", body.session_timeout).total_seconds() * 1000),
                     getattr(body, "group_instance_id", None),
                 )
-            member.join(timeout_s=10.0)
+            member.join()
             self._members[(body.group_id, member.member_id)] = member
+            for stale in [k for k, m in self._members.items() if m.gone]:  # clients that went silent
+                self._members.pop(stale, None)
         except UnknownMemberError:
             self._members.pop(key, None)
             return build(cls, error_code=ErrorCode.unknown_member_id, generation_id=-1, member_id="", leader="")

@@ -132,3 +132,71 @@ def test_members_connected_to_different_agents_of_one_store_share_the_group(agen
         a.close()
         b.close()
         other.stop()
+
+
+def test_a_killed_members_partitions_go_to_the_others_after_its_session(agent, tmp_path):
+    """Three members, one of them a process SIGKILLed mid-run: the survivors take its partitions
+    once its session timed out and resume from its committed offsets; nothing is lost."""
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    store = LogStore.open(agent.store, create=False)
+    store.create_topic("g", partitions=6)
+    with store.producer(linger_ms=0) as producer:
+        for i in range(600):
+            producer.send("g", f"v{i}", partition=i % 6).get()
+    log = tmp_path / "victim.jsonl"
+    victim = subprocess.Popen(
+        [sys.executable, "-c", VICTIM, agent.bootstrap, str(log)],
+        cwd=Path(__file__).resolve().parents[2],
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+    )
+    a, b = _member(agent, "a"), _member(agent, "b")
+    seen: dict = {}
+    try:
+        deadline = time.monotonic() + 60
+        while not (log.exists() and log.read_text().strip()) and time.monotonic() < deadline:
+            _poll(a, seen, "a")
+            _poll(b, seen, "b")
+        victim.send_signal(signal.SIGKILL)
+        victim.wait(30)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            _poll(a, seen, "a")
+            _poll(b, seen, "b")
+            assert not _owned(a) & _owned(b)
+            if _owned(a) | _owned(b) == set(range(6)) and len(seen) + _victims(log) >= 600:
+                break
+        assert _owned(a) | _owned(b) == set(range(6))
+        for line in log.read_text().splitlines():  # what the victim consumed counts as delivered
+            p, o = json.loads(line)
+            seen.setdefault((p, o), []).append("victim")
+        assert set(seen) == {(p, o) for p in range(6) for o in range(100)}  # nothing lost
+    finally:
+        a.close()
+        b.close()
+
+
+def _victims(log) -> int:
+    return len(log.read_text().splitlines()) if log.exists() else 0
+
+
+VICTIM = """
+import json, sys
+from confluent_kafka import Consumer
+consumer = Consumer({"bootstrap.servers": sys.argv[1], "group.id": "kg", "client.id": "victim",
+    "enable.auto.commit": False, "auto.offset.reset": "earliest", "session.timeout.ms": 6000,
+    "heartbeat.interval.ms": 300, "partition.assignment.strategy": "range"})
+consumer.subscribe(["g"])
+with open(sys.argv[2], "a") as out:
+    while True:
+        for m in consumer.consume(5, timeout=0.2):
+            if m.error() is None:
+                out.write(json.dumps([m.partition(), m.offset()]) + "\\n")
+                out.flush()
+                consumer.commit(message=m, asynchronous=False)
+"""
