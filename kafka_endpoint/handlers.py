@@ -37,7 +37,9 @@ from engine.errors import (
     InvalidPartitionsError,
     InvalidRecordError,
     InvalidTopicError,
+    InvalidTxnStateError,
     LakelogError,
+    ProducerFencedError,
     RebalanceInProgressError,
     RecordTooLargeError,
     RetriableError,
@@ -59,12 +61,14 @@ from kafka_endpoint.idempotence import (
 )
 from kafka_endpoint.messages import Request, build, response_class
 from kafka_endpoint.record_batches import InvalidRecordBatchError, decode_batches, encode_batch
+from kafka_endpoint.transactional import StaleEpochError, TxnProxy, UnknownProducerError
 
 log = logging.getLogger(__name__)
 
 API_VERSIONS, METADATA, PRODUCE, FETCH, LIST_OFFSETS, CREATE_TOPICS = 18, 3, 0, 1, 2, 19
 FIND_COORDINATOR, OFFSET_COMMIT, OFFSET_FETCH, INIT_PRODUCER_ID = 10, 8, 9, 22
 JOIN_GROUP, SYNC_GROUP, HEARTBEAT, LEAVE_GROUP = 11, 14, 12, 13
+ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT = 24, 25, 26, 28
 # Rows read back from a partition's end to find the offsets a duplicate batch got the first time
 # (a broker remembers its producers' last five batches; older duplicates are answered as Kafka
 # answers them, DUPLICATE_SEQUENCE_NUMBER).
@@ -89,6 +93,10 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     SYNC_GROUP: (1, 5),
     HEARTBEAT: (1, 4),
     LEAVE_GROUP: (1, 4),
+    ADD_PARTITIONS_TO_TXN: (0, 3),
+    ADD_OFFSETS_TO_TXN: (0, 3),
+    END_TXN: (0, 3),
+    TXN_OFFSET_COMMIT: (0, 3),
     **admin.VERSIONS,
 }
 
@@ -112,6 +120,10 @@ ERROR_CODES: tuple[tuple[type[BaseException], ErrorCode], ...] = (
     (GroupIdNotFoundError, ErrorCode.group_id_not_found),
     (CommitFailedError, ErrorCode.illegal_generation),
     (OutOfOrderSequenceError, ErrorCode.out_of_order_sequence_number),
+    (UnknownProducerError, ErrorCode.invalid_producer_id_mapping),
+    (StaleEpochError, ErrorCode.invalid_producer_epoch),
+    (ProducerFencedError, ErrorCode.producer_fenced),
+    (InvalidTxnStateError, ErrorCode.invalid_txn_state),
     (RebalanceInProgressError, ErrorCode.rebalance_in_progress),
     (RetriableError, ErrorCode.request_timed_out),
     (LakelogError, ErrorCode.kafka_storage_error),
@@ -146,6 +158,8 @@ class Endpoint:
         self._reader = PartitionReader(self.store.uri)
         self._groups: dict[str, Any] = {}  # group id -> a lakelog consumer that commits for it
         self._members: dict[tuple[str, str], ProxyMember] = {}  # (group, member id) -> its proxy
+        self._txns: dict[str, TxnProxy] = {}  # transactional id -> its current producer
+        self._txn_lock = threading.Lock()
         self._writer = self.store._new_writer("lakelog-serve-idempotent")
         self._groups_lock = threading.Lock()
 
@@ -155,6 +169,8 @@ class Endpoint:
             consumer.close(autocommit=False)
         for member in list(self._members.values()):
             member.leave()
+        for txn in list(self._txns.values()):
+            txn.close()
 
     def handle(self, request: Request, stopping: Callable[[], bool] = lambda: False) -> Any | None:
         """The response body for ``request``; None when none is sent (Produce with acks=0)."""
@@ -169,6 +185,10 @@ class Endpoint:
             OFFSET_COMMIT: self.offset_commit,
             OFFSET_FETCH: self.offset_fetch,
             INIT_PRODUCER_ID: self.init_producer_id,
+            ADD_PARTITIONS_TO_TXN: self.add_partitions_to_txn,
+            ADD_OFFSETS_TO_TXN: self.add_offsets_to_txn,
+            END_TXN: self.end_txn,
+            TXN_OFFSET_COMMIT: self.txn_offset_commit,
             JOIN_GROUP: self.join_group,
             SYNC_GROUP: self.sync_group,
             HEARTBEAT: self.heartbeat,
@@ -270,6 +290,8 @@ class Endpoint:
     def _send(self, topic: str, partition: int, records: bytes | None) -> Any:
         try:
             batches = decode_batches(records)
+            if batches and batches[0].transactional:
+                return _Done(self._send_transactional(topic, partition, batches))
             if batches and batches[0].producer_id >= 0:
                 return _Done(self._send_sequenced(topic, partition, batches))
             keys = [k for b in batches for k in b.keys]
@@ -348,12 +370,117 @@ class Endpoint:
 
     def init_producer_id(self, request: Request) -> Any:
         """A new producer id, epoch 0, for an idempotent producer (also when a producer asks
-        to bump its epoch: a new id starts its sequences over, as the client then does).
-        Transactional ids are not answered yet."""
+        to bump its epoch: a new id starts its sequences over, as the client then does); for a
+        transactional id, its producer's id and a new epoch that fences the older ones
+        (:mod:`kafka_endpoint.transactional`)."""
         cls = response_class(INIT_PRODUCER_ID, request.api_version)
-        if request.body.transactional_id is not None:
-            return build(cls, error_code=ErrorCode.invalid_request, producer_id=-1, producer_epoch=-1)
-        return build(cls, error_code=ErrorCode.none, producer_id=new_producer_id(), producer_epoch=0)
+        transactional_id = request.body.transactional_id
+        if transactional_id is None:
+            return build(cls, error_code=ErrorCode.none, producer_id=new_producer_id(), producer_epoch=0)
+        try:
+            proxy = TxnProxy(self.store, transactional_id)
+        except Exception as exc:
+            return build(cls, error_code=error_code(exc), producer_id=-1, producer_epoch=-1)
+        with self._txn_lock:
+            older = self._txns.get(transactional_id)
+            self._txns[transactional_id] = proxy
+        if older is not None:
+            older.close()
+        return build(cls, error_code=ErrorCode.none, producer_id=proxy.producer_id, producer_epoch=proxy.epoch)
+
+    def _txn(self, transactional_id: str, producer_id: int, epoch: int) -> TxnProxy:
+        proxy = self._txns.get(transactional_id)
+        if proxy is None:
+            raise UnknownProducerError(f"transactional id {transactional_id!r} has no producer here: init first")
+        proxy.check(producer_id, epoch)
+        return proxy
+
+    def _send_transactional(self, topic: str, partition: int, batches: list[Any]) -> Any:
+        from engine.producer_batch import BatchMetadata
+
+        first = batches[0]
+        proxy = next((p for p in self._txns.values() if p.producer_id == first.producer_id), None)
+        if proxy is None:
+            raise UnknownProducerError(f"producer id {first.producer_id} has no transaction here")
+        proxy.check(first.producer_id, first.producer_epoch)
+        proxy.send(topic, partition, batches)
+        count = sum(len(b) for b in batches)
+        return BatchMetadata(topic, np.full(count, partition), np.full(count, -1))  # offsets come at EndTxn
+
+    def add_partitions_to_txn(self, request: Request) -> Any:
+        body = request.body
+        cls = response_class(ADD_PARTITIONS_TO_TXN, request.api_version)
+        try:
+            proxy = self._txn(
+                body.v3_and_below_transactional_id,
+                int(body.v3_and_below_producer_id),
+                int(body.v3_and_below_producer_epoch),
+            )
+            proxy.add()
+            code = ErrorCode.none
+        except Exception as exc:
+            code = error_code(exc)
+        topics = self.store._latest_topics()
+        results = []
+        for topic in body.v3_and_below_topics:
+            meta = topics.get(topic.name)
+            parts = [
+                {
+                    "partition_index": p,
+                    "partition_error_code": code
+                    if meta is not None and 0 <= p < meta.partitions
+                    else ErrorCode.unknown_topic_or_partition,
+                }
+                for p in topic.partitions
+            ]
+            results.append({"name": topic.name, "results_by_partition": parts})
+        return build(cls, results_by_topic_v3_and_below=results)
+
+    def add_offsets_to_txn(self, request: Request) -> Any:
+        body = request.body
+        try:
+            self._txn(body.transactional_id, int(body.producer_id), int(body.producer_epoch)).add()
+            code = ErrorCode.none
+        except Exception as exc:
+            code = error_code(exc)
+        return build(response_class(ADD_OFFSETS_TO_TXN, request.api_version), error_code=code)
+
+    def txn_offset_commit(self, request: Request) -> Any:
+        body = request.body
+        offsets = {
+            TopicPartition(t.name, p.partition_index): OffsetAndMetadata(
+                int(p.committed_offset), p.committed_metadata or ""
+            )
+            for t in body.topics
+            for p in t.partitions
+        }
+        try:
+            proxy = self._txn(body.transactional_id, int(body.producer_id), int(body.producer_epoch))
+            proxy.send_offsets(
+                body.group_id, int(getattr(body, "generation_id", -1)), getattr(body, "member_id", ""), offsets
+            )
+            code = ErrorCode.none
+        except Exception as exc:
+            if not isinstance(exc, LakelogError | LookupError):
+                log.exception("TxnOffsetCommit of %s failed", body.transactional_id)
+            code = error_code(exc)
+        out: dict[str, list[dict]] = {}
+        for tp in offsets:
+            out.setdefault(tp.topic, []).append({"partition_index": tp.partition, "error_code": code})
+        topics = [{"name": n, "partitions": parts} for n, parts in out.items()]
+        return build(response_class(TXN_OFFSET_COMMIT, request.api_version), topics=topics)
+
+    def end_txn(self, request: Request) -> Any:
+        """Commit the transaction's records and offsets as one Delta commit, or drop them."""
+        body = request.body
+        try:
+            self._txn(body.transactional_id, int(body.producer_id), int(body.producer_epoch)).end(bool(body.committed))
+            code = ErrorCode.none
+        except Exception as exc:
+            if not isinstance(exc, LakelogError | LookupError):
+                log.exception("EndTxn of %s failed", body.transactional_id)
+            code = error_code(exc)
+        return build(response_class(END_TXN, request.api_version), error_code=code)
 
     # -- Fetch, ListOffsets ----------------------------------------------------------
 
