@@ -788,9 +788,13 @@ def cmd_config(args: argparse.Namespace, out: Callable[[str], None]) -> None:
 
 
 def cmd_quickstart(args: argparse.Namespace, out: Callable[[str], None]) -> None:
-    from engine.quickstart import run_quickstart
+    from engine.quickstart import TOPIC, run_quickstart
+    from engine.store import LogStore
+    from kafka_endpoint.quickstart import run_kafka_quickstart
 
-    run_quickstart(args.store or os.environ.get(STORE_ENV) or "quickstart-store", out)
+    path = args.store or os.environ.get(STORE_ENV) or "quickstart-store"
+    run_quickstart(path, out)
+    run_kafka_quickstart(LogStore.open(path, create=False), TOPIC, out)
 
 
 # -- parser ----------------------------------------------------------------------
