@@ -1,7 +1,8 @@
 """Spark's own Kafka source and sink (``format("kafka")``, spark-sql-kafka-0-10 for the project's
 Spark) against ``lakelog serve``, unchanged but for ``kafka.bootstrap.servers``: a batch read sees
-the store's records with their offsets, a batch write lands in the store. In a Spark driver of its
-own (its class path needs the Kafka jars)."""
+the store's records with their offsets, a batch write lands in the store; and records produced
+through the agent are what ``store.read()``, ``format("lakelog")`` and delta-rs read, at the same
+offsets. In a Spark driver of its own (its class path needs the Kafka jars)."""
 
 from __future__ import annotations
 
@@ -36,21 +37,43 @@ rows = (
 )
 out = spark.createDataFrame([("k-new", "from-spark")], "key string, value string")
 out.write.format("kafka").option("kafka.bootstrap.servers", bootstrap).option("topic", "t").save()
-print(json.dumps([r.asDict() for r in rows]))
+# What went in through the agent, as lakelog's Spark readers see it.
+from engine import LogStore
+store = LogStore.open(sys.argv[3], spark=spark)
+columns = ["partition", "offset", "CAST(key AS STRING) AS key", "CAST(value AS STRING) AS value"]
+lakelog_source = spark.read.format("lakelog").option("path", sys.argv[3]).option("subscribe", "t").load()
+print(json.dumps({
+    "kafka": [r.asDict() for r in rows],
+    "store_read": [r.asDict() for r in store.read("t").selectExpr(*columns).collect()],
+    "format_lakelog": [r.asDict() for r in lakelog_source.selectExpr(*columns).collect()],
+}))
 """
 
 
 def test_spark_format_kafka_reads_and_writes_a_store_through_the_agent(agent):
+    from confluent_kafka import Producer
+
     store = LogStore.open(agent.store, create=False)
     sent = {}
     with store.producer(linger_ms=0) as producer:
         for i in range(12):
             meta = producer.send("t", f"v{i}", key=f"k{i}").get()
             sent[(meta.partition, meta.offset)] = (f"k{i}", f"v{i}")
+    kafka = Producer({"bootstrap.servers": agent.bootstrap})
+    for i in range(6):  # and through the agent
+        kafka.produce(
+            "t",
+            f"kv{i}".encode(),
+            key=f"kk{i}".encode(),
+            on_delivery=lambda e, m: sent.__setitem__(
+                (m.partition(), m.offset()), (m.key().decode(), m.value().decode())
+            ),
+        )
+    assert kafka.flush(30) == 0
     folder = ensure_kafka_jars() / SPARK_KAFKA_DIR
     jars = ",".join(str(p) for p in sorted(folder.glob("*.jar")) if p.name.startswith(NEEDED))
     done = subprocess.run(
-        [sys.executable, "-c", JOB, agent.bootstrap, jars],
+        [sys.executable, "-c", JOB, agent.bootstrap, jars, str(agent.store)],
         cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
         capture_output=True,
@@ -58,7 +81,18 @@ def test_spark_format_kafka_reads_and_writes_a_store_through_the_agent(agent):
         timeout=600,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    rows = json.loads(done.stdout.strip().splitlines()[-1])
-    assert {(r["partition"], r["offset"]): (r["key"], r["value"]) for r in rows} == sent
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert {(r["partition"], r["offset"]): (r["key"], r["value"]) for r in seen["kafka"]} == sent
     ends = LogStore.open(agent.store, create=False).log.latest()
-    assert sum(ends.end_offset(TopicPartition("t", p)) for p in (0, 1)) == 13
+    assert sum(ends.end_offset(TopicPartition("t", p)) for p in (0, 1)) == 19  # and Spark's one record
+    for reader in ("store_read", "format_lakelog"):  # the same records at the same offsets
+        found = {(r["partition"], r["offset"]): (r["key"], r["value"]) for r in seen[reader]}
+        assert {k: v for k, v in found.items() if v[1] != "from-spark"} == sent, reader
+    import pyarrow as pa
+    from deltalake import DeltaTable, QueryBuilder
+
+    query = "SELECT partition, \"offset\", CAST(value AS VARCHAR) AS value FROM log WHERE topic = 't'"
+    plain = pa.table(QueryBuilder().register("log", DeltaTable(str(agent.store))).execute(query).read_all()).to_pylist()
+    assert {(r["partition"], r["offset"]): r["value"] for r in plain if r["value"] != "from-spark"} == {
+        k: v[1] for k, v in sent.items()
+    }  # delta-rs, a reader that knows nothing of lakelog
