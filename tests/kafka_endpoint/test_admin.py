@@ -27,6 +27,8 @@ def test_topics_partitions_and_configs(agent):
     admin.create_topics([NewTopic("a", num_partitions=2, config={"retention.ms": "60000"})])["a"].result(30)
     with pytest.raises(KafkaException, match="TOPIC_ALREADY_EXISTS"):
         admin.create_topics([NewTopic("a", num_partitions=2)])["a"].result(30)
+    with pytest.raises(KafkaException, match=r"TOPIC_EXCEPTION.*legal characters"):  # INVALID_TOPIC_EXCEPTION (17)
+        admin.create_topics([NewTopic("bad name!", num_partitions=1)])["bad name!"].result(30)
     admin.create_partitions([NewPartitions("a", 4)])["a"].result(30)
     with pytest.raises(KafkaException, match="INVALID_PARTITIONS"):
         admin.create_partitions([NewPartitions("a", 2)])["a"].result(30)  # never shrink

@@ -206,3 +206,15 @@ def test_kafka_python_produces_consumes_and_commits(agent):
     consumer.commit({KP("t", 0): OffsetAndMetadata(2, "", -1)})
     assert consumer.committed(KP("t", 0)) == 2
     consumer.close()
+
+
+def test_a_record_over_max_message_bytes_is_refused_and_nothing_written(agent):
+    store = LogStore.open(agent.store, create=False)
+    store.create_topic("small", partitions=1, config={"max.message.bytes": 100})
+    version = store.log.latest_version()
+    producer = Producer({"bootstrap.servers": agent.bootstrap, "message.max.bytes": 1_000_000})
+    errors = []
+    producer.produce("small", b"x" * 500, partition=0, on_delivery=lambda error, message: errors.append(error))
+    producer.flush(30)
+    assert errors and errors[0] is not None and errors[0].code() == KafkaError.MSG_SIZE_TOO_LARGE
+    assert LogStore.open(agent.store, create=False).log.latest_version() == version
