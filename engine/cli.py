@@ -806,7 +806,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Kafka-style topics in a Delta Lake table.",
         epilog="Exit codes: 0 ok, 1 fatal (incl. no store at the path), 2 invalid input, 3 retriable, "
         "4 outcome unknown, 5 topic exists or group not empty, 6 unknown topic, partition or group, "
-        "7 partially committed (produce: stderr lists what was committed).",
+        "7 partially committed (produce: stderr lists what was committed), 8 check found violations.",
     )
     parser.add_argument("--store", help=f"store path or URI (default: ${STORE_ENV})")
     parser.add_argument(
@@ -1019,9 +1019,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = commands.add_parser(
         "serve",
         help="a Kafka-protocol endpoint for the store: Kafka clients produce, fetch and list offsets",
-        description="Kafka clients reach the store with bootstrap.servers=HOST:PORT (the agent is the "
-        "leader of every partition). Answers ApiVersions, Metadata, Produce (acks after the Delta commit), "
-        "Fetch (long polling), ListOffsets and CreateTopics. Stop with SIGTERM or Ctrl-C.",
+        description="Kafka clients and tools reach the store with bootstrap.servers=HOST:PORT (like "
+        "kafka-server-start, but stateless: the agent is the leader of every partition and the coordinator of "
+        "every group and transaction; several agents may serve one store). Produce is acknowledged after the "
+        "Delta commit; idempotent and transactional producers, consumer groups (subscribe), offsets, topic and "
+        "group admin work as on a broker. Stop with SIGTERM or Ctrl-C (requests in flight finish).",
     )
     p.add_argument("--listen", default="127.0.0.1:9092", help="HOST:PORT to listen on (port 0: any free port)")
     p.set_defaults(func=cmd_serve)
