@@ -98,7 +98,7 @@ class PartitionReader:
         for i, f in enumerate(candidates):
             rest = candidates[i + 1 :]
             stop = False
-            for part, unread in self._pieces(f.path, start, end, by_row_group=may_stop):
+            for part, unread in self._pieces(f, start, end, by_row_group=may_stop):
                 part, ascending = _within(part, start, end)
                 in_order = in_order and ascending and (not part.num_rows or part.column("offset")[0].as_py() > top)
                 if ranks is not None:
@@ -150,20 +150,21 @@ class PartitionReader:
         return PartitionBounds(int(offsets[0].as_py()), max(end, int(offsets[-1].as_py()) + 1), len(files))
 
     def _pieces(
-        self, path: str, start: int, end: int | None, *, by_row_group: bool
+        self, held: FileStats, start: int, end: int | None, *, by_row_group: bool
     ) -> Iterator[tuple[pa.Table, int | None]]:
         """The rows of one data file that may hold offsets in [start, end): whole, or a row
         group at a time in order of their first offset, each with the first offset of the
         row groups still unread (None when none are left). Row groups without statistics
         are read with the first piece, so what is left unread is always bounded."""
+        path = held.path
         if not by_row_group:
-            yield self.read_file(path, offsets=(start, end)), None
+            yield self.read_file(path, offsets=(start, end), held=held), None
             return
         try:
             handle = self._fs.open(f"{self._root}/{unquote(path)}", "rb")
             parquet = pq.ParquetFile(handle)
         except (OSError, pa.ArrowException, ValueError) as exc:
-            raise data_file_error(exc, path) from exc
+            raise data_file_error(exc, path, held) from exc
         with handle:
             groups = _row_groups(parquet.metadata, start, end)
             firsts = _group_firsts(parquet.metadata, groups)
@@ -176,9 +177,18 @@ class PartitionReader:
                 yield _normalized(rows), None if following is None else firsts[following]
 
     def read_file(
-        self, path: str, columns: Sequence[str] | None = None, offsets: tuple[int, int | None] | None = None
+        self,
+        path: str,
+        columns: Sequence[str] | None = None,
+        offsets: tuple[int, int | None] | None = None,
+        *,
+        held: FileStats | None = None,
     ) -> pa.Table:
         """The rows of one data file (its ``add`` action's path), without the partition columns.
+
+        Raises DataLossError when the file is missing, CorruptLogError when it is not
+        the log's Parquet (see :func:`data_file_error`; ``held``, the file's ``add``
+        statistics, names the topic-partition and offsets it held).
 
         With ``offsets`` = (start, end), only the row groups whose offset
         statistics overlap [start, end) are read (the rows may still hold
@@ -194,7 +204,7 @@ class PartitionReader:
                     parquet = pq.ParquetFile(handle)
                     table = parquet.read_row_groups(_row_groups(parquet.metadata, *offsets), columns=wanted)
         except (OSError, pa.ArrowException, ValueError, KeyError) as exc:
-            raise data_file_error(exc, path) from exc
+            raise data_file_error(exc, path, held) from exc
         return _normalized(table)
 
     def first_at(self, files: PartitionFiles, tp: TopicPartition, timestamp_ms: int) -> tuple[int, int] | None:
@@ -221,7 +231,7 @@ class PartitionReader:
                 break
             if f.max_timestamp_ms is not None and f.max_timestamp_ms < timestamp_ms:
                 continue
-            part = self.read_file(f.path, ["offset", "timestamp"])
+            part = self.read_file(f.path, ["offset", "timestamp"], held=f)
             stamps = part.column("timestamp").cast(pa.timestamp("us", tz="UTC"))
             newer = part.filter(pc.greater_equal(stamps, threshold))
             if not newer.num_rows:
@@ -233,11 +243,12 @@ class PartitionReader:
         return best
 
 
-def data_file_error(exc: BaseException, path: str) -> LakelogError:
+def data_file_error(exc: BaseException, path: str, held: FileStats | None = None) -> LakelogError:
     """The named error for a data file the log references that cannot be read: missing
     (DataLossError), not Parquet or not the log's columns (CorruptLogError), or refused by
-    the storage (:func:`engine.errors.error_for_os_error`)."""
-    where = f"data file {unquote(path)}"
+    the storage (:func:`engine.errors.error_for_os_error`). The message names the file and,
+    given its ``add`` statistics ``held``, the topic-partition and offsets it held."""
+    where = f"data file {unquote(path)}{held_by(held)}"
     if isinstance(exc, FileNotFoundError):
         return DataLossError(
             f"{where} is missing from the store: its records are lost "
@@ -247,6 +258,15 @@ def data_file_error(exc: BaseException, path: str) -> LakelogError:
         return error_for_os_error(exc, f"reading {where}")
     first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     return CorruptLogError(f"{where} cannot be read as the log's Parquet: {first} (see lakelog check)")
+
+
+def held_by(held: FileStats | None) -> str:
+    """What a data file held, as an error message names it: " (t-0 offsets 2..4)"."""
+    if held is None:
+        return ""
+    if held.min_offset is None or held.max_offset is None:
+        return f" ({held.tp}, offsets unknown: the file has no statistics)"
+    return f" ({held.tp} offsets {held.min_offset}..{held.max_offset})"
 
 
 # Which of two rows at one offset a read keeps (lower wins); dropped before returning.

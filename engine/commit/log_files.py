@@ -71,6 +71,12 @@ class LogFiles:
 
         Raises CorruptLogError when the file is not a valid commit (truncated
         or overwritten by something other than a Delta writer).
+
+        A truncated newest commit is corruption, not a writer still in flight:
+        a commit appears whole or not at all (:func:`put_if_absent` links a
+        complete, synced temporary file; an S3 PUT is atomic), so there is
+        nothing to wait for. delta-rs ("Json error: Truncated record") and
+        Delta Spark (a JSON parse failure) refuse such a log the same way.
         """
         data = self.read_commit_bytes(version)
         if data is None:

@@ -4,6 +4,8 @@ stuck consumer), a data file that is not Parquet (CorruptLogError)."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from engine import LogStore
@@ -43,13 +45,28 @@ def test_a_truncated_commit_file_is_named(tmp_path):
     assert main(["--store", str(root), "offsets", "t"]) == 1
 
 
+def test_a_follower_names_a_truncated_commit_it_has_not_read_yet(tmp_path):
+    store, root = _store(tmp_path)
+    consumer = _consumer(store)
+    assert [r.offset for r in consumer.poll(timeout_ms=100)] == [0, 1, 2, 3, 4]
+    with LogStore.open(root, create=False).producer(linger_ms=0) as other:  # another process's commit
+        other.send("t", "v5", partition=0).get()
+    newest = sorted((root / "_delta_log").glob("*.json"))[-1]
+    newest.write_bytes(newest.read_bytes()[:10])
+    for _ in range(2):
+        with pytest.raises(CorruptLogError, match=newest.name):
+            consumer.poll(timeout_ms=100)
+    consumer.close()
+
+
 def test_a_missing_data_file_fails_every_poll_by_name_until_repaired(tmp_path):
     store, root = _store(tmp_path)
     path = _file_at(store, 2)
     (root / path).unlink()
     consumer = _consumer(store)
+    named = re.escape(f"data file {path} (t-0 offsets 2..2) is missing")
     for _ in range(2):  # not stuck, not silent: each poll says why
-        with pytest.raises(DataLossError, match=path.rsplit("/", 1)[-1]):
+        with pytest.raises(DataLossError, match=named):
             consumer.poll(timeout_ms=100)
     assert main(["--store", str(root), "check", "--repair", "--drop-missing-files"]) == 0
     got = []
@@ -64,7 +81,8 @@ def test_a_data_file_that_is_not_parquet_is_named(tmp_path):
     path = _file_at(store, 3)
     (root / path).write_bytes(b"garbage")
     consumer = _consumer(store)
-    with pytest.raises(CorruptLogError, match="cannot be read as the log's Parquet"):
+    named = re.escape(f"data file {path} (t-0 offsets 3..3) cannot be read as the log's Parquet")
+    with pytest.raises(CorruptLogError, match=named):
         consumer.poll(timeout_ms=100)
     consumer.close()
 
@@ -82,3 +100,24 @@ def test_a_spark_read_names_a_missing_file_before_any_job(tmp_path, spark):
     with pytest.raises(DataLossError, match="is missing from the store"):
         store.read("t")
     assert store.read("t", starting_offsets={"t": {"0": 2}}).count() == 1  # ranges without it still read
+
+
+def test_loading_a_state_whose_listing_raced_a_writer_lists_again(tmp_path, monkeypatch):
+    import deltalake
+    from deltalake.exceptions import DeltaError
+
+    from engine.commit.follower import load_state
+    from engine.commit.log_files import LogFiles
+
+    store, _ = _store(tmp_path)
+    real, calls = deltalake.DeltaTable, []
+
+    def racing(*args, **kwargs):
+        calls.append(1)
+        if len(calls) < 3:
+            raise DeltaError("Generic delta kernel error: Expected contiguous commit files, but found gap")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(deltalake, "DeltaTable", racing)
+    assert load_state(store.uri, LogFiles(store.uri)).version == store.log.latest().version
+    assert len(calls) == 3
