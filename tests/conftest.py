@@ -13,7 +13,7 @@ import os
 
 import pytest
 
-from engine.session import build_session
+from lakelog.engine.session import build_session
 
 
 @pytest.fixture(scope="session")
@@ -42,7 +42,7 @@ def spark(s3_server):
 
 @pytest.fixture
 def store(spark, tmp_path):
-    from engine import LogStore
+    from lakelog.engine import LogStore
 
     return LogStore.open(tmp_path / "store", spark=spark)
 
@@ -50,7 +50,7 @@ def store(spark, tmp_path):
 @pytest.fixture
 def plain_store(tmp_path):
     """A fresh local store opened without a SparkSession (for tests that need no JVM)."""
-    from engine import LogStore
+    from lakelog.engine import LogStore
 
     return LogStore.open(tmp_path / "store")
 

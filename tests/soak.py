@@ -328,7 +328,7 @@ def run_soak(config: SoakConfig, progress: Callable[[str], None] = print) -> Soa
     with _store_location(config, workdir) as uri:
         result = SoakResult(config, uri, assignor)
         began = time.monotonic()
-        from engine import LogStore
+        from lakelog.engine import LogStore
 
         store = LogStore.open(uri)
         # Nothing may legitimately disappear: no retention, no compaction; small segments for OPTIMIZE to bin.
@@ -465,7 +465,7 @@ def _await_exit(worker: _Worker, timeout_s: float, result: SoakResult) -> None:
 
 
 def _partitions(store: Any) -> list[Any]:
-    from engine.offsets import TopicPartition
+    from lakelog.engine.offsets import TopicPartition
 
     return [
         TopicPartition(topic, p)
@@ -478,7 +478,7 @@ def _final_reads(store: Any) -> tuple[list[dict], list[dict], dict[tuple[str, st
     """The topics read by a lakelog consumer (read_committed) and by delta-rs, and the group's committed offsets."""
     from deltalake import DeltaTable, QueryBuilder
 
-    from engine.object_store import delta_storage_options, python_uri
+    from lakelog.engine.object_store import delta_storage_options, python_uri
 
     tps = _partitions(store)
     reader = store.consumer(auto_offset_reset="earliest")

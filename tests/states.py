@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from engine.commit.actions import Metadata, Protocol
-from engine.commit.state import TableState
-from engine.topics import TopicMetadata, encode_topic, topic_property_key
+from lakelog.engine.commit.actions import Metadata, Protocol
+from lakelog.engine.commit.state import TableState
+from lakelog.engine.topics import TopicMetadata, encode_topic, topic_property_key
 
 
 def state_with(topics: Iterable[TopicMetadata], version: int = 1) -> TableState:

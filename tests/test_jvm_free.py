@@ -24,8 +24,8 @@ class NoJvm:
 
 sys.meta_path.insert(0, NoJvm())
 
-from engine import LogStore
-from engine.cli import main as cli
+from lakelog.engine import LogStore
+from lakelog.engine.cli import main as cli
 
 store = LogStore.open(sys.argv[1])
 store.create_topic("in", partitions=2)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from engine.commit import Committer, RetryPolicy
-from engine.offsets import TopicPartition
-from engine.producer_batch import ProducerBatch, RecordBatch
-from engine.records import Headers
+from lakelog.engine.commit import Committer, RetryPolicy
+from lakelog.engine.offsets import TopicPartition
+from lakelog.engine.producer_batch import ProducerBatch, RecordBatch
+from lakelog.engine.records import Headers
 
 Record = tuple[bytes | None, bytes | None, int]  # key, value, timestamp ms
 

@@ -16,16 +16,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from compaction import maintain
-from compaction.files import LiveFile, partition_logs
-from compaction.plan import overlapping_runs
-from compaction.step import MaintenanceStep, commit_step
-from engine import LogStore
-from engine.commit import Committer, RetryPolicy
-from engine.consumer import Consumer
-from engine.data_files import DataFile, DataFileWriter
-from engine.offsets import TopicPartition
-from engine.partition_reader import PartitionReader, with_partition_columns
+from lakelog.compaction import maintain
+from lakelog.compaction.files import LiveFile, partition_logs
+from lakelog.compaction.plan import overlapping_runs
+from lakelog.compaction.step import MaintenanceStep, commit_step
+from lakelog.engine import LogStore
+from lakelog.engine.commit import Committer, RetryPolicy
+from lakelog.engine.consumer import Consumer
+from lakelog.engine.data_files import DataFile, DataFileWriter
+from lakelog.engine.offsets import TopicPartition
+from lakelog.engine.partition_reader import PartitionReader, with_partition_columns
 from tests.compaction.produce import commit
 
 TP = TopicPartition("t", 0)
@@ -108,14 +108,14 @@ def test_any_foreign_rewrite_leaves_every_record_readable_once_in_order(sizes, r
 def test_small_fetches_read_a_row_group_at_a_time_and_skip_nothing(sizes, rewrites, seed):
     """Row groups of 3 rows: a fetch reads row groups one by one, also when a rewrite left
     them unsorted and overlapping inside a file."""
-    import engine.data_files
+    from lakelog.engine import data_files
 
-    real = engine.data_files.ROW_GROUP_ROWS
-    engine.data_files.ROW_GROUP_ROWS = 3
+    real = data_files.ROW_GROUP_ROWS
+    data_files.ROW_GROUP_ROWS = 3
     try:
         check_layouts(sizes, rewrites, seed)
     finally:
-        engine.data_files.ROW_GROUP_ROWS = real
+        data_files.ROW_GROUP_ROWS = real
 
 
 def check_layouts(sizes, rewrites, seed):

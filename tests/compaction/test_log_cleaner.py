@@ -13,12 +13,12 @@ import pyarrow as pa
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from compaction.files import LiveFile
-from compaction.rewrite import CompactTask, run_compact
-from engine.data_files import DataFileWriter
-from engine.offsets import TopicPartition
-from engine.partition_reader import PartitionReader
-from engine.schema import LOG_ARROW_SCHEMA
+from lakelog.compaction.files import LiveFile
+from lakelog.compaction.rewrite import CompactTask, run_compact
+from lakelog.engine.data_files import DataFileWriter
+from lakelog.engine.offsets import TopicPartition
+from lakelog.engine.partition_reader import PartitionReader
+from lakelog.engine.schema import LOG_ARROW_SCHEMA
 
 TP = TopicPartition("t", 0)
 NOW = 1_000_000

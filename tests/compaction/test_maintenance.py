@@ -9,23 +9,23 @@ import time
 
 import pytest
 
-from compaction import maintain
-from compaction.files import partition_logs
-from compaction.plan import optimize_bins
-from compaction.rewrite import OptimizeTask, run_optimize
-from compaction.step import MaintenanceStep, commit_step
-from engine.cli import main as cli_main
-from engine.commit import Committer, RetryPolicy, TableLog
-from engine.consumer_offsets import OFFSETS_TOPIC
-from engine.errors import (
+from lakelog.compaction import maintain
+from lakelog.compaction.files import partition_logs
+from lakelog.compaction.plan import optimize_bins
+from lakelog.compaction.rewrite import OptimizeTask, run_optimize
+from lakelog.compaction.step import MaintenanceStep, commit_step
+from lakelog.engine.cli import main as cli_main
+from lakelog.engine.commit import Committer, RetryPolicy, TableLog
+from lakelog.engine.consumer_offsets import OFFSETS_TOPIC
+from lakelog.engine.errors import (
     InvalidConfigError,
     MaintenanceConflictError,
     OffsetOutOfRangeError,
     StoreError,
     UnknownTopicOrPartitionError,
 )
-from engine.offsets import TopicPartition
-from engine.partition_reader import PartitionReader
+from lakelog.engine.offsets import TopicPartition
+from lakelog.engine.partition_reader import PartitionReader
 from tests.compaction.produce import commit
 
 pytestmark = pytest.mark.spark

@@ -8,12 +8,12 @@ import stat
 
 import pytest
 
-from compaction import maintain
-from compaction.files import partition_logs
-from compaction.plan import overlapping_runs
-from engine.consumer import Consumer
-from engine.offsets import TopicPartition
-from engine.producer import Producer
+from lakelog.compaction import maintain
+from lakelog.compaction.files import partition_logs
+from lakelog.compaction.plan import overlapping_runs
+from lakelog.engine.consumer import Consumer
+from lakelog.engine.offsets import TopicPartition
+from lakelog.engine.producer import Producer
 
 pytestmark = pytest.mark.spark
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from compaction.files import LiveFile
-from compaction.plan import cleanable_files, optimize_bins, overlapping_runs, retention_victims
-from engine.offsets import TopicPartition
+from lakelog.compaction.files import LiveFile
+from lakelog.compaction.plan import cleanable_files, optimize_bins, overlapping_runs, retention_victims
+from lakelog.engine.offsets import TopicPartition
 
 TP = TopicPartition("t", 0)
 

@@ -6,9 +6,9 @@ import pytest
 from deltalake import DeltaTable
 from deltalake.exceptions import CommitFailedError, DeltaError
 
-from compaction import maintain
-from engine.commit.delta_table import LISTING_ATTEMPTS, with_listing_retries
-from engine.errors import StoreError
+from lakelog.compaction import maintain
+from lakelog.engine.commit.delta_table import LISTING_ATTEMPTS, with_listing_retries
+from lakelog.engine.errors import StoreError
 
 GAP = "Generic delta kernel error: Expected contiguous commit files, but found gap"
 

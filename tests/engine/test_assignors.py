@@ -10,9 +10,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.assignors import STRATEGIES, Subscription, assign, cooperative_round, is_cooperative, parse_strategy
-from engine.errors import InvalidConfigError
-from engine.offsets import TopicPartition as TP
+from lakelog.engine.assignors import STRATEGIES, Subscription, assign, cooperative_round, is_cooperative, parse_strategy
+from lakelog.engine.errors import InvalidConfigError
+from lakelog.engine.offsets import TopicPartition as TP
 
 PROPERTIES = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 TOPICS = ("t0", "t1", "t2", "t3", "t4")

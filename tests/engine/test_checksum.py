@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from compaction import maintain
-from engine.commit import Committer
-from engine.commit.checksum import ALL_FILES_THRESHOLD, DEFAULT_HISTOGRAM_BINS, initial_checksum, next_checksum
-from engine.commit.info import ENGINE_INFO
+from lakelog.compaction import maintain
+from lakelog.engine.commit import Committer
+from lakelog.engine.commit.checksum import ALL_FILES_THRESHOLD, DEFAULT_HISTOGRAM_BINS, initial_checksum, next_checksum
+from lakelog.engine.commit.info import ENGINE_INFO
 from tests.compaction.produce import commit
 
 BOUNDARIES = [0, 8192, 16384, 32768]
@@ -176,8 +176,8 @@ def test_a_new_table_s_checksum_is_delta_s_empty_one():
 
 
 def test_a_writer_keeps_the_checksum_chain_when_the_previous_writer_left_no_checksum(tmp_path):
-    from engine import LogStore
-    from engine.commit import TableLog
+    from lakelog.engine import LogStore
+    from lakelog.engine.commit import TableLog
 
     store = LogStore.open(tmp_path / "store")
     store.create_topic("t", partitions=1)

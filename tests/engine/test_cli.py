@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import io
 
-from engine.cli import _split_configs, main
-from engine.partitioner import partition_for_key
+from lakelog.engine.cli import _split_configs, main
+from lakelog.engine.partitioner import partition_for_key
 
 
 def run(capsys, *argv, stdin: str | None = None, monkeypatch=None):

@@ -10,9 +10,9 @@ import io
 
 import pytest
 
-from engine import LogStore
-from engine.cli import committed_ranges, main, produce_outcome
-from engine.errors import (
+from lakelog.engine import LogStore
+from lakelog.engine.cli import committed_ranges, main, produce_outcome
+from lakelog.engine.errors import (
     CommitStateUnknownError,
     InvalidConfigError,
     PartiallyCommittedError,
@@ -27,8 +27,8 @@ from engine.errors import (
     error_for_os_error,
     marked,
 )
-from engine.partitioner import partition_for_key
-from engine.records import RecordMetadata
+from lakelog.engine.partitioner import partition_for_key
+from lakelog.engine.records import RecordMetadata
 
 
 def run(capsys, monkeypatch, *argv: str, stdin: str = ""):
@@ -257,7 +257,7 @@ def test_a_failed_store_creation_leaves_no_directories(tmp_path, capsys, monkeyp
     def disk_full(directory, name, *_args, **_kwargs):
         raise OSError(errno.ENOSPC, "No space left on device", f"{directory}/{name}")
 
-    monkeypatch.setattr("engine.commit.log_files.put_if_absent", disk_full)
+    monkeypatch.setattr("lakelog.engine.commit.log_files.put_if_absent", disk_full)
     code, _, err = run(capsys, monkeypatch, "--store", str(tmp_path / "new" / "deep" / "s"), "topics", "create", "t")
     assert code == StoreFullError.exit_code and err.startswith("error: creating a store at ")
     assert "No space left on device" in err and "Traceback" not in err

@@ -9,8 +9,8 @@ import uuid
 
 import pytest
 
-from engine.cli import main
-from engine.object_store import filesystem
+from lakelog.engine.cli import main
+from lakelog.engine.object_store import filesystem
 
 VERBS = {
     "produce": (

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from engine.commit.actions import (
+from lakelog.engine.commit.actions import (
     AddFile,
     CommitInfo,
     CorruptCommitError,
@@ -19,7 +19,7 @@ from engine.commit.actions import (
     decode_commit,
     tp_of,
 )
-from engine.offsets import TopicPartition
+from lakelog.engine.offsets import TopicPartition
 
 STATS = json.dumps(
     {

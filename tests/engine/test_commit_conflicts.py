@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 
-from engine.commit.actions import AddFile, Commit, CommitInfo, Metadata, Protocol, RemoveFile, Txn
-from engine.commit.conflicts import Resolution, append_verdict, maintenance_verdict, topic_change_verdict
-from engine.offsets import TopicPartition
-from engine.topics import TopicMetadata, encode_topic, topic_property_key
+from lakelog.engine.commit.actions import AddFile, Commit, CommitInfo, Metadata, Protocol, RemoveFile, Txn
+from lakelog.engine.commit.conflicts import Resolution, append_verdict, maintenance_verdict, topic_change_verdict
+from lakelog.engine.offsets import TopicPartition
+from lakelog.engine.topics import TopicMetadata, encode_topic, topic_property_key
 
 T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)
 

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from engine.commit.actions import Metadata, Protocol
-from engine.commit.features import check_readable, check_writable, unsupported_features
-from engine.errors import UnsupportedTableFeatureError
+from lakelog.engine.commit.actions import Metadata, Protocol
+from lakelog.engine.commit.features import check_readable, check_writable, unsupported_features
+from lakelog.engine.errors import UnsupportedTableFeatureError
 
 SCHEMA = json.dumps({"type": "struct", "fields": [{"name": "a", "type": "long", "nullable": True, "metadata": {}}]})
 
@@ -57,7 +57,7 @@ def test_reads_are_refused_where_parquet_files_alone_would_read_wrong():
 
 @pytest.mark.spark
 def test_a_table_upgraded_by_spark_to_features_lakelog_lacks_is_refused_never_written(spark, tmp_path):
-    from engine import LogStore
+    from lakelog.engine import LogStore
 
     store = LogStore.open(tmp_path / "store", spark=spark)
     store.create_topic("t", partitions=1)

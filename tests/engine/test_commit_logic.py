@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import random
 
-from engine.commit import RetryPolicy
-from engine.commit.info import append_tags, commit_info, parse_ranges, user_metadata
-from engine.offsets import OffsetRange, TopicPartition
-from engine.reads import partition_predicate
+from lakelog.engine.commit import RetryPolicy
+from lakelog.engine.commit.info import append_tags, commit_info, parse_ranges, user_metadata
+from lakelog.engine.offsets import OffsetRange, TopicPartition
+from lakelog.engine.reads import partition_predicate
 
 
 def test_backoff_doubles_with_jitter_up_to_the_cap():

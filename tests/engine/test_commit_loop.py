@@ -16,15 +16,15 @@ from collections.abc import Callable
 
 import pytest
 
-from compaction import maintain
-from engine import LogStore
-from engine.commit import AppTransaction, Committer, MaintenanceChange, RetryPolicy, TableLog
-from engine.commit.actions import RemoveFile
-from engine.errors import CommitConflictError, CommitStateUnknownError, InvalidTxnStateError
-from engine.object_store import filesystem
-from engine.offsets import TopicPartition
-from engine.partition_reader import PartitionReader
-from engine.producer_batch import ProducerBatch, RecordBatch
+from lakelog.compaction import maintain
+from lakelog.engine import LogStore
+from lakelog.engine.commit import AppTransaction, Committer, MaintenanceChange, RetryPolicy, TableLog
+from lakelog.engine.commit.actions import RemoveFile
+from lakelog.engine.errors import CommitConflictError, CommitStateUnknownError, InvalidTxnStateError
+from lakelog.engine.object_store import filesystem
+from lakelog.engine.offsets import TopicPartition
+from lakelog.engine.partition_reader import PartitionReader
+from lakelog.engine.producer_batch import ProducerBatch, RecordBatch
 
 T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)
 FAST = RetryPolicy(retries=5, backoff_ms=1, backoff_max_ms=5)
@@ -217,7 +217,7 @@ def test_a_maintenance_commit_with_an_unknown_outcome_keeps_its_files(store, uri
         append(committer, T0, [f"v{i}"])
     state = store.log.latest()
     old = state.files_of(T0).all()
-    from engine.data_files import DataFileWriter
+    from lakelog.engine.data_files import DataFileWriter
 
     rows = PartitionReader(uri).read(old, T0, 0)
     (merged,) = DataFileWriter(uri).write(rows, data_change=False)
@@ -252,8 +252,8 @@ def test_a_maintenance_commit_with_an_unknown_outcome_keeps_its_files(store, uri
 
 CRASH = """
 import os, signal, sys
-from engine.commit import Committer, TableLog
-from engine.commit.log_files import LogFiles
+from lakelog.engine.commit import Committer, TableLog
+from lakelog.engine.commit.log_files import LogFiles
 from tests.engine.test_commit_loop import FAST, T0, batch
 
 def die(self, version, data):

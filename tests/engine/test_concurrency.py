@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from compaction import maintain
-from engine import LogStore
+from lakelog.compaction import maintain
+from lakelog.engine import LogStore
 from tests.log_checks import check_acknowledged, check_dense, read_acks
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]

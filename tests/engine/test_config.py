@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from engine.config import ConfigKey, key_table, resolve_config
-from engine.errors import InvalidConfigError
+from lakelog.engine.config import ConfigKey, key_table, resolve_config
+from lakelog.engine.errors import InvalidConfigError
 
 KEYS = key_table(
     [

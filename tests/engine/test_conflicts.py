@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from engine import LogStore
-from engine.commit import RetryPolicy
-from engine.commit.log_files import LogFiles
-from engine.data_files import DataFileWriter
-from engine.dataframe_append import DataFrameAppend
-from engine.errors import CommitConflictError, CommitStateUnknownError, RetriableError
-from engine.offsets import TopicPartition
-from engine.partition_reader import PartitionReader
+from lakelog.engine import LogStore
+from lakelog.engine.commit import RetryPolicy
+from lakelog.engine.commit.log_files import LogFiles
+from lakelog.engine.data_files import DataFileWriter
+from lakelog.engine.dataframe_append import DataFrameAppend
+from lakelog.engine.errors import CommitConflictError, CommitStateUnknownError, RetriableError
+from lakelog.engine.offsets import TopicPartition
+from lakelog.engine.partition_reader import PartitionReader
 
 
 class Contended(DataFrameAppend):

@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from engine import OffsetAndMetadata, TopicPartition
-from engine.errors import (
+from lakelog.engine import OffsetAndMetadata, TopicPartition
+from lakelog.engine.errors import (
     CommitFailedError,
     IllegalStateError,
     InvalidConfigError,

@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from engine.errors import DeliveryTimeoutError, InvalidConfigError
-from engine.offsets import TopicPartition
+from lakelog.engine.errors import DeliveryTimeoutError, InvalidConfigError
+from lakelog.engine.offsets import TopicPartition
 
 TP = TopicPartition("t", 0)
 

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from engine.errors import (
+from lakelog.engine.errors import (
     CommitConflictError,
     CommitStateUnknownError,
     FatalError,

@@ -14,12 +14,12 @@ import pyarrow as pa
 import pytest
 from deltalake import write_deltalake
 
-from compaction import maintain
-from engine import LogStore
-from engine.errors import ForeignRowsWarning
-from engine.offsets import TopicPartition
-from engine.partition_reader import PartitionReader
-from engine.schema import LOG_ARROW_SCHEMA
+from lakelog.compaction import maintain
+from lakelog.engine import LogStore
+from lakelog.engine.errors import ForeignRowsWarning
+from lakelog.engine.offsets import TopicPartition
+from lakelog.engine.partition_reader import PartitionReader
+from lakelog.engine.schema import LOG_ARROW_SCHEMA
 
 NOW = int(time.time() * 1000)
 

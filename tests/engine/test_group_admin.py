@@ -7,19 +7,26 @@ from datetime import UTC, datetime
 
 import pytest
 
-from engine import TopicPartition, group_admin
-from engine.cli import main
-from engine.errors import (
+from lakelog.engine import TopicPartition, group_admin
+from lakelog.engine.cli import main
+from lakelog.engine.errors import (
     GroupIdNotFoundError,
     GroupNotEmptyError,
     InvalidConfigError,
     InvalidOffsetError,
     UnknownTopicOrPartitionError,
 )
-from engine.group_admin import GroupListing, PartitionOffsets, delete_group, describe_group, list_groups, reset_offsets
-from engine.group_coordinator import GroupLog, change_group, partition_counts
-from engine.group_state import expire
-from engine.partition_reader import PartitionReader
+from lakelog.engine.group_admin import (
+    GroupListing,
+    PartitionOffsets,
+    delete_group,
+    describe_group,
+    list_groups,
+    reset_offsets,
+)
+from lakelog.engine.group_coordinator import GroupLog, change_group, partition_counts
+from lakelog.engine.group_state import expire
+from lakelog.engine.partition_reader import PartitionReader
 
 pytestmark = pytest.mark.spark
 

@@ -7,9 +7,9 @@ import time
 
 import pytest
 
-from engine import LogStore
-from engine.group_leases import Lease, LeaseStore, Liveness, fresh
-from engine.group_state import Member
+from lakelog.engine import LogStore
+from lakelog.engine.group_leases import Lease, LeaseStore, Liveness, fresh
+from lakelog.engine.group_state import Member
 
 
 @pytest.fixture(params=["local", "s3"])

@@ -7,11 +7,11 @@ import time
 
 import pytest
 
-from engine import TopicPartition
-from engine.errors import FencedInstanceIdError
-from engine.group_admin import describe_group
-from engine.group_leases import LeaseStore
-from engine.group_state import Member
+from lakelog.engine import TopicPartition
+from lakelog.engine.errors import FencedInstanceIdError
+from lakelog.engine.group_admin import describe_group
+from lakelog.engine.group_leases import LeaseStore
+from lakelog.engine.group_state import Member
 
 FAST = {"heartbeat_interval_ms": 200, "session_timeout_ms": 2500, "auto_offset_reset": "earliest"}
 TPS = {TopicPartition("t", p) for p in range(4)}

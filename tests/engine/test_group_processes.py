@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from engine import LogStore
+from lakelog.engine import LogStore
 
 pytestmark = pytest.mark.slow
 

@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.consumer_offsets import GroupRecords, group_key, java_string_hash, offset_key, partition_for_group
-from engine.errors import CommitFailedError, FencedInstanceIdError
-from engine.group_state import (
+from lakelog.engine.consumer_offsets import GroupRecords, group_key, java_string_hash, offset_key, partition_for_group
+from lakelog.engine.errors import CommitFailedError, FencedInstanceIdError
+from lakelog.engine.group_state import (
     COMPLETING_REBALANCE,
     EMPTY,
     PREPARING_REBALANCE,
@@ -24,7 +24,7 @@ from engine.group_state import (
     refresh,
     sync,
 )
-from engine.offsets import TopicPartition as TP
+from lakelog.engine.offsets import TopicPartition as TP
 
 COUNTS = {"a": 4}
 

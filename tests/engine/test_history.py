@@ -7,10 +7,10 @@ import time
 
 import pytest
 
-from compaction import maintain
-from engine.cli import main as cli_main
-from engine.commit import Committer
-from engine.errors import InvalidOffsetError, InvalidRecordError, UnknownTopicOrPartitionError
+from lakelog.compaction import maintain
+from lakelog.engine.cli import main as cli_main
+from lakelog.engine.commit import Committer
+from lakelog.engine.errors import InvalidOffsetError, InvalidRecordError, UnknownTopicOrPartitionError
 from tests.compaction.produce import commit
 
 pytestmark = pytest.mark.spark
@@ -28,7 +28,7 @@ def tick() -> int:
 def prices(spark, tmp_path_factory):
     """A compacted topic written by an idempotent producer, a transaction and direct commits,
     then compacted; the times between its commits are kept."""
-    from engine import LogStore
+    from lakelog.engine import LogStore
 
     store = LogStore.open(tmp_path_factory.mktemp("history") / "store", spark=spark)
     store.create_topic("prices", partitions=1, config={"cleanup.policy": "compact", "min.compaction.lag.ms": 0})

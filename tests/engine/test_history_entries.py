@@ -2,10 +2,10 @@ from __future__ import annotations
 
 import json
 
-from engine.commit.actions import decode_commit
-from engine.commit.info import admin_tags, append_tags, user_metadata
-from engine.history import HistoryEntry, history_entry
-from engine.offsets import OffsetRange, TopicPartition
+from lakelog.engine.commit.actions import decode_commit
+from lakelog.engine.commit.info import admin_tags, append_tags, user_metadata
+from lakelog.engine.history import HistoryEntry, history_entry
+from lakelog.engine.offsets import OffsetRange, TopicPartition
 
 
 def described(version: int, lines: list[str]) -> HistoryEntry:

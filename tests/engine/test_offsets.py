@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from engine.errors import InconsistentWriteError, InvalidOffsetError
-from engine.offsets import (
+from lakelog.engine.errors import InconsistentWriteError, InvalidOffsetError
+from lakelog.engine.offsets import (
     EARLIEST,
     LATEST,
     FileStats,

@@ -7,8 +7,14 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine import partitioner
-from engine.partitioner import KeylessPartitioner, murmur2, murmur2_array, partition_for_key, partitions_for_keys
+from lakelog.engine import partitioner
+from lakelog.engine.partitioner import (
+    KeylessPartitioner,
+    murmur2,
+    murmur2_array,
+    partition_for_key,
+    partitions_for_keys,
+)
 
 # Kafka's own vectors: clients/src/test/java/org/apache/kafka/common/utils/UtilsTest.java (testMurmur2).
 KAFKA_VECTORS = {

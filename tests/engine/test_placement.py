@@ -12,14 +12,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.commit import TableState
-from engine.errors import InvalidRecordError, InvalidTopicError, RecordTooLargeError, UnknownTopicOrPartitionError
-from engine.offsets import TopicPartition
-from engine.partitioner import KeylessPartitioner
-from engine.placement import RECORD_SCHEMA, PlacedBatch, PlacedRecords, place_records
-from engine.producer import outgoing_record
-from engine.producer_batch import ProducerBatch, RecordBatch
-from engine.topics import TopicMetadata
+from lakelog.engine.commit import TableState
+from lakelog.engine.errors import (
+    InvalidRecordError,
+    InvalidTopicError,
+    RecordTooLargeError,
+    UnknownTopicOrPartitionError,
+)
+from lakelog.engine.offsets import TopicPartition
+from lakelog.engine.partitioner import KeylessPartitioner
+from lakelog.engine.placement import RECORD_SCHEMA, PlacedBatch, PlacedRecords, place_records
+from lakelog.engine.producer import outgoing_record
+from lakelog.engine.producer_batch import ProducerBatch, RecordBatch
+from lakelog.engine.topics import TopicMetadata
 from tests.states import state_with
 
 NOW_S = 1_700_000_000.123
@@ -109,7 +114,7 @@ def compare(
     rows written and what a commit at ``later`` refuses. Returns the outcome."""
     with (
         mock.patch("time.time", return_value=NOW_S),
-        mock.patch("engine.placement.KeylessPartitioner", new_keyless),
+        mock.patch("lakelog.engine.placement.KeylessPartitioner", new_keyless),
     ):
         new = outcome(lambda: place_records(VIEW, tables))
         old = outcome(lambda: reference_place(VIEW, tables, new_keyless))

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from engine import LogStore
-from engine.offsets import TopicPartition
+from lakelog.engine import LogStore
+from lakelog.engine.offsets import TopicPartition
 
 READERS = {
     "polars": """

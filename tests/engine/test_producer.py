@@ -9,14 +9,14 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from engine.errors import (
+from lakelog.engine.errors import (
     InvalidConfigError,
     InvalidRecordError,
     ProducerClosedError,
     RecordTooLargeError,
     UnknownTopicOrPartitionError,
 )
-from engine.partitioner import partition_for_key
+from lakelog.engine.partitioner import partition_for_key
 from tests.rows import topic_rows
 
 
@@ -192,7 +192,7 @@ def test_send_batch_places_columns_like_send_and_commits_them_whole(store):
 def test_timestamps_outside_what_the_table_holds_are_refused_and_nothing_is_written(store):
     from datetime import UTC, datetime
 
-    from engine.records import MAX_TIMESTAMP_MS
+    from lakelog.engine.records import MAX_TIMESTAMP_MS
 
     store.create_topic("t", partitions=1)
     version = store.log.latest_version()

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.errors import CommitConflictError, RecordTooLargeError, UnknownTopicOrPartitionError
-from engine.offsets import TopicPartition
-from engine.producer_batch import ProducerBatch, RecordBatch, RecordFuture, number_records
-from engine.topics import TopicMetadata
+from lakelog.engine.errors import CommitConflictError, RecordTooLargeError, UnknownTopicOrPartitionError
+from lakelog.engine.offsets import TopicPartition
+from lakelog.engine.producer_batch import ProducerBatch, RecordBatch, RecordFuture, number_records
+from lakelog.engine.topics import TopicMetadata
 from tests.states import state_with
 
 A0, A1, B0 = TopicPartition("a", 0), TopicPartition("a", 1), TopicPartition("b", 0)

@@ -8,7 +8,7 @@ import re
 import pytest
 from pyspark.sql import functions as F
 
-from engine.errors import InvalidOffsetError, InvalidTopicError, UnknownTopicOrPartitionError
+from lakelog.engine.errors import InvalidOffsetError, InvalidTopicError, UnknownTopicOrPartitionError
 
 pytestmark = pytest.mark.spark
 
@@ -24,7 +24,7 @@ def filled(spark, tmp_path_factory):
 
     Shared by the module's tests, which only read it.
     """
-    from engine import LogStore
+    from lakelog.engine import LogStore
 
     store = LogStore.open(tmp_path_factory.mktemp("read") / "store", spark=spark)
     store.create_topic("orders", partitions=3)
@@ -119,10 +119,10 @@ def test_a_seek_into_a_large_file_reads_only_the_row_groups_it_needs(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from engine.data_files import ROW_GROUP_ROWS, DataFileWriter
-    from engine.offsets import TopicPartition
-    from engine.partition_reader import PartitionReader, _row_groups
-    from engine.schema import LOG_ARROW_SCHEMA
+    from lakelog.engine.data_files import ROW_GROUP_ROWS, DataFileWriter
+    from lakelog.engine.offsets import TopicPartition
+    from lakelog.engine.partition_reader import PartitionReader, _row_groups
+    from lakelog.engine.schema import LOG_ARROW_SCHEMA
 
     n = 3 * ROW_GROUP_ROWS + 10
     rows = pa.table(

@@ -8,10 +8,10 @@ import re
 
 import pytest
 
-from engine import LogStore
-from engine.cli import main
-from engine.errors import CorruptLogError, DataLossError
-from engine.offsets import TopicPartition
+from lakelog.engine import LogStore
+from lakelog.engine.cli import main
+from lakelog.engine.errors import CorruptLogError, DataLossError
+from lakelog.engine.offsets import TopicPartition
 
 TP = TopicPartition("t", 0)
 
@@ -106,8 +106,8 @@ def test_loading_a_state_whose_listing_raced_a_writer_lists_again(tmp_path, monk
     import deltalake
     from deltalake.exceptions import DeltaError
 
-    from engine.commit.follower import load_state
-    from engine.commit.log_files import LogFiles
+    from lakelog.engine.commit.follower import load_state
+    from lakelog.engine.commit.log_files import LogFiles
 
     store, _ = _store(tmp_path)
     real, calls = deltalake.DeltaTable, []

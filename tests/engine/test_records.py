@@ -4,8 +4,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from engine.errors import InvalidRecordError
-from engine.records import record_size, to_bytes, to_headers, to_timestamp_ms
+from lakelog.engine.errors import InvalidRecordError
+from lakelog.engine.records import record_size, to_bytes, to_headers, to_timestamp_ms
 
 
 def test_keys_and_values_accept_bytes_like_and_text():

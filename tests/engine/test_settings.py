@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from conf import conf_path, parse_properties
-from engine.cli import main as cli_main
-from engine.errors import InvalidConfigError
-from engine.settings import PREFIXED_KEYS, STORE_KEYS, load_settings, reference_table
+from lakelog.conf import conf_path, parse_properties
+from lakelog.engine.cli import main as cli_main
+from lakelog.engine.errors import InvalidConfigError
+from lakelog.engine.settings import PREFIXED_KEYS, STORE_KEYS, load_settings, reference_table
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 
@@ -128,7 +128,7 @@ def test_no_log_line_of_a_cli_run_shows_a_secret(tmp_path, capsys, caplog, monke
     monkeypatch.setenv("AWS_SESSION_TOKEN", "TOKEN-VALUE-6")
     assert cli_main(["--conf", str(conf), "-v", "config"]) == 0
     caplog.set_level(logging.INFO)
-    log = logging.getLogger("engine.commit")
+    log = logging.getLogger("lakelog.engine.commit")
     log.warning("S3 refused %s with %s", "s3a://b/t", "SECRET-VALUE-5")
     log.info("client built from fs.s3a.secret.key=inline-one, token: inline-two and TOKEN-VALUE-6")
     text = "\n".join(r.getMessage() for r in caplog.records)
@@ -139,7 +139,7 @@ def test_no_log_line_of_a_cli_run_shows_a_secret(tmp_path, capsys, caplog, monke
 
 @pytest.mark.spark
 def test_a_store_applies_its_settings_to_topics_producers_and_consumers(spark, tmp_path, monkeypatch):
-    from engine import LogStore
+    from lakelog.engine import LogStore
 
     monkeypatch.setenv("LAKELOG_CONSUMER_AUTO_OFFSET_RESET", "earliest")
     store = LogStore.open(

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from engine import LogStore
-from engine.errors import (
+from lakelog.engine import LogStore
+from lakelog.engine.errors import (
     InvalidConfigError,
     InvalidPartitionsError,
     InvalidTopicError,

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import numpy as np
 
-from engine import LogStore
-from engine.cli import main
-from engine.log_check import FileContents, check_partition, recorded_part, stray_temporaries
-from engine.offsets import FileStats, TopicPartition
+from lakelog.engine import LogStore
+from lakelog.engine.cli import main
+from lakelog.engine.log_check import FileContents, check_partition, recorded_part, stray_temporaries
+from lakelog.engine.offsets import FileStats, TopicPartition
 
 TP = TopicPartition("t", 0)
 
@@ -184,7 +184,7 @@ def test_a_healthy_store_passes(tmp_path, capsys):
     consumer.poll(timeout_ms=500)
     consumer.commit()
     consumer.close(autocommit=False)
-    from compaction.maintain import maintain
+    from lakelog.compaction.maintain import maintain
 
     maintain(store, vacuum=False)
     assert _check(root) == 0

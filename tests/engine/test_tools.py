@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from engine.cli import main
-from engine.quickstart import run_quickstart
+from lakelog.engine.cli import main
+from lakelog.engine.quickstart import run_quickstart
 
 
 def test_quickstart_runs_end_to_end_without_spark_and_can_run_again(tmp_path):
@@ -115,7 +115,7 @@ def test_the_quickstart_command_exits_cleanly_every_time(tmp_path):
 
     for run in range(4):
         done = subprocess.run(
-            [sys.executable, "-m", "engine.cli", "--store", str(tmp_path / "qs"), "quickstart"],
+            [sys.executable, "-m", "lakelog.engine.cli", "--store", str(tmp_path / "qs"), "quickstart"],
             capture_output=True,
             text=True,
             timeout=300,

@@ -2,15 +2,15 @@ from __future__ import annotations
 
 import pytest
 
-from engine.errors import (
+from lakelog.engine.errors import (
     InvalidConfigError,
     InvalidPartitionsError,
     InvalidTopicError,
     TopicExistsError,
     UnknownTopicOrPartitionError,
 )
-from engine.topic_admin import plan_alter_config, plan_create, plan_create_partitions, plan_delete
-from engine.topics import (
+from lakelog.engine.topic_admin import plan_alter_config, plan_create, plan_create_partitions, plan_delete
+from lakelog.engine.topics import (
     TopicMetadata,
     decode_topic,
     encode_topic,

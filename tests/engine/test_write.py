@@ -9,10 +9,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import functions as F
 
-from engine.dataframe_append import KAFKA_PARTITION_FUNCTION, register_functions
-from engine.errors import InvalidRecordError, InvalidTopicError, RecordTooLargeError, UnknownTopicOrPartitionError
-from engine.offsets import TopicPartition
-from engine.partitioner import partition_for_key
+from lakelog.engine.dataframe_append import KAFKA_PARTITION_FUNCTION, register_functions
+from lakelog.engine.errors import (
+    InvalidRecordError,
+    InvalidTopicError,
+    RecordTooLargeError,
+    UnknownTopicOrPartitionError,
+)
+from lakelog.engine.offsets import TopicPartition
+from lakelog.engine.partitioner import partition_for_key
 
 pytestmark = pytest.mark.spark
 
@@ -194,8 +199,8 @@ def test_keyless_rows_from_more_tasks_than_partitions_are_spread_and_dense(store
 
 REFUSED_WRITE = """
 import sys
-from engine import LogStore
-from engine.errors import InvalidRecordError
+from lakelog.engine import LogStore
+from lakelog.engine.errors import InvalidRecordError
 store = LogStore.open(sys.argv[1])
 store.create_topic("t", partitions=2)
 for rows, schema in [([("v", -1)], "value string, timestamp long"),

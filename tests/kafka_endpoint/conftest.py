@@ -21,7 +21,16 @@ class Agent:
     def __init__(self, store: Path, port: int = 0) -> None:
         self.store = store
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "engine.cli", "--store", str(store), "serve", "--listen", f"127.0.0.1:{port}"],
+            [
+                sys.executable,
+                "-m",
+                "lakelog.engine.cli",
+                "--store",
+                str(store),
+                "serve",
+                "--listen",
+                f"127.0.0.1:{port}",
+            ],
             cwd=ROOT,
             env={**os.environ, "PYTHONPATH": str(ROOT)},
             stdout=subprocess.PIPE,

@@ -15,7 +15,7 @@ from confluent_kafka.admin import (
     NewTopic,
 )
 
-from engine import LogStore
+from lakelog.engine import LogStore
 
 
 def _admin(agent) -> AdminClient:
@@ -88,6 +88,6 @@ def test_groups_are_listed_described_and_deleted(agent):
         assert "g1" not in {g.group_id for g in admin.list_consumer_groups().result(30).valid}
     finally:
         mine.close(autocommit=False)
-    from engine.group_admin import list_groups
+    from lakelog.engine.group_admin import list_groups
 
     assert [g.group_id for g in list_groups(LogStore.open(agent.store, create=False))] == ["g2"]  # lakelog agrees

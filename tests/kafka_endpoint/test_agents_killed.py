@@ -12,8 +12,8 @@ from collections import Counter
 import pytest
 from confluent_kafka import Producer
 
-from engine import LogStore
-from engine.offsets import TopicPartition
+from lakelog.engine import LogStore
+from lakelog.engine.offsets import TopicPartition
 from tests.history_checker import check
 from tests.kafka_endpoint.conftest import Agent
 

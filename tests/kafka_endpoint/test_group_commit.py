@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from engine.commit import RetryPolicy
-from engine.errors import UnknownTopicOrPartitionError
-from engine.offsets import TopicPartition
-from engine.placement import columns_for_batch
-from kafka_endpoint.group_commit import GroupCommit
+from lakelog.engine.commit import RetryPolicy
+from lakelog.engine.errors import UnknownTopicOrPartitionError
+from lakelog.engine.offsets import TopicPartition
+from lakelog.engine.placement import columns_for_batch
+from lakelog.kafka_endpoint.group_commit import GroupCommit
 
 
 def _table(partition: int, n: int, topic: str = "t"):

@@ -9,7 +9,7 @@ import time
 
 from confluent_kafka import Consumer, KafkaException
 
-from engine import LogStore
+from lakelog.engine import LogStore
 
 
 def _member(agent, name: str) -> Consumer:
@@ -69,7 +69,7 @@ def test_kafka_members_share_a_group_and_take_over_when_one_leaves(agent):
         assert _owned(a) == {0, 1, 2, 3}  # the leaver's partitions moved to the one left
     finally:
         a.close()
-    from engine.group_admin import describe_group
+    from lakelog.engine.group_admin import describe_group
 
     group = describe_group(LogStore.open(agent.store, create=False), "kg")
     assert {p.partition: p.committed for p in group.partitions if p.topic == "g"} == {p: 100 for p in range(4)}

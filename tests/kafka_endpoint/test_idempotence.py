@@ -9,11 +9,11 @@ from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
 
-from engine import LogStore
-from engine.offsets import TopicPartition
-from kafka_endpoint.handlers import INIT_PRODUCER_ID, PRODUCE, Endpoint
-from kafka_endpoint.idempotence import Sequence, sequence_verdict
-from kafka_endpoint.messages import Request, build
+from lakelog.engine import LogStore
+from lakelog.engine.offsets import TopicPartition
+from lakelog.kafka_endpoint.handlers import INIT_PRODUCER_ID, PRODUCE, Endpoint
+from lakelog.kafka_endpoint.idempotence import Sequence, sequence_verdict
+from lakelog.kafka_endpoint.messages import Request, build
 
 
 def test_sequence_verdicts():

@@ -9,9 +9,9 @@ import subprocess
 
 import pytest
 
-from benchmarks.kafka_reference import ensure_kafka_jars
-from engine import LogStore
-from engine.offsets import TopicPartition
+from lakelog.benchmarks.kafka_reference import ensure_kafka_jars
+from lakelog.engine import LogStore
+from lakelog.engine.offsets import TopicPartition
 
 pytestmark = [
     pytest.mark.slow,

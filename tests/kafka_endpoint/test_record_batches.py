@@ -8,9 +8,9 @@ import pyarrow as pa
 import pytest
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
-from engine.schema import LOG_ARROW_SCHEMA
-from kafka_endpoint.messages import MalformedRequestError, build, parse_request, response_class
-from kafka_endpoint.record_batches import InvalidRecordBatchError, decode_batches, encode_batch
+from lakelog.engine.schema import LOG_ARROW_SCHEMA
+from lakelog.kafka_endpoint.messages import MalformedRequestError, build, parse_request, response_class
+from lakelog.kafka_endpoint.record_batches import InvalidRecordBatchError, decode_batches, encode_batch
 
 
 def _rows(offsets: list[int]) -> pa.Table:

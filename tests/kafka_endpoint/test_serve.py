@@ -11,8 +11,8 @@ import pytest
 from confluent_kafka import KafkaError, Producer
 from confluent_kafka import TopicPartition as KafkaTP
 
-from engine import LogStore
-from engine.offsets import TopicPartition
+from lakelog.engine import LogStore
+from lakelog.engine.offsets import TopicPartition
 
 
 def _produce(bootstrap: str, records: list[dict], **config) -> list[tuple]:

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.kafka_reference import SPARK_KAFKA_DIR, ensure_kafka_jars
-from engine import LogStore
-from engine.offsets import TopicPartition
+from lakelog.benchmarks.kafka_reference import SPARK_KAFKA_DIR, ensure_kafka_jars
+from lakelog.engine import LogStore
+from lakelog.engine.offsets import TopicPartition
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
@@ -27,7 +27,7 @@ NEEDED = ("spark-sql-kafka-0-10", "spark-token-provider-kafka-0-10", "kafka-clie
 
 JOB = """
 import json, sys
-from engine.session import build_session, session_conf
+from lakelog.engine.session import build_session, session_conf
 bootstrap, jars = sys.argv[1], sys.argv[2]
 spark = build_session({"spark.jars": session_conf()["spark.jars"] + "," + jars, "spark.master": "local[2]"})
 rows = (
@@ -38,7 +38,7 @@ rows = (
 out = spark.createDataFrame([("k-new", "from-spark")], "key string, value string")
 out.write.format("kafka").option("kafka.bootstrap.servers", bootstrap).option("topic", "t").save()
 # What went in through the agent, as lakelog's Spark readers see it.
-from engine import LogStore
+from lakelog.engine import LogStore
 store = LogStore.open(sys.argv[3], spark=spark)
 columns = ["partition", "offset", "CAST(key AS STRING) AS key", "CAST(value AS STRING) AS value"]
 lakelog_source = spark.read.format("lakelog").option("path", sys.argv[3]).option("subscribe", "t").load()

@@ -8,8 +8,8 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka import TopicPartition as KafkaTP
 
-from engine import LogStore
-from engine.offsets import TopicPartition
+from lakelog.engine import LogStore
+from lakelog.engine.offsets import TopicPartition
 
 
 def _producer(agent, transactional_id: str = "tx") -> Producer:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from engine.errors import InvalidConfigError
-from spark_connector.options import parse_sink_options, parse_source_options
+from lakelog.engine.errors import InvalidConfigError
+from lakelog.spark_connector.options import parse_sink_options, parse_source_options
 
 
 def parse(streaming=True, **options):

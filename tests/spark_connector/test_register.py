@@ -1,12 +1,12 @@
-"""spark_connector.register: which names it gives the Python data source; a second session."""
+"""lakelog.spark_connector.register: which names it gives the Python data source; a second session."""
 
 from __future__ import annotations
 
 import pytest
 from pyspark.errors import AnalysisException
 
-from spark_connector import register
-from spark_connector.data_source import LakelogDataSource, LakelogPythonDataSource
+from lakelog.spark_connector import register
+from lakelog.spark_connector.data_source import LakelogDataSource, LakelogPythonDataSource
 
 
 class Refused(AnalysisException):
@@ -56,7 +56,7 @@ def test_any_other_registration_error_is_raised():
 @pytest.mark.spark
 def test_a_second_session_gets_format_lakelog_too(spark, store):
     """spark.newSession() shares the SparkContext but not the registered Python data sources."""
-    from engine import LogStore
+    from lakelog.engine import LogStore
 
     store.create_topic("t", partitions=1)
     with store.producer() as producer:

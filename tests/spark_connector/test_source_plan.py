@@ -7,10 +7,10 @@ import json
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.commit.actions import AddFile, Commit
-from engine.commit.info import admin_tags, append_tags, commit_info
-from engine.offsets import OffsetRange, PartitionBounds, TopicPartition
-from spark_connector.source_plan import (
+from lakelog.engine.commit.actions import AddFile, Commit
+from lakelog.engine.commit.info import admin_tags, append_tags, commit_info
+from lakelog.engine.offsets import OffsetRange, PartitionBounds, TopicPartition
+from lakelog.spark_connector.source_plan import (
     CommitIndex,
     CommitRanges,
     commit_ranges,

@@ -12,9 +12,9 @@ import pytest
 from pyspark.errors import PySparkException, StreamingQueryException
 from pyspark.sql.utils import CapturedException
 
-from engine.commit import TableLog
-from engine.group_admin import describe_group
-from engine.object_store import StoreAccess
+from lakelog.engine.commit import TableLog
+from lakelog.engine.group_admin import describe_group
+from lakelog.engine.object_store import StoreAccess
 
 pytestmark = pytest.mark.spark
 
@@ -295,7 +295,7 @@ def test_bad_options_and_refused_records_fail_at_query_start_and_commit_nothing(
                 "startingOffsets", "{bad"
             ).load()
         # At load(), one line naming the error and the option; no Python worker traceback.
-        assert "engine.errors.InvalidConfigError: startingOffsets must be" in str(bad.value)
+        assert "lakelog.engine.errors.InvalidConfigError: startingOffsets must be" in str(bad.value)
         assert "Traceback" not in str(bad.value) and len(str(bad.value).strip().splitlines()) <= 2
     version = TableLog(store.uri).latest_version()
     query = copy_available_now(spark, store, "a", "missing", tmp_path / "ck")
@@ -334,8 +334,8 @@ def test_stream_sink_replaying_a_committed_batch_adds_nothing(store):
     import pyarrow as pa
     from pyspark.sql.types import StructType
 
-    from spark_connector.options import SinkOptions
-    from spark_connector.sink import LakelogStreamWriter, RecordsMessage, encode, to_records
+    from lakelog.spark_connector.options import SinkOptions
+    from lakelog.spark_connector.sink import LakelogStreamWriter, RecordsMessage, encode, to_records
 
     store.create_topic("s", partitions=1)
     batch = pa.record_batch({"value": pa.array([b"a", b"b"])})
@@ -350,7 +350,7 @@ def test_stream_sink_replaying_a_committed_batch_adds_nothing(store):
 
 
 def test_log_compaction_under_a_live_query_neither_fails_it_nor_repeats_records(spark, store, tmp_path):
-    from compaction import maintain
+    from lakelog.compaction import maintain
 
     store.create_topic("a", partitions=1, config={"cleanup.policy": "compact", "delete.retention.ms": 0})
     store.create_topic("b", partitions=1)

@@ -10,8 +10,8 @@ import pytest
 from botocore.exceptions import ConnectionClosedError, ReadTimeoutError
 from py4j.protocol import Py4JJavaError
 
-from engine.errors import CommitStateUnknownError
-from engine.object_store import (
+from lakelog.engine.errors import CommitStateUnknownError
+from lakelog.engine.object_store import (
     WRITE_ID_KEY,
     S3Settings,
     _s3_client,

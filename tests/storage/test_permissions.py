@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from compaction import maintain
-from engine import LogStore
-from engine.consumer import Consumer
-from engine.producer import Producer
+from lakelog.compaction import maintain
+from lakelog.engine import LogStore
+from lakelog.engine.consumer import Consumer
+from lakelog.engine.producer import Producer
 
 
 @pytest.fixture

@@ -9,10 +9,10 @@ from urllib.parse import unquote
 import pytest
 from pyspark.errors import StreamingQueryException
 
-import compaction
-from engine.object_store import bucket_and_key
-from engine.session import S3_LOG_STORE
-from engine.store import _warn_if_unsafe, s3_commit_hazard
+from lakelog import compaction
+from lakelog.engine.object_store import bucket_and_key
+from lakelog.engine.session import S3_LOG_STORE
+from lakelog.engine.store import _warn_if_unsafe, s3_commit_hazard
 from tests.log_checks import check_dense
 
 pytestmark = [pytest.mark.spark, pytest.mark.s3]
@@ -140,7 +140,7 @@ def test_a_session_with_deltas_single_driver_s3_log_store_is_reported(spark, s3_
     unsafe.conf.set("spark.delta.logStore.s3a.impl", "io.delta.storage.S3SingleDriverLogStore")
     hazard = s3_commit_hazard(unsafe, s3_uri)
     assert hazard is not None and "S3SingleDriverLogStore" in hazard and S3_LOG_STORE in hazard
-    with caplog.at_level(logging.WARNING, logger="engine.store"):
+    with caplog.at_level(logging.WARNING, logger="lakelog.engine.store"):
         # What LogStore.open(s3_uri, spark=unsafe) runs first (the rest of open would only
         # register format("lakelog") again, which Spark refuses in a second session).
         _warn_if_unsafe(unsafe, s3_uri)

@@ -6,9 +6,9 @@ import time
 
 import pytest
 
-from engine import TopicPartition
-from engine.commit.log_files import LogFiles
-from engine.errors import (
+from lakelog.engine import TopicPartition
+from lakelog.engine.commit.log_files import LogFiles
+from lakelog.engine.errors import (
     CommitFailedError,
     CommitStateUnknownError,
     InvalidTxnStateError,

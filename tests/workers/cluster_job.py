@@ -13,9 +13,9 @@ import time
 
 from pyspark.sql import functions as F
 
-from compaction import maintain
-from engine.session import build_session
-from engine.store import LogStore
+from lakelog.compaction import maintain
+from lakelog.engine.session import build_session
+from lakelog.engine.store import LogStore
 
 RECORDS = 20_000
 

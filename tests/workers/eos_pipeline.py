@@ -20,7 +20,7 @@ def main() -> int:
     parser.add_argument("--batch", type=int, default=15)
     args = parser.parse_args()
 
-    from engine import LogStore
+    from lakelog.engine import LogStore
 
     store = LogStore.open(args.store)
     consumer = store.consumer(

@@ -30,7 +30,7 @@ def main() -> int:
     parser.add_argument("--session-timeout-ms", type=int, default=4000)
     args = parser.parse_args()
 
-    from engine import LogStore
+    from lakelog.engine import LogStore
 
     store = LogStore.open(args.store)
     out = open(args.log, "a", encoding="utf-8")  # noqa: SIM115 - lives as long as the process

@@ -77,7 +77,7 @@ def main() -> int:
 def outcome_of(exc: BaseException) -> str:
     """What an operation that raised ``exc`` did: only a LakelogError other than
     CommitStateUnknownError says it certainly did nothing; anything else may have landed."""
-    from engine.errors import CommitStateUnknownError, LakelogError
+    from lakelog.engine.errors import CommitStateUnknownError, LakelogError
 
     return "failed" if isinstance(exc, LakelogError) and not isinstance(exc, CommitStateUnknownError) else "unknown"
 
@@ -85,7 +85,7 @@ def outcome_of(exc: BaseException) -> str:
 def error_event(operation: str, exc: BaseException) -> dict:
     """An error the worker survived; ``unexpected`` when it is not one of lakelog's named errors (a broken
     contract: lakelog's API raises LakelogErrors only)."""
-    from engine.errors import LakelogError
+    from lakelog.engine.errors import LakelogError
 
     # The innermost frame in lakelog's own code: where the error left it (or came from).
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -117,8 +117,8 @@ def send_event(value: str, topic: str, outcome: str, txn: str | None = None, par
 
 
 def run_producer(args: argparse.Namespace, rng: random.Random, record: Recorder, stopped: Callable[[], bool]) -> None:
-    from engine import LogStore
-    from engine.errors import LakelogError
+    from lakelog.engine import LogStore
+    from lakelog.engine.errors import LakelogError
 
     store = LogStore.open(args.store)
     # Outcomes are recorded in send order (the head of the queue first), as the checker's send order.
@@ -164,7 +164,7 @@ def run_producer(args: argparse.Namespace, rng: random.Random, record: Recorder,
 
 
 def run_txn(args: argparse.Namespace, rng: random.Random, record: Recorder, stopped: Callable[[], bool]) -> None:
-    from engine import LogStore
+    from lakelog.engine import LogStore
 
     store = LogStore.open(args.store)
     producer = None
@@ -216,8 +216,8 @@ class _AssignmentRecorder:
 
 
 def run_consumer(args: argparse.Namespace, rng: random.Random, record: Recorder, stopped: Callable[[], bool]) -> None:
-    from engine import LogStore
-    from engine.errors import LakelogError
+    from lakelog.engine import LogStore
+    from lakelog.engine.errors import LakelogError
 
     store = LogStore.open(args.store)
 
@@ -287,8 +287,8 @@ def run_consumer(args: argparse.Namespace, rng: random.Random, record: Recorder,
 
 
 def run_writer(args: argparse.Namespace, rng: random.Random, record: Recorder, stopped: Callable[[], bool]) -> None:
-    from engine import LogStore
-    from engine.session import build_session
+    from lakelog.engine import LogStore
+    from lakelog.engine.session import build_session
 
     spark = build_session(
         {"spark.master": "local[1]", "spark.driver.memory": "768m", "spark.sql.shuffle.partitions": "1"}
@@ -318,8 +318,8 @@ def run_writer(args: argparse.Namespace, rng: random.Random, record: Recorder, s
 
 
 def run_maintainer(args: argparse.Namespace, rng: random.Random, record: Recorder, stopped: Callable[[], bool]) -> None:
-    from compaction.maintain import maintain
-    from engine import LogStore
+    from lakelog.compaction.maintain import maintain
+    from lakelog.engine import LogStore
 
     store = LogStore.open(args.store)
     run = 0

@@ -38,12 +38,12 @@ def main() -> int:
 
     # The commit core says at DEBUG when another writer took the version a commit wanted.
     logging.basicConfig(level=logging.WARNING, stream=sys.stdout, format="%(name)s %(message)s")
-    logging.getLogger("engine.commit.committer").setLevel(logging.DEBUG)
-    from engine import LogStore
+    logging.getLogger("lakelog.engine.commit.committer").setLevel(logging.DEBUG)
+    from lakelog.engine import LogStore
 
     spark = None
     if args.mode == "dataframe":
-        from engine.session import build_session
+        from lakelog.engine.session import build_session
 
         spark = build_session(
             {"spark.master": "local[1]", "spark.driver.memory": "768m", "spark.sql.shuffle.partitions": "1"}

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import argparse
 
-from engine.session import build_session
-from engine.store import LogStore
+from lakelog.engine.session import build_session
+from lakelog.engine.store import LogStore
 
 
 def main() -> None:

@@ -1,0 +1,56 @@
+"""The commit core: the one way lakelog writes the log table's Delta log.
+
+* :mod:`engine.commit.actions` -- typed Delta actions, the one encoder/decoder of commit files;
+* :mod:`engine.commit.log_files` -- the ``_delta_log`` directory: commit files (put-if-absent),
+  checksums, the checkpoint hint; nothing else reads or writes them;
+* :mod:`engine.commit.state` / :mod:`engine.commit.follower` -- the table at a version, followed
+  commit by commit;
+* :mod:`engine.commit.conflicts` -- what a commit does when another took its version (pure);
+* :mod:`engine.commit.committer` -- the loop (plan, write files, put, rebase or re-plan,
+  settle a lost response, post-commit hooks) and table creation;
+* :mod:`engine.commit.checksum`, :mod:`engine.commit.features`, :mod:`engine.commit.info`,
+  :mod:`engine.commit.retry` -- checksums, supported table features, commitInfo, retry policy.
+
+delta-rs (``deltalake``) reconstructs snapshots from checkpoints, writes
+checkpoints and runs VACUUM and log cleanup; the commit itself is lakelog's
+because offsets are inside the data files: a conflict that moves a
+partition's end offset needs new files, not a retry of the same actions
+(see the README's "Guarantees" section and the commit-core notes).
+"""
+
+from __future__ import annotations
+
+from lakelog.engine.commit.committer import (
+    AppendBatch,
+    AppendResult,
+    AppTransaction,
+    Committer,
+    DataWriteError,
+    MaintenanceChange,
+    TopicChange,
+    check_attempt,
+    create_table,
+    wait_for_checkpoints,
+)
+from lakelog.engine.commit.follower import TableLog, is_delta_table, normalize_uri
+from lakelog.engine.commit.retry import RetryPolicy, retries_exhausted
+from lakelog.engine.commit.state import TableState
+
+__all__ = [
+    "AppTransaction",
+    "AppendBatch",
+    "AppendResult",
+    "Committer",
+    "DataWriteError",
+    "MaintenanceChange",
+    "RetryPolicy",
+    "TableLog",
+    "TableState",
+    "TopicChange",
+    "check_attempt",
+    "create_table",
+    "is_delta_table",
+    "normalize_uri",
+    "retries_exhausted",
+    "wait_for_checkpoints",
+]

@@ -1,0 +1,842 @@
+"""The commit loop: every write of the log table goes through :class:`Committer`.
+
+One pipeline for appends (producers, transactions, consumer groups, the
+streaming sink, ``LogStore.write``), topic changes and maintenance steps::
+
+      plan against the state at version V        (pure: the batch, the change, the step)
+        |
+      write data files                            (pyarrow here; Spark executors for write(df))
+        |
+      put-if-absent _delta_log/<V+1>.json  ------ taken -----+
+        |                                                    |
+        | landed              read the winner, apply the change's conflict rule
+        |                       (engine.commit.conflicts): rebase -> try V+2 with
+        |                       the same files; re-plan -> delete our files (they
+        |                       certainly did not land), back off, plan again
+        |
+      post-commit: view update, .crc, checkpoint every delta.checkpointInterval
+        |
+      acknowledge
+
+    a lost response (S3) is settled in one place (:meth:`Committer._settle`):
+    read the version; if it is empty, take it with an empty commit so the lost
+    request can never land later; our commit is the one holding our txnId.
+    Data files are deleted only when the commit certainly did not land.
+
+Errors keep the three outcomes apart: RetriableError (CommitConflictError,
+DeliveryTimeoutError, DataWriteError: nothing was committed),
+CommitStateUnknownError (it may have landed), FatalError (refused; a full
+or read-only store is StoreFullError / StoreAccessError: nothing was
+committed, and retrying at once cannot help).
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import queue
+import random
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
+
+import pyarrow as pa
+
+from lakelog.engine.commit.actions import (
+    Action,
+    Commit,
+    CommitInfo,
+    Metadata,
+    RemoveFile,
+    Txn,
+    encode_actions,
+)
+from lakelog.engine.commit.actions import Protocol as DeltaProtocol
+from lakelog.engine.commit.checksum import initial_checksum, next_checksum
+from lakelog.engine.commit.conflicts import (
+    Resolution,
+    Verdict,
+    append_verdict,
+    maintenance_verdict,
+    topic_change_verdict,
+)
+from lakelog.engine.commit.features import check_writable
+from lakelog.engine.commit.follower import TableLog
+from lakelog.engine.commit.info import TAG_CLIENT, TAG_OPERATION, append_tags, commit_info
+from lakelog.engine.commit.log_files import LogFiles
+from lakelog.engine.commit.retry import RetryPolicy, retries_exhausted
+from lakelog.engine.commit.state import TableState, end_marker_id, lost_marker_id, start_marker_id
+from lakelog.engine.data_files import DataFile, DataFileWriter
+from lakelog.engine.errors import (
+    CommitStateUnknownError,
+    CorruptLogError,
+    InconsistentWriteError,
+    InvalidTxnStateError,
+    LakelogError,
+    MaintenanceConflictError,
+    RetriableError,
+    StoreAccessError,
+    StoreError,
+    StoreFullError,
+    error_for_os_error,
+)
+from lakelog.engine.object_store import delta_storage_options, is_s3, python_uri
+from lakelog.engine.offsets import (
+    FileStats,
+    OffsetRange,
+    TopicPartition,
+    counts_by_partition,
+    partition_bounds,
+    plan_ranges,
+    verify_written,
+)
+from lakelog.engine.topics import TopicMetadata
+
+log = logging.getLogger(__name__)
+
+
+class DataWriteError(RetriableError):
+    """Writing the data files or the commit file failed; nothing was committed."""
+
+
+def write_failure(exc: OSError, what: str) -> LakelogError:
+    """The error for an OSError that ended ``what`` before anything was committed: a full
+    store (StoreFullError) or one refusing writes (StoreAccessError: read-only, permission
+    denied) is fatal -- retrying at once cannot succeed -- anything else a retriable
+    DataWriteError."""
+    error = error_for_os_error(exc, f"{what} (nothing was committed)")
+    if isinstance(error, (StoreFullError, StoreAccessError)):
+        return error
+    return DataWriteError(f"{what} failed, nothing was committed: {exc}")
+
+
+@dataclass(frozen=True)
+class AppTransaction:
+    """Delta's application transaction (``txn`` action: appId, version) a commit sets.
+
+    A commit carrying ``(app_id, version)`` is only made while the table's
+    version for ``app_id`` is below ``version``; so a retried batch never
+    commits twice (Kafka's idempotent producer), and a newer holder of
+    ``app_id`` fences older ones.
+    """
+
+    app_id: str
+    version: int
+    # The batch's check() picks the version from the committed one in every
+    # attempt (an epoch bump), so a higher committed version is not "landed".
+    replan: bool = False
+
+
+class AppendBatch(Protocol):
+    """Records to append in one commit. A batch may name its files with a ``file_label``
+    attribute (:data:`engine.data_files.OFFSETS_LABEL`)."""
+
+    operation: str
+    # The app transaction the commit sets, or None.
+    app_transaction: AppTransaction | None
+    # Commit even with no records (a transaction that only bumps an epoch).
+    commit_when_empty: bool
+
+    def prepare(self, view: TableState) -> Mapping[TopicPartition, int] | None:
+        """Validate against the state's topics; the record count per partition if known now.
+
+        A batch whose counts are only known after its files are written returns None.
+        """
+
+    def check(self, committed_app_version: int, view: TableState) -> None:
+        """Raise a FatalError if the batch must not commit at ``view`` (fencing).
+
+        ``committed_app_version`` is the table's version of the batch's app
+        transaction (-1 if none). Runs in every attempt; anything it read that
+        a winner changes makes the attempt re-plan (the conflict rules).
+        """
+
+    def target_partitions(self, view: TableState) -> list[TopicPartition]:
+        """Every partition the batch may write to."""
+
+    def build(
+        self, ends: Mapping[TopicPartition, int], topics: Mapping[str, TopicMetadata], append_time_ms: int
+    ) -> pa.Table | list[DataFile]:
+        """The rows, each partition's numbered from its end offset in ``ends``.
+
+        An Arrow table (rows grouped by partition, in offset order) is written
+        here, one Parquet file per partition; a batch that writes its own files
+        (Spark executors for ``LogStore.write``) returns them.
+        """
+
+
+def check_attempt(
+    batch: AppendBatch, committed_app: int, view: TableState
+) -> tuple[AppTransaction | None, Mapping[TopicPartition, int] | None, bool]:
+    """One attempt's checks: the app transaction to set, the expected counts, and
+    whether there is nothing to commit. Raises what the batch refuses (fencing)."""
+    batch.check(committed_app, view)  # may raise (fenced), may re-plan the app version
+    app = batch.app_transaction
+    if app is not None and not app.replan and committed_app >= app.version:
+        raise InvalidTxnStateError(
+            f"application transaction {app.app_id!r} is already at version {committed_app}; "
+            f"version {app.version} was never committed by this writer"
+        )
+    expected = batch.prepare(view)
+    nothing = expected is not None and not any(expected.values()) and not batch.commit_when_empty
+    return app, expected, nothing
+
+
+@dataclass(frozen=True)
+class AppendResult:
+    version: int | None  # None when the batch had nothing to commit
+    ranges: dict[TopicPartition, OffsetRange]
+    append_time_ms: int
+    attempts: int
+
+
+@dataclass(frozen=True)
+class TopicChange:
+    """A planned change of topic metadata: the table's new configuration."""
+
+    properties: dict[str, str]
+    tags: dict[str, str]
+    delete_topic: str | None = None
+
+
+@dataclass
+class MaintenanceChange:
+    """A maintenance step on one topic: files it removes, files it adds (already written)."""
+
+    operation: str  # Delta's operation name: OPTIMIZE, LOG COMPACTION, DELETE
+    topic: str
+    topic_id: str
+    removed: Sequence[RemoveFile]
+    added: Sequence[DataFile]
+    data_change: bool
+    tags: dict[str, str]
+    parameters: dict[str, Any]
+    metrics: dict[str, Any]
+    # Retention: each partition's new log start offset, recorded where plain Delta tools keep it.
+    log_starts: Mapping[int, int] = field(default_factory=dict)
+    # A repair dropping missing files: per partition the offset ranges [first, end) they held.
+    lost_ranges: Mapping[int, Sequence[tuple[int, int]]] = field(default_factory=dict)
+
+
+class _Replan(Exception):
+    """The version was taken by a winner the change cannot rebase over."""
+
+    def __init__(self, verdict: Verdict) -> None:
+        super().__init__(verdict.reason)
+        self.verdict = verdict
+
+
+class _OutcomeUnknown(Exception):
+    """A put whose outcome could not be settled."""
+
+    def __init__(self, version: int, txn_id: str, cause: BaseException) -> None:
+        super().__init__(str(cause))
+        self.version = version
+        self.txn_id = txn_id
+
+
+@dataclass
+class _Pending:
+    """Append attempts whose outcome was unknown, all put at ``version`` (an attempt after
+    an unknown one can only reach the same version: every earlier one is taken). At most
+    one landed: the one whose txnId that version holds."""
+
+    version: int
+    attempts: dict[str, tuple[AppendResult, list[DataFile]]]
+
+    def landed(self, txn_id: str | None) -> AppendResult | None:
+        found = self.attempts.get(txn_id or "")
+        return None if found is None else replace(found[0], version=self.version)
+
+    def files_except(self, txn_id: str | None) -> list[DataFile]:
+        return [f for t, (_, files) in self.attempts.items() if t != txn_id for f in files]
+
+
+# Attempts to settle a lost response before the outcome is reported unknown.
+_SETTLE_ATTEMPTS = 3
+
+
+class Committer:
+    """Commits appends, topic changes and maintenance steps to one table.
+
+    One call at a time per committer (a lock serializes them); every client
+    holds its own, and all of a process's committers of one table share its
+    :class:`TableLog`.
+    """
+
+    def __init__(self, log: TableLog, client_id: str, *, seed: int | None = None) -> None:
+        if "://" in log.uri and not is_s3(log.uri):
+            raise StoreError(
+                f"committing needs put-if-absent, which lakelog has for local paths and S3 only; {log.uri} is neither"
+            )
+        self.log = log
+        self.uri = log.uri
+        self.client_id = client_id
+        self._files = DataFileWriter(log.uri)
+        self._rng = random.Random(seed)
+        self._lock = threading.Lock()
+
+    @property
+    def log_files(self) -> LogFiles:
+        return self.log.files
+
+    def latest(self) -> TableState:
+        return self.log.latest()
+
+    # -- appends -------------------------------------------------------------
+
+    def append(self, batch: AppendBatch, policy: RetryPolicy) -> AppendResult:
+        """Commit ``batch`` with dense offsets after each partition's end offset.
+
+        Raises CommitConflictError / DeliveryTimeoutError when retries or time
+        ran out (nothing was committed), DataWriteError when files could not
+        be written (nothing was committed; StoreFullError / StoreAccessError
+        when the store is full or refuses writes), CommitStateUnknownError when a
+        commit may have landed but it cannot be told, FatalError subclasses
+        for refused batches.
+        """
+        with self._lock:
+            return self._append(batch, policy)
+
+    def _append(self, batch: AppendBatch, policy: RetryPolicy) -> AppendResult:
+        started = time.monotonic()
+        failures = 0
+        pending: _Pending | None = None
+        while True:
+            state = self._latest(pending)
+            if pending is not None and state.version >= pending.version:
+                landed = self._pending_landed(pending)
+                if landed is not None:
+                    return landed
+                pending = None
+            check_writable(state.protocol, state.metadata)
+            app = batch.app_transaction
+            committed_app = -1 if app is None else state.app_version(app.app_id)
+            app, expected, nothing = check_attempt(batch, committed_app, state)
+            if nothing:
+                return AppendResult(None, {}, 0, failures + 1)
+            ends = self._ends_for(state, batch.target_partitions(state))
+            append_time_ms = int(time.time() * 1000)
+            written = self._write(batch.build(ends, state.topics, append_time_ms), getattr(batch, "file_label", ""))
+            stats = [f.stats for f in written]
+            counts = counts_by_partition(stats)
+            if expected is not None and counts != {tp: n for tp, n in expected.items() if n}:
+                self._discard(written)
+                raise InconsistentWriteError(f"planned {dict(expected)} records per partition, files hold {counts}")
+            if not counts and not batch.commit_when_empty:
+                self._discard(written)
+                return AppendResult(None, {}, append_time_ms, failures + 1)
+            plan = plan_ranges(ends, counts)
+            try:
+                verify_written(plan, stats)
+            except InconsistentWriteError:
+                self._discard(written)
+                raise
+            actions: list[Action] = [f.add for f in written]
+            if app is not None:
+                actions.append(Txn(app.app_id, app.version, append_time_ms))
+            # Each partition's new end, where plain Delta tools keep it: rows another writer
+            # appends then never move it (engine.commit.state).
+            actions.extend(
+                Txn(end_marker_id(state.topics[tp.topic].topic_id, tp.partition), r.end, append_time_ms)
+                for tp, r in sorted(plan.items())
+            )
+            tags = append_tags(batch.operation, self.client_id, plan)
+            metrics = {"numFiles": len(written), "numOutputRows": sum(counts.values())}
+            relied = {tp: r.start for tp, r in plan.items()}
+            app_ids = [] if app is None else [app.app_id]
+            txn_id = str(uuid.uuid4())
+
+            def info(
+                version: int, tags: dict[str, str] = tags, metrics: dict[str, int] = metrics, txn_id: str = txn_id
+            ) -> CommitInfo:
+                return commit_info(
+                    "WRITE",
+                    version - 1,
+                    now_ms=int(time.time() * 1000),
+                    tags=tags,
+                    parameters={"mode": "Append"},
+                    metrics=metrics,
+                    txn_id=txn_id,
+                )
+
+            result = AppendResult(None, plan, append_time_ms, failures + 1)
+            try:
+                version = self._land(
+                    state.version,
+                    actions,
+                    info,
+                    lambda winner, relied=relied, app_ids=app_ids: append_verdict(winner, relied, app_ids),
+                    written,
+                    policy,
+                    started,
+                    pending,
+                )
+            except _Replan as replan:
+                log.debug("%s: re-planning an append: %s", self.client_id, replan.verdict.reason)
+                self._discard(written)
+                failures += 1
+                self._back_off(policy, failures, started, pending, replan=True)
+                continue
+            except _OutcomeUnknown as unknown:
+                # Keep the files: the commit may land. The next attempt learns the
+                # outcome from the version it was put at (it holds our txnId or not).
+                if pending is None:
+                    pending = _Pending(unknown.version, {})
+                pending.attempts[unknown.txn_id] = (result, written)
+                failures += 1
+                self._back_off(policy, failures, started, pending)
+                continue
+            except _PendingLanded as earlier:
+                return earlier.result
+            return AppendResult(version, plan, append_time_ms, failures + 1)
+
+    def _latest(self, pending: _Pending | None = None) -> TableState:
+        try:
+            return self.log.latest()
+        except OSError as exc:
+            if pending is not None:
+                raise CommitStateUnknownError(
+                    f"a commit put at version {pending.version} had an unknown outcome and the log cannot be "
+                    f"read to tell ({exc}); re-read it before retrying"
+                ) from exc
+            raise write_failure(exc, "reading the Delta log") from exc
+
+    def _pending_landed(self, pending: _Pending) -> AppendResult | None:
+        """Whether the unknown attempt landed, now that its version is taken; its files are
+        deleted if it did not."""
+        try:
+            commit = self.log.read_commit(pending.version)
+        except OSError as exc:
+            raise CommitStateUnknownError(
+                f"a commit put at version {pending.version} had an unknown outcome and it cannot be read back "
+                f"({exc}); re-read the log before retrying"
+            ) from exc
+        landed = None if commit is None else pending.landed(commit.txn_id)
+        if landed is not None:
+            log.info("%s: a commit with a lost response landed as version %s", self.client_id, pending.version)
+            self._discard(pending.files_except(commit.txn_id))  # type: ignore[union-attr]
+            return landed
+        if commit is None:
+            # The log was cleaned past it (days later): whether it landed cannot be told.
+            raise CommitStateUnknownError(
+                f"a commit attempted at version {pending.version} had an unknown outcome and that version "
+                "is no longer in the log; re-read the log before retrying"
+            )
+        self._discard(pending.files_except(None))
+        return None
+
+    def _ends_for(self, state: TableState, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        tps = list(tps)
+        ends = {tp: state.end_offset(tp) for tp in tps}
+        unknown = [tp for tp in tps if tp in state.unknown_ends and state.committed_end(tp) is None]
+        if unknown:
+            from lakelog.engine.partition_reader import PartitionReader
+
+            reader = PartitionReader(self.uri)
+            for tp in unknown:
+                offsets = reader.read(state.files_of(tp), tp, 0).column("offset")
+                ends[tp] = max(ends[tp], int(offsets[-1].as_py()) + 1 if len(offsets) else 0)
+        return ends
+
+    def _write(self, rows: pa.Table | list[DataFile], label: str = "") -> list[DataFile]:
+        if isinstance(rows, list):
+            return rows
+        try:
+            return self._files.write(rows, label=label)
+        except OSError as exc:
+            raise write_failure(exc, "writing data files") from exc
+
+    def _discard(self, files: Iterable[DataFile]) -> None:
+        self._files.discard(list(files))
+
+    def _back_off(
+        self,
+        policy: RetryPolicy,
+        failures: int,
+        started: float,
+        pending: _Pending | None = None,
+        *,
+        replan: bool = False,
+    ) -> None:
+        """Wait before the next attempt, or raise when the policy allows none.
+
+        With an attempt whose outcome is still unknown, running out means the
+        caller must be told so, not "nothing was committed".
+        """
+        if policy.exhausted(failures, started, time.monotonic()):
+            if pending is not None:
+                raise CommitStateUnknownError(
+                    f"a commit put at version {pending.version} had an unknown outcome and retries ran out "
+                    "before it could be told; re-read the log to see whether it landed"
+                )
+            raise retries_exhausted(policy, failures, started)
+        time.sleep(policy.replan_delay_s(failures, self._rng) if replan else policy.delay_s(failures, self._rng))
+
+    # -- topic changes --------------------------------------------------------------
+
+    def change_topics(
+        self, plan: Callable[[dict[str, TopicMetadata], dict[str, str]], TopicChange], policy: RetryPolicy
+    ) -> int:
+        """Commit a topic metadata change planned against the latest topics.
+
+        ``plan`` runs again after each conflict, so its validation (topic
+        exists / does not exist) always runs against what commits. Deleting a
+        topic removes all its files in the same commit. Returns the version.
+        """
+        with self._lock:
+            started = time.monotonic()
+            failures = 0
+            while True:
+                state = self.log.latest()
+                change = plan(dict(state.topics), dict(state.properties))
+                check_writable(state.protocol, state.metadata, removes=change.delete_topic is not None)
+                now_ms = int(time.time() * 1000)
+                actions: list[Action] = [state.metadata.with_configuration(change.properties)]
+                if change.delete_topic is not None:
+                    actions += [
+                        RemoveFile.of(f, now_ms, data_change=True) for f in state.topic_files(change.delete_topic)
+                    ]
+                    operation = "DELETE"
+                    parameters: dict[str, Any] = {"predicate": f"[\"topic = '{change.delete_topic}'\"]"}
+                else:
+                    operation = "SET TBLPROPERTIES"
+                    changed = {k: v for k, v in change.properties.items() if state.properties.get(k) != v}
+                    parameters = {"properties": _json(changed)}
+                txn_id = str(uuid.uuid4())
+
+                def info(
+                    version: int,
+                    operation: str = operation,
+                    parameters: dict = parameters,
+                    tags: dict[str, str] = change.tags,
+                    txn_id: str = txn_id,
+                ) -> CommitInfo:
+                    return commit_info(
+                        operation, version - 1, now_ms=int(time.time() * 1000), tags=tags, parameters=parameters,
+                        txn_id=txn_id, blind_append=False,
+                    )  # fmt: skip
+
+                deleting = change.delete_topic
+                try:
+                    return self._land(
+                        state.version,
+                        actions,
+                        info,
+                        lambda winner, deleting=deleting: topic_change_verdict(winner, deleting),
+                        [],
+                        policy,
+                        started,
+                    )
+                except _Replan:
+                    failures += 1
+                    self._back_off(policy, failures, started)
+                except _OutcomeUnknown as unknown:
+                    raise CommitStateUnknownError(
+                        f"a topic change put at version {unknown.version} had an unknown outcome; "
+                        "describe the topic to see whether it applied"
+                    ) from unknown
+
+    # -- maintenance ------------------------------------------------------------------
+
+    def commit_maintenance(self, change: MaintenanceChange, read_version: int, policy: RetryPolicy) -> int:
+        """Commit a maintenance step planned at ``read_version``; returns its version.
+
+        Rebases over every winner that left its files and its topic alone.
+        Raises MaintenanceConflictError when a winner removed one of its files
+        or replaced its topic, CommitConflictError / DeliveryTimeoutError when
+        versions kept being taken past ``policy`` (its new files are deleted
+        in these cases: nothing of it is visible), CommitStateUnknownError when
+        the outcome is unknown (its files are kept: the commit may reference
+        them).
+        """
+        with self._lock:
+            state = self.log.latest()
+            check_writable(state.protocol, state.metadata, removes=bool(change.removed))
+            actions: list[Action] = [*change.removed, *(f.add for f in change.added)]
+            now_ms = int(time.time() * 1000)
+            starts = sorted(change.log_starts.items())
+            actions += [Txn(start_marker_id(change.topic_id, p), start, now_ms) for p, start in starts]
+            actions += [
+                Txn(lost_marker_id(change.topic_id, p, first), end, now_ms)
+                for p, ranges in sorted(change.lost_ranges.items())
+                for first, end in ranges
+            ]
+            txn_id = str(uuid.uuid4())
+
+            def info(version: int) -> CommitInfo:
+                return commit_info(
+                    change.operation,
+                    version - 1,
+                    now_ms=int(time.time() * 1000),
+                    tags=change.tags,
+                    parameters=change.parameters,
+                    metrics=change.metrics,
+                    isolation_level="SnapshotIsolation",
+                    txn_id=txn_id,
+                )
+
+            from urllib.parse import unquote
+
+            removes = {unquote(f.path) for f in change.removed}
+            started = time.monotonic()
+            try:
+                return self._land(
+                    read_version,
+                    actions,
+                    info,
+                    lambda winner: maintenance_verdict(winner, removes, change.topic, change.topic_id),
+                    list(change.added),
+                    policy,
+                    started,
+                )
+            except _Replan as lost:
+                self._discard(change.added)
+                raise MaintenanceConflictError(
+                    f"{change.operation.lower()} of topic {change.topic!r} lost to a concurrent commit: "
+                    f"{lost.verdict.reason}; nothing of it was committed",
+                    attempts=1,
+                ) from None
+            except _OutcomeUnknown as unknown:
+                raise CommitStateUnknownError(
+                    f"the {change.operation.lower()} commit put at version {unknown.version} of topic "
+                    f"{change.topic!r} had an unknown outcome; its files were kept"
+                ) from unknown
+
+    # -- the one put-if-absent loop ------------------------------------------------------
+
+    def _land(
+        self,
+        read_version: int,
+        actions: Sequence[Action],
+        info: Callable[[int], CommitInfo],
+        verdict: Callable[[Commit], Verdict],
+        written: Sequence[DataFile],
+        policy: RetryPolicy,
+        started: float,
+        pending: _Pending | None = None,
+    ) -> int:
+        """Put the commit at ``read_version + 1``, rebasing over winners the rule allows.
+
+        Returns the version it landed at. Raises _Replan (nothing of it
+        landed), _OutcomeUnknown, _PendingLanded (a winner was our earlier
+        attempt with an unknown outcome), DataWriteError, StoreFullError or
+        StoreAccessError (the commit file could not be written: nothing
+        landed; ``written`` is deleted),
+        CommitConflictError / DeliveryTimeoutError (rebased past the policy:
+        nothing landed; ``written`` is deleted).
+        """
+        version = read_version + 1
+        rebases = 0
+        body = encode_actions(actions) if actions else b""  # only the commitInfo line changes per version
+        while True:
+            commit_info_ = info(version)
+            try:
+                landed = self.log.files.put_commit(version, encode_actions([commit_info_]) + body)
+            except CommitStateUnknownError as exc:
+                landed = self._settle(version, commit_info_.txn_id or "", exc)
+            except OSError as exc:
+                self._discard(written)
+                raise write_failure(exc, f"writing commit {version}") from exc
+            if landed:
+                self._after_commit(version, Commit((commit_info_, *actions)))
+                return version
+            log.debug("%s: version %s was taken by another commit", self.client_id, version)
+            # Judge every winner up to the first free version before putting again: a
+            # large commit (a maintenance step) would otherwise be written once per winner.
+            while True:
+                winner = self.log.read_commit(version)
+                if winner is None:
+                    break
+                self.log.advance(version, winner)
+                earlier = None if pending is None or version != pending.version else pending.landed(winner.txn_id)
+                if earlier is not None:
+                    self._discard(written)
+                    raise _PendingLanded(earlier)
+                judged = verdict(winner)
+                if judged.resolution is not Resolution.REBASE:
+                    raise _Replan(judged)
+                rebases += 1
+                if rebases > policy.max_rebases or policy.timed_out(started, time.monotonic()):
+                    self._discard(written)
+                    raise retries_exhausted(policy, policy.retries + 1, started)
+                version += 1
+
+    def _settle(self, version: int, txn_id: str, cause: BaseException) -> bool:
+        """After a put of ``version`` whose response was lost: True if our commit is there.
+
+        If the version is still empty, an empty commit takes it, so the lost
+        request can never land later; then the version holds ours or not.
+        Raises _OutcomeUnknown when even that cannot be done.
+        """
+        for _ in range(_SETTLE_ATTEMPTS):
+            try:
+                found = self.log.files.read_commit(version)
+                if found is not None:
+                    return found.txn_id == txn_id
+                marker = commit_info(
+                    "LAKELOG SETTLE",
+                    version - 1,
+                    now_ms=int(time.time() * 1000),
+                    tags={TAG_OPERATION: "settle", TAG_CLIENT: self.client_id},
+                    blind_append=True,
+                )
+                if self.log.files.put_commit(version, encode_actions([marker])):
+                    log.warning(
+                        "%s: took version %s with an empty commit after a lost response",
+                        self.client_id,
+                        version,
+                    )
+                    self._after_commit(version, Commit((marker,)))
+                    return False
+            except (OSError, CommitStateUnknownError, CorruptLogError) as exc:
+                cause = exc
+                time.sleep(0.05)
+        raise _OutcomeUnknown(version, txn_id, cause)
+
+    # -- post-commit hooks -------------------------------------------------------------
+
+    def _after_commit(self, version: int, commit: Commit) -> None:
+        """The view update, the checksum, a checkpoint every delta.checkpointInterval."""
+        state = self.log.advance(version, commit)
+        checksum = None if state is None else state.checksum
+        if checksum is None:  # this process did not follow the chain: derive it from the file
+            previous = self.log.files.read_checksum(version - 1)
+            checksum = None if previous is None else next_checksum(previous, [a.to_json() for a in commit.actions])
+        if checksum is not None:
+            self.log.files.write_checksum(version, checksum)
+        interval = (state or self.log.current()).checkpoint_interval
+        if version % interval == 0:
+            _checkpoints.request(self.uri, version)
+
+
+class _PendingLanded(Exception):
+    def __init__(self, result: AppendResult) -> None:
+        super().__init__("an earlier attempt landed")
+        self.result = result
+
+
+def _json(value: object) -> str:
+    import json
+
+    return json.dumps(value, separators=(",", ":"))
+
+
+class _Checkpointer:
+    """Writes checkpoints with delta-rs on one background thread per process, so a commit
+    is acknowledged before its checkpoint is written (delta-rs' PostCommitHook runs inline)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._queue: queue.Queue[tuple[str, int]] = queue.Queue()
+        self._thread: threading.Thread | None = None
+        self._pid = -1
+        self._closed = False
+        # delta-rs must not be running when the interpreter finalizes (it crashes then).
+        atexit.register(self.close)
+
+    def request(self, uri: str, version: int) -> None:
+        with self._lock:
+            if self._closed:
+                return  # exiting: the next commit's process writes the checkpoint
+            if self._thread is None or self._pid != os.getpid() or not self._thread.is_alive():
+                # A forked child (Spark's Python workers fork) has no copy of the thread.
+                self._queue = queue.Queue()
+                self._pid = os.getpid()
+                self._thread = threading.Thread(target=self._run, name="lakelog-checkpoint", daemon=True)
+                self._thread.start()
+            self._queue.put((uri, version))
+
+    def _run(self) -> None:
+        while True:
+            uri, version = self._queue.get()
+            try:
+                write_checkpoint(uri, version)
+            except Exception as exc:  # a later checkpoint covers it; readers replay a longer tail meanwhile
+                log.warning("checkpoint of %s at version %s failed: %s", uri, version, exc)
+            finally:
+                self._queue.task_done()
+
+    def wait(self, timeout: float = 30.0) -> None:
+        """Until every requested checkpoint was written (tests, benchmarks)."""
+        deadline = time.monotonic() + timeout
+        while self._queue.unfinished_tasks and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+    def close(self) -> None:
+        """Take no more requests and let the one being written finish (at interpreter exit)."""
+        with self._lock:
+            self._closed = True
+            pending = []
+            while not self._queue.empty():
+                pending.append(self._queue.get_nowait())
+                self._queue.task_done()
+        if self._pid == os.getpid():
+            self.wait()
+
+
+_checkpoints = _Checkpointer()
+
+
+def write_checkpoint(uri: str, version: int) -> None:
+    """A checkpoint of ``version``, written by delta-rs (classic single-file Parquet)."""
+    from deltalake import DeltaTable
+
+    DeltaTable(python_uri(uri), version=version, storage_options=delta_storage_options(uri)).create_checkpoint()
+
+
+def wait_for_checkpoints(timeout: float = 30.0) -> None:
+    _checkpoints.wait(timeout)
+
+
+# -- creating a table -------------------------------------------------------------------
+
+
+def create_table(
+    uri: str,
+    schema_string: str,
+    partition_columns: Sequence[str],
+    properties: Mapping[str, str],
+    *,
+    client_id: str,
+) -> bool:
+    """Create the table at ``uri`` (commit 0: protocol and metadata) and its checksum.
+
+    False when another process created it first. Raises OSError when nothing
+    could be written, CommitStateUnknownError when it is not known.
+    """
+    files = LogFiles(uri)
+    if "://" not in uri:
+        os.makedirs(files.log_dir, exist_ok=True)
+    now_ms = int(time.time() * 1000)
+    metadata = Metadata(str(uuid.uuid4()), schema_string, tuple(partition_columns), dict(properties), now_ms)
+    protocol = DeltaProtocol(1, 2)
+    info = commit_info(
+        "CREATE TABLE",
+        -1,
+        now_ms=now_ms,
+        tags={TAG_OPERATION: "create_store", TAG_CLIENT: client_id},
+        parameters={
+            "partitionBy": _json(list(partition_columns)),
+            "isManaged": "false",
+            "properties": _json(dict(properties)),
+        },
+        blind_append=True,
+    )
+    info = CommitInfo({k: v for k, v in info.values.items() if k != "readVersion"})
+    if not files.put_commit(0, encode_actions([info, protocol, metadata])):
+        return False
+    files.write_checksum(
+        0, initial_checksum(metadata.to_json()["metaData"], protocol.to_json()["protocol"], info.txn_id or "")
+    )
+    return True
+
+
+def describe_bounds(files: Iterable[FileStats]) -> dict[TopicPartition, OffsetRange]:
+    """The offset range each partition holds in ``files`` (one commit's adds)."""
+    bounds, _ = partition_bounds(files)
+    return {tp: OffsetRange(tp, b.start, b.end) for tp, b in bounds.items()}

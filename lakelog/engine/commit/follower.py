@@ -1,0 +1,268 @@
+"""A table's Delta log as one process follows it: the latest :class:`TableState`, kept
+current by reading only the commits it has not seen.
+
+The first state comes from delta-rs (the newest checkpoint and the commits
+after it, as any Delta reader reconstructs a snapshot). From then on,
+:meth:`TableLog.latest` tries to read commit ``V+1`` and applies it,
+repeating until the next commit does not exist yet: when nothing changed
+that is one failed ``open`` (one GET on S3), whatever the length of the log,
+so polls and commits cost the same at 100 or 20,000 versions. A process's
+own commits and the winners its commits read are applied without reading
+them again (:meth:`TableLog.advance`).
+
+Log cleanup only removes commits older than a checkpoint; a state that fell
+that far behind is rebuilt from the newest checkpoint.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from urllib.parse import urlparse
+
+import pyarrow as pa
+
+from lakelog.engine.commit.actions import Commit, Metadata, Protocol
+from lakelog.engine.commit.delta_table import open_delta_table
+from lakelog.engine.commit.features import check_readable
+from lakelog.engine.commit.log_files import LogFiles
+from lakelog.engine.commit.state import AppVersions, TableState
+from lakelog.engine.object_store import delta_storage_options, is_s3, python_uri
+from lakelog.engine.offsets import FileStats, TopicPartition
+
+log = logging.getLogger(__name__)
+
+# Replaying more commits than this in one go is slower than loading the newest checkpoint.
+_REPLAY_BEFORE_RELOAD = 500
+# How often an idle follower checks that log cleanup did not remove its next commit.
+_IDLE_CHECK_S = 60.0
+
+
+def normalize_uri(path: str) -> str:
+    """An absolute local path; ``s3a://`` for any S3 scheme (Spark reaches S3 through
+    Hadoop's S3A); other URIs unchanged."""
+    parsed = urlparse(str(path))
+    if parsed.scheme in ("", "file"):
+        local = parsed.path if parsed.scheme == "file" else str(path)
+        return os.path.abspath(os.path.expanduser(local))
+    if is_s3(str(path)):
+        return "s3a://" + str(path).split("://", 1)[1].rstrip("/")
+    return str(path)
+
+
+def is_delta_table(uri: str) -> bool:
+    from deltalake import DeltaTable
+
+    return DeltaTable.is_deltatable(python_uri(uri), storage_options=delta_storage_options(uri))
+
+
+def load_state(uri: str, files: LogFiles, version: int | None = None) -> TableState:
+    """The table at ``version`` (the latest when None), reconstructed by delta-rs.
+
+    Raises StoreError when there is no Delta table at ``uri`` or its log cannot be read,
+    CorruptLogError naming a commit file that is not valid (truncated or overwritten).
+    """
+    table = open_delta_table(uri, version)
+    loaded = table.version()
+    adds = pa.table(table.get_add_actions(flatten=True))
+    checksum = files.read_checksum(loaded)
+    if checksum and checksum.get("metadata") and checksum.get("protocol"):
+        # The checksum holds the actions exactly as written.
+        metadata = Metadata.from_json(checksum["metadata"])
+        protocol = Protocol.from_json(checksum["protocol"])
+    else:
+        checksum = None
+        meta = table.metadata()
+        metadata = Metadata(
+            meta.id,
+            table.schema().to_json(),
+            tuple(meta.partition_columns),
+            dict(meta.configuration),
+            meta.created_time,
+            meta.name,
+            meta.description,
+        )
+        p = table.protocol()
+        protocol = Protocol(
+            p.min_reader_version,
+            p.min_writer_version,
+            None if p.reader_features is None else tuple(p.reader_features),
+            None if p.writer_features is None else tuple(p.writer_features),
+        )
+    lock = threading.Lock()
+
+    def base_app_version(app_id: str) -> int:
+        with lock:
+            found = table.transaction_version(app_id)
+        return -1 if found is None else int(found)
+
+    return TableState.build(
+        loaded, protocol, metadata, files_from_add_actions(adds), AppVersions(base_app_version), checksum
+    )
+
+
+def files_from_add_actions(actions: pa.Table) -> list[FileStats]:
+    """FileStats for each row of delta-rs' flattened add actions."""
+
+    def column(name: str) -> list:
+        return add_action_column(actions, name)
+
+    rows = zip(
+        column("path"),
+        column("partition.topic"),
+        column("partition.partition"),
+        column("num_records"),
+        column("min.offset"),
+        column("max.offset"),
+        column("size_bytes"),
+        column("modification_time"),
+        column("min.timestamp"),
+        column("max.timestamp"),
+        strict=True,
+    )
+    result = []
+    for path, topic, partition, records, lo, hi, size, modified, first, last in rows:
+        if topic is None or partition is None:
+            continue  # not a file of a topic partition (a foreign layout); no reader can place it
+        result.append(
+            FileStats(
+                path,
+                TopicPartition(topic, int(partition)),
+                records,
+                lo,
+                hi,
+                True,
+                size=size,
+                modification_time=_ms(modified),
+                min_timestamp_ms=_ms(first),
+                max_timestamp_ms=_ms(last),
+            )
+        )
+    return result
+
+
+def _ms(value: object) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, int):
+        return value
+    return int(value.timestamp() * 1000)  # type: ignore[attr-defined]
+
+
+def add_action_column(actions: pa.Table, name: str) -> list:
+    """One column of delta-rs' flattened add actions as a list; all None when the table lacks it
+    (no file has that statistic or partition value)."""
+    if name in actions.column_names:
+        return actions.column(name).to_pylist()
+    return [None] * actions.num_rows
+
+
+class TableLog:
+    """One table's log as this process sees it: the latest state, history, time travel.
+
+    Thread-safe; share one per table and process (a LogStore holds one).
+    """
+
+    def __init__(self, uri: str) -> None:
+        self.uri = normalize_uri(uri)
+        self.files = LogFiles(self.uri)
+        self._lock = threading.Lock()
+        self._state: TableState | None = None
+        self._checked = time.monotonic()
+
+    # -- the latest state -----------------------------------------------------
+
+    def latest(self) -> TableState:
+        """The state after the newest commit (reads the commits this process has not seen)."""
+        with self._lock:
+            state = self._state if self._state is not None else load_state(self.uri, self.files)
+            state = self._follow(state)
+            self._state = state
+        check_readable(state.protocol)
+        return state
+
+    def current(self) -> TableState:
+        """The newest state this process knows, without looking for new commits."""
+        with self._lock:
+            if self._state is None:
+                self._state = load_state(self.uri, self.files)
+            return self._state
+
+    def advance(self, version: int, commit: Commit) -> TableState | None:
+        """Apply ``commit`` (version ``version``, already in hand) if it is the next one;
+        the state at ``version`` if this process knows it, else None."""
+        with self._lock:
+            state = self._state
+            if state is None:
+                return None
+            if state.version == version - 1:
+                state = self._state = state.apply(version, commit)
+            return state if state.version == version else None
+
+    def _follow(self, state: TableState) -> TableState:
+        replayed = 0
+        while True:
+            commit = self.files.read_commit(state.version + 1)
+            if commit is None:
+                break
+            state = state.apply(state.version + 1, commit)
+            replayed += 1
+            if replayed == _REPLAY_BEFORE_RELOAD:
+                checkpoint = self.files.last_checkpoint()
+                if checkpoint is not None and checkpoint > state.version:
+                    return self._follow(load_state(self.uri, self.files))
+        now = time.monotonic()
+        if replayed:
+            self._checked = now
+        elif now - self._checked > _IDLE_CHECK_S:
+            self._checked = now
+            checkpoint = self.files.last_checkpoint()
+            if checkpoint is not None and checkpoint > state.version:
+                # Log cleanup removed commits this state never read: start from the checkpoint.
+                log.info("%s: version %s is gone from the log, reloading", self.uri, state.version + 1)
+                return self._follow(load_state(self.uri, self.files))
+        return state
+
+    def latest_version(self) -> int:
+        return self.latest().version
+
+    # -- other versions ----------------------------------------------------------
+
+    def at(self, version: int | None = None) -> TableState:
+        """The state at ``version`` (the latest when None). Raises StoreError when the
+        log no longer reaches back that far."""
+        if version is None:
+            return self.latest()
+        known = self.current()
+        if known.version == version:
+            return known
+        return load_state(self.uri, self.files, version)
+
+    def snapshot(self, version: int | None = None) -> TableState:
+        """Alias of :meth:`at`: the table's live files and properties at a version."""
+        return self.at(version)
+
+    def read_commit(self, version: int) -> Commit | None:
+        """Commit ``version``, or None if its file is gone (log cleanup) or not yet written."""
+        return self.files.read_commit(version)
+
+    def commit_time(self, version: int) -> int | None:
+        """When commit ``version`` was made (ms; its commitInfo timestamp, else the file's
+        modification time), or None if its file is gone."""
+        commit = self.read_commit(version)
+        if commit is None:
+            return None
+        if commit.commit_info is not None and commit.commit_info.timestamp is not None:
+            return commit.commit_info.timestamp
+        return self.files.modified_ms(version)
+
+    def missing_files(self, paths: list[str]) -> list[str]:
+        """Those of the table-relative data file ``paths`` that no longer exist (VACUUM)."""
+        from urllib.parse import unquote
+
+        from lakelog.engine.object_store import filesystem
+
+        fs, root = filesystem(self.uri)
+        return [p for p in paths if not fs.exists(f"{root.rstrip('/')}/{unquote(p)}")]

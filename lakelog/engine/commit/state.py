@@ -1,0 +1,381 @@
+"""The log table as of one Delta version: protocol, metadata, live files per partition,
+end offsets, application transactions -- and how one commit moves it forward.
+
+A :class:`TableState` is immutable. It is built once from a snapshot (a
+checkpoint and the commits after it, read by delta-rs), then moved forward
+commit by commit with :meth:`TableState.apply` from the commits' own
+actions; unchanged partitions are shared between versions, so following the
+log costs per commit what that commit touched, not the size of the table.
+
+End offsets only move forward. Every lakelog append records each
+partition's new end offset (Kafka's log end offset) in the same commit, as a
+Delta application transaction ``lakelog.end.<topic id>.<partition>``
+(:func:`end_marker_id`): plain Delta tools keep those entries in every
+snapshot and checkpoint, so rows another writer appends never move a
+partition's end, and rows at or past it are never records. A partition no
+lakelog append has marked yet (a table written before the markers) ends one
+past the largest offset any data file ever added to it. Retention records
+each partition's new log start the same way (:func:`start_marker_id`).
+Maintenance never
+removes the file holding a partition's last offset (Kafka never deletes the
+active segment either), except when the whole topic is deleted -- a metadata
+change that resets the topic here.
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from functools import cached_property
+from typing import Any
+from urllib.parse import unquote
+
+from lakelog.engine.commit.actions import Commit, Metadata, Protocol
+from lakelog.engine.commit.checksum import next_checksum
+from lakelog.engine.offsets import FileStats, PartitionBounds, TopicPartition
+from lakelog.engine.topics import TopicMetadata, topics_from_properties
+
+
+def end_marker_id(topic_id: str, partition: int) -> str:
+    """The Delta app id whose version is the committed end offset of a partition of the
+    topic with id ``topic_id`` (a re-created topic has a new id, so its ends start over)."""
+    return f"lakelog.end.{topic_id}.{partition}"
+
+
+def start_marker_id(topic_id: str, partition: int) -> str:
+    """The Delta app id whose version is the log start offset retention last set for a
+    partition: rows below it are not records, whatever file holds them."""
+    return f"lakelog.start.{topic_id}.{partition}"
+
+
+def lost_marker_id(topic_id: str, partition: int, first: int) -> str:
+    """The Delta app id whose version is the end of the offset range starting at ``first`` that
+    a repair (``lakelog check --repair --drop-missing-files``) recorded as lost with its files."""
+    return f"lakelog.lost.{topic_id}.{partition}.{first}"
+
+
+def _order(f: FileStats) -> tuple[int, int, str]:
+    return (f.min_offset or 0, f.max_offset or 0, f.path)
+
+
+@dataclass(frozen=True)
+class PartitionFiles:
+    """The live data files of one partition.
+
+    ``ordered`` holds the files with offset statistics and records, by first
+    offset; ``reach[i]`` is the largest offset among ``ordered[: i + 1]``, so a
+    seek finds its first candidate by bisection even when files overlap (a
+    plain Delta OPTIMIZE may merge files in any order). ``other`` holds files
+    without offset statistics (they can never be pruned) and empty files.
+    ``end`` is the partition's committed end offset when known (rows at or past
+    it did not come through lakelog: they are never records), else None;
+    ``start`` the log start offset retention recorded (rows below it are not
+    records either), else None.
+    """
+
+    ordered: tuple[FileStats, ...] = ()
+    reach: tuple[int, ...] = ()
+    other: tuple[FileStats, ...] = ()
+    end: int | None = None
+    start: int | None = None
+
+    @classmethod
+    def of(cls, files: Iterable[FileStats]) -> PartitionFiles:
+        ordered, other = [], []
+        for f in files:
+            (ordered if f.has_offset_stats and f.num_records else other).append(f)
+        ordered.sort(key=_order)
+        reach, top = [], -1
+        for f in ordered:
+            top = max(top, f.max_offset)  # type: ignore[type-var]
+            reach.append(top)
+        return cls(tuple(ordered), tuple(reach), tuple(other))
+
+    def __len__(self) -> int:
+        return len(self.ordered) + len(self.other)
+
+    def all(self) -> tuple[FileStats, ...]:
+        return self.ordered + self.other
+
+    def changed(self, added: Iterable[FileStats], removed: set[str]) -> PartitionFiles:
+        """The files after a commit added ``added`` and removed the paths ``removed`` (decoded)."""
+        added = list(added)
+        plain = sorted((f for f in added if f.has_offset_stats and f.num_records), key=_order)
+        extra = [f for f in added if not (f.has_offset_stats and f.num_records)]
+        other = [f for f in self.other if unquote(f.path) not in removed] if removed else list(self.other)
+        kept = [f for f in self.ordered if unquote(f.path) not in removed] if removed else self.ordered
+        if len(kept) == len(self.ordered) and (not plain or not kept or _order(plain[0]) >= _order(kept[-1])):
+            # The common case, an append after everything there is: extend, no re-sort.
+            reach = list(self.reach)
+            top = reach[-1] if reach else -1
+            for f in plain:
+                top = max(top, f.max_offset)  # type: ignore[type-var]
+                reach.append(top)
+            return PartitionFiles(tuple(self.ordered) + tuple(plain), tuple(reach), tuple(other + extra))
+        return PartitionFiles.of([*kept, *plain, *other, *extra])
+
+    def covering(self, start: int, end: int | None = None) -> list[FileStats]:
+        """Files that may hold offsets in ``[start, end)``, by first offset; files without
+        statistics last (they may hold anything)."""
+        first = bisect.bisect_left(self.reach, start)
+        chosen = []
+        for f in self.ordered[first:]:
+            if end is not None and f.min_offset >= end:  # type: ignore[operator]
+                break
+            if f.max_offset >= start:  # type: ignore[operator]
+                chosen.append(f)
+        chosen.extend(f for f in self.other if not f.has_offset_stats)
+        return chosen
+
+    @property
+    def start_offset(self) -> int | None:
+        return self.ordered[0].min_offset if self.ordered else None
+
+    @property
+    def has_unknown(self) -> bool:
+        return any(not f.has_offset_stats for f in self.other)
+
+    @property
+    def past_end(self) -> bool:
+        """Whether a file holds offsets at or past the committed end (rows another writer added)."""
+        return self.end is not None and bool(self.reach) and self.reach[-1] >= self.end
+
+    def may_duplicate(self, start: int, end: int | None = None) -> bool:
+        """Whether two files may hold the same offset in ``[start, end)``.
+
+        lakelog's own files never overlap; overlapping statistics or a file
+        without them mean another writer's rows may repeat an offset, so a
+        reader must keep one row per offset.
+        """
+        return overlapping(self.covering(start, end))
+
+
+def overlapping(files: Iterable[FileStats]) -> bool:
+    """Whether two of ``files`` (ordered by first offset) may hold the same offset: their
+    offset statistics overlap, or one has none."""
+    top = -1
+    for f in files:
+        if not f.has_offset_stats:
+            return True
+        if f.num_records and f.min_offset <= top:  # type: ignore[operator]
+            return True
+        top = max(top, f.max_offset)  # type: ignore[type-var]
+    return False
+
+
+class AppVersions:
+    """Delta application transaction versions: those set since the snapshot a state was
+    built from (``overlay``), else the snapshot's own (looked up once per id)."""
+
+    def __init__(self, base: Callable[[str], int] | None = None, overlay: Mapping[str, int] | None = None) -> None:
+        self._base = base
+        self._overlay = dict(overlay or {})
+        self._cache: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def get(self, app_id: str) -> int:
+        """The version ``app_id`` reached (-1 if it never committed or its entry expired)."""
+        if app_id in self._overlay:
+            return self._overlay[app_id]
+        if self._base is None:
+            return -1
+        with self._lock:
+            if app_id not in self._cache:
+                self._cache[app_id] = self._base(app_id)
+            return self._cache[app_id]
+
+    def updated(self, versions: Mapping[str, int]) -> AppVersions:
+        if not versions:
+            return self
+        moved = AppVersions(self._base, {**self._overlay, **versions})
+        moved._cache = self._cache  # the base's answers stay true
+        moved._lock = self._lock
+        return moved
+
+
+@dataclass(frozen=True)
+class TableState:
+    """The log table at ``version``. Immutable; :meth:`apply` returns the next one."""
+
+    version: int
+    protocol: Protocol
+    metadata: Metadata
+    partitions: Mapping[TopicPartition, PartitionFiles]
+    topics: Mapping[str, TopicMetadata]
+    ends: Mapping[TopicPartition, int]
+    # Partitions with a data file lacking offset statistics: their bounds must
+    # be computed from the data before anything is appended to them.
+    unknown_ends: frozenset[TopicPartition] = frozenset()
+    apps: AppVersions = field(default_factory=AppVersions)
+    # This version's .crc: read with the snapshot, then derived commit by commit in memory
+    # (engine.commit.checksum), so a writer can write its commit's .crc even when the
+    # previous commit's writer never wrote one. None once it cannot be derived exactly.
+    checksum: Mapping[str, Any] | None = None
+
+    @classmethod
+    def build(
+        cls,
+        version: int,
+        protocol: Protocol,
+        metadata: Metadata,
+        files: Iterable[FileStats],
+        apps: AppVersions | None = None,
+        checksum: Mapping[str, Any] | None = None,
+    ) -> TableState:
+        """The state from a snapshot's live files."""
+        by_tp: dict[TopicPartition, list[FileStats]] = defaultdict(list)
+        for f in files:
+            by_tp[f.tp].append(f)
+        partitions = {tp: PartitionFiles.of(fs) for tp, fs in by_tp.items()}
+        topics = topics_from_properties(metadata.configuration)
+        ends = {}
+        unknown = set()
+        for tp, pf in partitions.items():
+            if tp.topic not in topics:
+                continue
+            if pf.has_unknown:
+                unknown.add(tp)
+            if pf.reach:
+                ends[tp] = pf.reach[-1] + 1
+        return cls(
+            version, protocol, metadata, partitions, topics, ends, frozenset(unknown), apps or AppVersions(), checksum
+        )
+
+    # -- reading --------------------------------------------------------------
+
+    @property
+    def properties(self) -> Mapping[str, str]:
+        return self.metadata.configuration
+
+    def end_offset(self, tp: TopicPartition) -> int:
+        """The offset the partition's next record gets: the end lakelog's last append to it
+        recorded, else (never marked) one past the largest offset in its files."""
+        marked = self.committed_end(tp)
+        return self.ends.get(tp, 0) if marked is None else marked
+
+    def committed_end(self, tp: TopicPartition) -> int | None:
+        """The end offset lakelog's appends recorded for ``tp`` (:func:`end_marker_id`), or None."""
+        return self._marked(tp, end_marker_id)
+
+    def committed_start(self, tp: TopicPartition) -> int | None:
+        """The log start offset retention recorded for ``tp`` (:func:`start_marker_id`), or None."""
+        return self._marked(tp, start_marker_id)
+
+    def _marked(self, tp: TopicPartition, marker: Callable[[str, int], str]) -> int | None:
+        topic = self.topics.get(tp.topic)
+        if topic is None:
+            return None
+        found = self.apps.get(marker(topic.topic_id, tp.partition))
+        return None if found < 0 else found
+
+    def app_version(self, app_id: str) -> int:
+        return self.apps.get(app_id)
+
+    def files_of(self, tp: TopicPartition) -> PartitionFiles:
+        """The partition's live files, with its end offset where it is certain (recorded by
+        lakelog, or derived from statistics every file has)."""
+        found = self._files_of.get(tp)
+        if found is None:
+            pf = self.partitions.get(tp) or PartitionFiles()
+            end = self.committed_end(tp)
+            if end is None and tp not in self.unknown_ends:
+                end = self.ends.get(tp, 0)
+            start = self.committed_start(tp)
+            found = pf if (end, start) == (pf.end, pf.start) else replace(pf, end=end, start=start)
+            self._files_of[tp] = found
+        return found
+
+    @cached_property
+    def _files_of(self) -> dict[TopicPartition, PartitionFiles]:
+        # Every poll asks for its partitions' files; a state never changes, so once is enough.
+        return {}
+
+    @cached_property
+    def files(self) -> list[FileStats]:
+        """Every live data file (all partitions)."""
+        return [f for pf in self.partitions.values() for f in pf.all()]
+
+    def topic_files(self, topic: str) -> list[FileStats]:
+        return [f for tp, pf in self.partitions.items() if tp.topic == topic for f in pf.all()]
+
+    def bounds(self, tp: TopicPartition) -> PartitionBounds | None:
+        """Log start and end offsets from statistics; None when a file lacks them."""
+        pf = self.files_of(tp)
+        if pf.has_unknown:
+            return None
+        start = pf.start_offset
+        end = self.end_offset(tp)
+        if start is not None and pf.start is not None:
+            start = max(start, pf.start)  # a file below it holds only another writer's rows
+        # A file starting at or past the committed end holds only another writer's rows.
+        return PartitionBounds(end if start is None or start >= end else start, end, len(pf))
+
+    @property
+    def checkpoint_interval(self) -> int:
+        try:
+            return max(1, int(self.properties.get("delta.checkpointInterval", 10)))
+        except ValueError:
+            return 10
+
+    # -- moving forward ---------------------------------------------------------
+
+    def apply(self, version: int, commit: Commit) -> TableState:
+        """The state after ``commit``, which must be version ``self.version + 1``."""
+        if version != self.version + 1:
+            raise ValueError(f"commit {version} does not follow version {self.version}")
+        metadata = commit.metadata or self.metadata
+        protocol = commit.protocol or self.protocol
+        topics = self.topics
+        ends = dict(self.ends)
+        unknown = set(self.unknown_ends)
+        if commit.metadata is not None:
+            topics = topics_from_properties(metadata.configuration)
+            for tp in list(ends) + list(unknown):
+                old, new = self.topics.get(tp.topic), topics.get(tp.topic)
+                if new is None or old is None or new.topic_id != old.topic_id:
+                    ends.pop(tp, None)
+                    unknown.discard(tp)
+        added: dict[TopicPartition, list[FileStats]] = defaultdict(list)
+        for add in commit.adds:
+            tp = add.tp
+            if tp is None:
+                continue
+            f = add.file_stats()
+            added[tp].append(f)
+            if tp.topic not in topics or not add.data_change:
+                continue
+            if not f.has_offset_stats:
+                unknown.add(tp)
+            elif f.num_records:
+                ends[tp] = max(ends.get(tp, 0), f.max_offset + 1)  # type: ignore[operator]
+        removed: dict[TopicPartition | None, set[str]] = defaultdict(set)
+        for remove in commit.removes:
+            removed[remove.tp].add(unquote(remove.path))
+        partitions = dict(self.partitions)
+        if None in removed:  # a remove naming no partition: look for its path everywhere
+            lost = removed.pop(None)
+            for tp, pf in self.partitions.items():
+                if any(unquote(f.path) in lost for f in pf.all()):
+                    removed[tp] |= lost
+        for tp in set(added) | {tp for tp in removed if tp is not None}:
+            changed = self.files_of(tp).changed(added.get(tp, ()), removed.get(tp, set()))
+            if len(changed):
+                partitions[tp] = changed
+            else:
+                partitions.pop(tp, None)
+            if tp in unknown and not changed.has_unknown:
+                unknown.discard(tp)
+        return TableState(
+            version,
+            protocol,
+            metadata,
+            partitions,
+            topics,
+            ends,
+            frozenset(unknown),
+            self.apps.updated(commit.txns),
+            None if self.checksum is None else next_checksum(self.checksum, [a.to_json() for a in commit.actions]),
+        )

@@ -1,0 +1,186 @@
+"""Consumer group liveness off the Delta log: one lease object per member.
+
+A member renews its lease every ``heartbeat.interval.ms`` by overwriting
+``<store>/_lakelog/groups/<group>/members/<member>.json`` (a temporary file
+renamed over it locally, a plain PUT on S3). Heartbeats are therefore not
+Delta commits: an idle group writes nothing to the table. Delta readers and
+VACUUM leave ``_``-prefixed directories alone, so the leases are invisible to
+them.
+
+Deciding that a member is gone uses only the observer's own clock
+(:class:`Liveness`): a lease counts as stale once the observer has seen it
+unchanged (same modification time / ETag) for the member's
+``session.timeout.ms``. Clocks of different machines (or of the S3 service)
+never meet; an observer that just started waits a whole session before it
+expires anyone, as a Kafka coordinator that just took over does.
+
+A member about to join also leaves an announcement
+(``.../joining/<member>.json``: its subscription and timeouts) until its join
+landed. Whoever commits a join admits every announced member with it, so
+members that start together form the group in one rebalance, as Kafka's
+coordinator gathers the JoinGroup requests that arrive while it prepares one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from urllib.parse import quote, unquote
+
+from lakelog.engine.group_state import Member
+from lakelog.engine.object_store import filesystem, is_s3
+
+LEASES_DIR = "_lakelog/groups"
+
+
+@dataclass(frozen=True)
+class Lease:
+    member_id: str
+    modified_ms: int  # when it was last written, by the storage's clock (for display only)
+    token: str  # changes with every renewal (modification time, or the object's ETag)
+
+
+class LeaseStore:
+    """The member leases of one group. Thread-safe (no shared mutable state)."""
+
+    def __init__(self, uri: str, group_id: str) -> None:
+        self.uri = uri
+        self._fs, root = filesystem(uri)
+        self._local = not is_s3(uri) and "://" not in uri
+        self.group_directory = f"{root}/{LEASES_DIR}/{quote(group_id, safe='')}"
+        self.directory = f"{self.group_directory}/members"
+        self.joining = f"{self.group_directory}/joining"
+
+    def _path(self, member_id: str, directory: str | None = None) -> str:
+        return f"{directory or self.directory}/{quote(member_id, safe='')}.json"
+
+    def _put(self, directory: str, member_id: str, document: Mapping) -> None:
+        body = json.dumps(document).encode()
+        path = self._path(member_id, directory)
+        if self._local:
+            os.makedirs(directory, exist_ok=True)
+            temp = f"{directory}/.{uuid.uuid4().hex}.tmp"
+            with open(temp, "wb") as handle:
+                handle.write(body)
+            os.replace(temp, path)  # atomic: a reader sees the old object or the new one
+        else:
+            with self._fs.open(path, "wb") as handle:
+                handle.write(body)
+
+    def renew(self, member_id: str, instance_id: str | None) -> None:
+        """Write (or overwrite) the member's lease. Raises OSError when it could not be written."""
+        document = {"member_id": member_id, "instance_id": instance_id, "renewed_ms": int(time.time() * 1000)}
+        self._put(self.directory, member_id, document)
+
+    def remove(self, member_id: str) -> None:
+        """Drop the member's lease (it left); nothing if there is none."""
+        with contextlib.suppress(FileNotFoundError):
+            self._fs.rm(self._path(member_id))
+
+    def remove_all(self) -> None:
+        """Drop every lease and announcement of the group (it was deleted)."""
+        with contextlib.suppress(FileNotFoundError):
+            self._fs.rm(self.group_directory, recursive=True)
+
+    def announce(self, member: Member) -> None:
+        """Announce that ``member`` is joining (until :meth:`withdraw`). Raises OSError when it
+        could not be written."""
+        document = {"member": member.to_dict(), "announced_ms": int(time.time() * 1000)}
+        self._put(self.joining, member.member_id, document)
+
+    def withdraw(self, member_id: str) -> None:
+        """Drop the member's announcement (its join landed, or failed); nothing if there is none."""
+        with contextlib.suppress(FileNotFoundError):
+            self._fs.rm(self._path(member_id, self.joining))
+
+    def announced(self, now_ms: int) -> list[Member]:
+        """Members announced as joining within their session timeout (by ``now_ms``, the
+        reader's clock), in member id order. An announcement left by a member that died
+        before its join landed is older than that soon; it is removed when seen."""
+        try:
+            names = sorted(self._fs.ls(self.joining, detail=False))
+        except FileNotFoundError:
+            return []
+        found = []
+        for name in names:
+            if not name.endswith(".json") or name.rsplit("/", 1)[-1].startswith("."):
+                continue
+            try:
+                document = json.loads(self._fs.cat_file(name))
+            except FileNotFoundError:  # withdrawn since the listing
+                continue
+            member = Member.from_dict(document["member"])
+            if now_ms - document["announced_ms"] > member.session_timeout_ms:
+                with contextlib.suppress(FileNotFoundError):
+                    self._fs.rm(name)
+                continue
+            found.append(member)
+        return found
+
+    def read(self) -> dict[str, Lease]:
+        """Every member's lease, by member id (one directory listing)."""
+        try:
+            entries = self._fs.ls(self.directory, detail=True)
+        except FileNotFoundError:
+            return {}
+        leases = {}
+        for entry in entries:
+            name = entry["name"].rsplit("/", 1)[-1]
+            if not name.endswith(".json") or name.startswith("."):
+                continue
+            member_id = unquote(name[: -len(".json")])
+            modified = entry.get("mtime") or entry.get("LastModified") or entry.get("created")
+            if hasattr(modified, "timestamp"):
+                modified_ms = int(modified.timestamp() * 1000)
+            else:
+                modified_ms = int(float(modified or 0) * 1000)
+            token = str(entry.get("ETag") or entry.get("mtime") or modified_ms)
+            leases[member_id] = Lease(member_id, modified_ms, token)
+        return leases
+
+
+class Liveness:
+    """Which members went silent, judged by how long this observer saw their leases unchanged.
+
+    Pure bookkeeping over observations: :meth:`observe` with the leases read
+    and the observer's monotonic time, then :meth:`silent` for the members
+    whose lease (or its absence) has not changed for their session timeout.
+    """
+
+    def __init__(self, now: float) -> None:
+        self._started = now
+        self._seen: dict[str, tuple[str | None, float]] = {}
+
+    def observe(self, leases: Mapping[str, Lease], members: Mapping[str, int], now: float) -> None:
+        """Record what the leases of ``members`` (member id -> session timeout ms) look like now."""
+        for member_id in members:
+            token = leases[member_id].token if member_id in leases else None
+            seen = self._seen.get(member_id)
+            if seen is None:
+                # First sight: count from now, or from the observer's start if the lease is missing.
+                self._seen[member_id] = (token, now if token is not None else self._started)
+            elif seen[0] != token:
+                self._seen[member_id] = (token, now)
+        for member_id in list(self._seen):
+            if member_id not in members:
+                del self._seen[member_id]
+
+    def silent(self, members: Mapping[str, int], now: float) -> list[str]:
+        """Members (of ``members``: id -> session timeout ms) not renewed for their session timeout."""
+        return sorted(
+            m for m, timeout in members.items() if m in self._seen and now - self._seen[m][1] > timeout / 1000
+        )
+
+
+def fresh(leases: Mapping[str, Lease], members: Mapping[str, int], now_ms: int) -> set[str]:
+    """Members whose lease was written within their session timeout, by the reader's clock.
+
+    A one-shot view for admin commands and ``describe`` (which have no history
+    of observations); members decide expiry with :class:`Liveness`.
+    """
+    return {m for m, timeout in members.items() if m in leases and now_ms - leases[m].modified_ms <= timeout}

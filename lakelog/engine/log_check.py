@@ -1,0 +1,435 @@
+"""``lakelog check``: prove the store's invariant, as Kafka's log-dump tool and Delta's FSCK do.
+
+For every partition of every topic (or of one), from the table's latest
+version:
+
+* every data file an ``add`` action references exists (``missing_file``) and
+  is a readable Parquet file (``unreadable_file``);
+* its ``add`` statistics (numRecords, min/max offset) equal its contents
+  (``wrong_stats``): readers prune and seek by them, so a wrong one hides
+  records;
+* the offsets from the log start to the log end are unique
+  (``duplicate_offset``: two lakelog files hold one offset) and dense
+  (``offset_gap``) -- except in compacted topics, where the cleaner removes
+  records as Kafka's does, and except ranges a repair recorded as lost;
+* the store holds no stray temporary file (``stray_temporary``): the
+  ``.<name>.<id>.tmp`` files a writer killed midway leaves under
+  ``_delta_log/`` or ``_lakelog/``, once older than a grace period (a writer
+  in flight is not disturbed).
+
+Rows another writer added (a second row at an offset lakelog committed, rows
+past a partition's end) are warnings, not violations: readers leave them out
+(:class:`engine.errors.ForeignRowsWarning`).
+
+``--repair`` removes stray temporaries; with ``--drop-missing-files`` it
+also removes the ``add`` actions of missing files in one Delta commit
+(operation ``FSCK``, as Delta's ``FSCK REPAIR TABLE``), which records the
+offset ranges they held: in its commitInfo and, per partition, as Delta
+application transactions ``lakelog.lost.<topic id>.<partition>.<first>``
+whose version is the range's end, so later checks (and every Delta reader)
+see them as recorded losses, not as holes. Decisions are pure functions
+over values (:func:`check_partition`, :func:`stray_temporaries`,
+:func:`lost_ranges`); :func:`check_store` and :func:`repair_store` do the IO.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import re
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
+
+import numpy as np
+
+from lakelog.engine.commit import MaintenanceChange, RetryPolicy
+from lakelog.engine.commit.actions import RemoveFile
+from lakelog.engine.commit.info import TAG_CLIENT, TAG_DETAILS, TAG_OPERATION, TAG_TOPIC
+from lakelog.engine.commit.state import PartitionFiles, TableState, lost_marker_id
+from lakelog.engine.data_files import written_by_lakelog
+from lakelog.engine.errors import CorruptLogError, DataLossError, UnknownTopicOrPartitionError
+from lakelog.engine.offsets import FileStats, TopicPartition
+from lakelog.engine.partition_reader import PartitionReader
+
+if TYPE_CHECKING:
+    from lakelog.engine.store import LogStore
+
+# A writer (lakelog's put-if-absent, a lease write, delta-rs' checkpoint) names its temporary
+# file ``.<final name>.<unique id>.tmp`` and renames or links it into place.
+TEMPORARY = re.compile(r"^\..+\.tmp$")
+# Directories of the store where writers create temporaries; data directories hold none.
+TEMPORARY_DIRS = ("_delta_log", "_lakelog")
+DEFAULT_GRACE_S = 3600.0
+REPAIR_CLIENT = "lakelog-check"
+REPAIR_POLICY = RetryPolicy(retries=20, backoff_ms=20, backoff_max_ms=500)
+# Per partition and kind, at most this many examples are listed.
+EXAMPLES = 5
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One way the store breaks the invariant; ``tp`` is None for store-wide findings."""
+
+    kind: str  # missing_file, unreadable_file, wrong_stats, duplicate_offset, offset_gap, stray_temporary
+    tp: TopicPartition | None
+    detail: str
+    path: str | None = None
+
+
+@dataclass(frozen=True)
+class FileContents:
+    """What one data file holds: its offsets, or why they could not be read."""
+
+    path: str
+    offsets: np.ndarray | None  # None when missing or unreadable
+    missing: bool = False
+    error: str | None = None
+
+
+@dataclass
+class PartitionReport:
+    tp: TopicPartition
+    start: int
+    end: int
+    files: int
+    records: int
+    violations: list[Violation] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    lost: list[tuple[int, int]] = field(default_factory=list)  # recorded losses [first, end)
+
+    def line(self) -> str:
+        head = f"{self.tp.topic}/{self.tp.partition}: "
+        span = f"offsets {self.start}..{self.end - 1}" if self.end > self.start else "empty"
+        facts = [f"{span}, {self.records} records in {self.files} files"]
+        facts += [f"lost (recorded) {a}..{b - 1}" for a, b in self.lost]
+        facts += [f"warning: {w}" for w in self.warnings]
+        if not self.violations:
+            return head + "ok, " + "; ".join(facts)
+        found = "; ".join(f"{v.kind}: {v.detail}" for v in self.violations)
+        return head + f"{len(self.violations)} violation(s): {found}; " + "; ".join(facts)
+
+
+@dataclass
+class CheckReport:
+    """A whole check: per partition, then store-wide findings (stray temporaries)."""
+
+    version: int
+    partitions: list[PartitionReport]
+    store_violations: list[Violation] = field(default_factory=list)
+    repaired: list[str] = field(default_factory=list)
+
+    @property
+    def violations(self) -> list[Violation]:
+        return [v for p in self.partitions for v in p.violations] + self.store_violations
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+    def lines(self) -> list[str]:
+        """A line per partition that holds files or broke the invariant, then store-wide
+        findings, repairs and a summary."""
+        out = [p.line() for p in self.partitions if p.files or p.violations]
+        out += [f"store: {v.kind}: {v.detail}" for v in self.store_violations]
+        out += self.repaired
+        kinds: dict[str, int] = {}
+        for v in self.violations:
+            kinds[v.kind] = kinds.get(v.kind, 0) + 1
+        summary = ", ".join(f"{k} {n}" for k, n in sorted(kinds.items())) or "none"
+        empty = sum(1 for p in self.partitions if not (p.files or p.violations))
+        out.append(
+            f"checked {len(self.partitions)} partition(s) ({empty} empty) at version {self.version}: "
+            f"{'ok' if self.ok else 'FAILED'}, violations: {summary}"
+        )
+        return out
+
+
+# -- decisions (pure) -------------------------------------------------------------------
+
+
+def _runs(values: np.ndarray) -> list[tuple[int, int]]:
+    """Sorted unique ints as maximal runs [first, end)."""
+    if not len(values):
+        return []
+    breaks = np.nonzero(np.diff(values) != 1)[0]
+    firsts = np.concatenate(([values[0]], values[breaks + 1]))
+    lasts = np.concatenate((values[breaks], [values[-1]]))
+    return [(int(a), int(b) + 1) for a, b in zip(firsts, lasts, strict=True)]
+
+
+def _gaps(held: np.ndarray, start: int, end: int) -> list[tuple[int, int]]:
+    """The ranges [a, b) of [start, end) that no offset of sorted unique ``held`` covers."""
+    gaps, position = [], start
+    for first, stop in _runs(held):
+        if first > position:
+            gaps.append((position, min(first, end)))
+        position = max(position, stop)
+    if position < end:
+        gaps.append((position, end))
+    return [(a, b) for a, b in gaps if a < b]
+
+
+def recorded_part(gap: tuple[int, int], lost_end: Callable[[int], int]) -> tuple[int, int]:
+    """How far from its first offset ``gap`` is covered by recorded losses: ``lost_end(a)`` is
+    the end of the loss recorded at ``a`` (-1 if none); losses recorded one after another
+    chain. Returns [gap start, covered end)."""
+    position = gap[0]
+    while position < gap[1]:
+        stop = lost_end(position)
+        if stop <= position:
+            break
+        position = stop
+    return gap[0], min(position, gap[1])
+
+
+def check_partition(
+    tp: TopicPartition,
+    files: Sequence[FileStats],
+    contents: Mapping[str, FileContents],
+    start: int | None,
+    end: int | None,
+    *,
+    compacted: bool,
+    lost_end: Callable[[int], int] = lambda offset: -1,
+) -> PartitionReport:
+    """Check one partition: ``files`` its live ``add`` statistics, ``contents`` what each file
+    (by path) holds, ``start``/``end`` the recorded log start and end offsets (None where none
+    was recorded: then the smallest offset held, and one past the largest)."""
+    violations: list[Violation] = []
+    warnings: list[str] = []
+    held_parts: list[np.ndarray] = []
+    own_parts: list[np.ndarray] = []
+    stats_ranges: list[np.ndarray] = []  # what missing/unreadable files said they held
+    for f in files:
+        found = contents.get(f.path)
+        if found is None or found.offsets is None:
+            missing = found is None or found.missing
+            held = f"offsets {f.min_offset}..{f.max_offset}" if f.has_offset_stats else "offsets unknown"
+            why = "" if missing or found is None else f": {found.error}"
+            violations.append(
+                Violation("missing_file" if missing else "unreadable_file", tp, f"{f.path} ({held}){why}", f.path)
+            )
+            if f.has_offset_stats:
+                stats_ranges.append(np.arange(f.min_offset, f.max_offset + 1, dtype=np.int64))  # type: ignore[operator]
+            continue
+        offsets = found.offsets
+        if f.num_records is not None and f.num_records != len(offsets):
+            violations.append(
+                Violation("wrong_stats", tp, f"{f.path}: numRecords {f.num_records}, file holds {len(offsets)}", f.path)
+            )
+        if len(offsets) and f.has_offset_stats:
+            low, high = int(offsets.min()), int(offsets.max())
+            if (f.min_offset, f.max_offset) != (low, high):
+                violations.append(
+                    Violation(
+                        "wrong_stats",
+                        tp,
+                        f"{f.path}: stats say offsets {f.min_offset}..{f.max_offset}, file holds {low}..{high}",
+                        f.path,
+                    )
+                )
+        held_parts.append(offsets)
+        if written_by_lakelog(f.path):
+            own_parts.append(offsets)
+    every = np.concatenate(held_parts).astype(np.int64) if held_parts else np.empty(0, np.int64)
+    if start is None:
+        start = int(every.min()) if len(every) else 0
+    if end is None:
+        end = int(every.max()) + 1 if len(every) else start
+    inside = every[(every >= start) & (every < end)]
+    if len(inside) < len(every):
+        past = int(np.count_nonzero(every >= end))
+        if past:
+            warnings.append(f"{past} row(s) at or past the end offset {end} (another writer's, left out)")
+    unique, counts = np.unique(inside, return_counts=True)
+    repeated = unique[counts > 1]
+    if len(repeated):
+        own = np.concatenate(own_parts) if own_parts else np.empty(0, np.int64)
+        own_unique, own_counts = np.unique(own, return_counts=True)
+        doubled = np.intersect1d(repeated, own_unique[own_counts > 1])
+        if len(doubled):
+            examples = ", ".join(f"{a}..{b - 1}" for a, b in _runs(doubled)[:EXAMPLES])
+            violations.append(
+                Violation("duplicate_offset", tp, f"{len(doubled)} offset(s) held by two lakelog files: {examples}")
+            )
+        foreign = len(repeated) - len(doubled)
+        if foreign:
+            warnings.append(f"{foreign} offset(s) repeated by another writer's rows (left out)")
+    covered = np.union1d(unique, np.concatenate(stats_ranges)) if stats_ranges else unique
+    lost: list[tuple[int, int]] = []
+    holes: list[tuple[int, int]] = []
+    for gap in _gaps(covered, start, end):
+        a, b = recorded_part(gap, lost_end)
+        if b > a:
+            lost.append((a, b))
+        if b < gap[1]:
+            holes.append((b, gap[1]))
+    if holes and not compacted:
+        examples = ", ".join(f"{a}..{b - 1}" for a, b in holes[:EXAMPLES])
+        missing_count = sum(b - a for a, b in holes)
+        violations.append(Violation("offset_gap", tp, f"{missing_count} offset(s) held by no file: {examples}"))
+    return PartitionReport(tp, start, end, len(files), len(unique), violations, warnings, lost)
+
+
+def stray_temporaries(listing: Iterable[tuple[str, float]], now: float, grace_s: float) -> list[str]:
+    """Of (path relative to the store, modification time in epoch seconds), the temporary
+    files a writer left under ``_delta_log/`` or ``_lakelog/`` longer than ``grace_s`` ago."""
+    stray = []
+    for path, mtime in listing:
+        parts = path.split("/")
+        if parts[0] in TEMPORARY_DIRS and TEMPORARY.match(parts[-1]) and now - mtime > grace_s:
+            stray.append(path)
+    return sorted(stray)
+
+
+def lost_ranges(report: PartitionReport, missing: Iterable[FileStats]) -> list[tuple[int, int]]:
+    """The offset ranges [first, end) dropping the ``missing`` files of a partition loses:
+    the runs of offsets only they held (their statistics tell which)."""
+    said = [np.arange(f.min_offset, f.max_offset + 1, dtype=np.int64) for f in missing if f.has_offset_stats]  # type: ignore[operator]
+    if not said:
+        return []
+    candidates = np.unique(np.concatenate(said))
+    inside = candidates[(candidates >= report.start) & (candidates < report.end)]
+    return _runs(inside)
+
+
+# -- IO ---------------------------------------------------------------------------------
+
+
+def _read_offsets(reader: PartitionReader, path: str) -> FileContents:
+    try:
+        table = reader.read_file(path, ["offset"])
+    except DataLossError:
+        return FileContents(path, None, missing=True)
+    except CorruptLogError as exc:  # not Parquet, or not the log's columns: say why
+        cause = exc.__cause__ or exc
+        first = str(cause).splitlines()[0] if str(cause) else type(cause).__name__
+        return FileContents(path, None, error=f"{type(cause).__name__}: {first}")
+    column = table.column("offset")
+    if column.null_count:
+        return FileContents(path, None, error="rows without an offset")
+    return FileContents(path, column.to_numpy().astype(np.int64))
+
+
+def _partitions(state: TableState, topic: str | None) -> list[TopicPartition]:
+    if topic is not None and topic not in state.topics:
+        raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
+    names = [topic] if topic is not None else sorted(state.topics)
+    return [TopicPartition(n, p) for n in names for p in range(state.topics[n].partitions)]
+
+
+def _listing(store: LogStore) -> list[tuple[str, float]]:
+    from lakelog.engine.object_store import filesystem
+
+    fs, root = filesystem(store.uri)
+    found = []
+    for directory in TEMPORARY_DIRS:
+        try:
+            entries = fs.find(f"{root}/{directory}", detail=True)
+        except FileNotFoundError:
+            continue
+        for name, info in entries.items():
+            relative = posixpath.relpath(name, root)
+            found.append((relative, _mtime(info)))
+    return found
+
+
+def _mtime(info: Mapping[str, Any]) -> float:
+    value = info.get("mtime", info.get("LastModified", info.get("created", 0)))
+    return value.timestamp() if hasattr(value, "timestamp") else float(value or 0)
+
+
+def check_store(store: LogStore, topic: str | None = None, grace_s: float = DEFAULT_GRACE_S) -> CheckReport:
+    """Check ``store`` (one topic with ``topic``) at its latest version. Reads every live data
+    file's offsets; writes nothing. Raises UnknownTopicOrPartitionError for an unknown topic."""
+    state = store.log.latest()
+    reader = PartitionReader(store.uri)
+    reports = []
+    for tp in _partitions(state, topic):
+        pf: PartitionFiles = state.files_of(tp)
+        files = pf.all()
+        contents = {f.path: _read_offsets(reader, f.path) for f in files}
+        topic_id = state.topics[tp.topic].topic_id
+        compacted = "compact" in str(state.topics[tp.topic].config_value("cleanup.policy"))
+
+        def lost_end(offset: int, tp: TopicPartition = tp, topic_id: str = topic_id) -> int:
+            return state.app_version(lost_marker_id(topic_id, tp.partition, offset))
+
+        reports.append(check_partition(tp, files, contents, pf.start, pf.end, compacted=compacted, lost_end=lost_end))
+    stray = stray_temporaries(_listing(store), time.time(), grace_s)
+    store_violations = [Violation("stray_temporary", None, path, path) for path in stray]
+    return CheckReport(state.version, reports, store_violations)
+
+
+def repair_store(
+    store: LogStore,
+    report: CheckReport,
+    *,
+    drop_missing_files: bool = False,
+) -> list[str]:
+    """Repair what ``report`` found: remove its stray temporaries (only those, only inside the
+    store) and, with ``drop_missing_files``, commit the removal of every missing file's
+    ``add`` action, one commit per topic (operation FSCK) recording the offset ranges lost.
+    Returns what was done, a line each. Unreadable files, wrong statistics, duplicates and
+    gaps are reported, never changed. Raises MaintenanceConflictError when a concurrent
+    commit removed one of those files first (run check again), and the commit core's
+    errors otherwise."""
+    from lakelog.engine.object_store import filesystem
+
+    done = []
+    fs, root = filesystem(store.uri)
+    for v in report.store_violations:
+        if v.kind == "stray_temporary" and v.path is not None:
+            try:
+                fs.rm(f"{root}/{v.path}")
+            except FileNotFoundError:
+                continue  # its writer or another repair removed it meanwhile
+            done.append(f"repair: removed stray temporary {v.path}")
+    if drop_missing_files:
+        done += _drop_missing(store, report)
+    return done
+
+
+def _drop_missing(store: LogStore, report: CheckReport) -> list[str]:
+    state = store.log.at(report.version)
+    by_topic: dict[str, list[tuple[PartitionReport, list[FileStats]]]] = {}
+    for p in report.partitions:
+        gone = {v.path for v in p.violations if v.kind == "missing_file"}
+        if gone:
+            files = [f for f in state.files_of(p.tp).all() if f.path in gone]
+            by_topic.setdefault(p.tp.topic, []).append((p, files))
+    done = []
+    for topic, parts in sorted(by_topic.items()):
+        now_ms = int(time.time() * 1000)
+        removed = [RemoveFile.of(f, now_ms, data_change=True) for _, files in parts for f in files]
+        lost = {p.tp.partition: lost_ranges(p, files) for p, files in parts}
+        details = {str(p): [[a, b - 1] for a, b in ranges] for p, ranges in sorted(lost.items())}
+        change = MaintenanceChange(
+            "FSCK",
+            topic,
+            state.topics[topic].topic_id,
+            removed,
+            [],
+            True,
+            {
+                TAG_OPERATION: "repair",
+                TAG_CLIENT: REPAIR_CLIENT,
+                TAG_TOPIC: topic,
+                TAG_DETAILS: json.dumps({"lost_offsets": details}, sort_keys=True, separators=(",", ":")),
+            },
+            {"predicate": json.dumps([f"topic = '{topic}'"])},
+            {"numFilesRemoved": len(removed)},
+            lost_ranges=lost,
+        )
+        version = store._new_writer(REPAIR_CLIENT).commit_maintenance(change, report.version, REPAIR_POLICY)
+        for p, files in parts:
+            ranges = ", ".join(f"{a}..{b - 1}" for a, b in lost[p.tp.partition]) or "none"
+            names = ", ".join(unquote(f.path) for f in files)
+            done.append(
+                f"repair: {p.tp}: dropped {len(files)} missing file(s) at version {version} ({names}),"
+                f" lost offsets {ranges}"
+            )
+    return done

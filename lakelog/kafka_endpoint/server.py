@@ -1,0 +1,194 @@
+"""``lakelog serve``: an asyncio TCP server speaking the Kafka protocol over one store.
+
+Each connection's requests are answered in the order they came (as a Kafka
+broker does), each handled on a worker thread so that a commit or a long
+poll of one connection never holds up another. A frame that cannot be
+parsed closes only its connection. An API or version the endpoint does not
+answer gets UNSUPPORTED_VERSION in a response of that API (ApiVersions with
+its v0 response, as Kafka does, so that a client learns what is supported).
+SIGTERM or SIGINT: stop accepting, let requests in flight finish (long polls
+return at once), close the producer, exit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import struct
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from kio.index import load_response_schema
+from kio.schema.errors import ErrorCode
+
+from lakelog.kafka_endpoint.handlers import API_VERSIONS, PRODUCE, SUPPORTED, Endpoint
+from lakelog.kafka_endpoint.messages import MalformedRequestError, Request, build, encode_response, parse_request
+
+log = logging.getLogger(__name__)
+
+_SIZE = struct.Struct(">i")
+# Kafka's socket.request.max.bytes.
+MAX_FRAME_BYTES = 100 * 1024 * 1024
+# Requests of one connection read ahead of their answers (a client's max.in.flight is 5).
+MAX_IN_FLIGHT = 16
+
+
+async def _quietly(awaitable: Any) -> None:
+    with contextlib.suppress(Exception, asyncio.CancelledError):
+        await awaitable
+
+
+def error_response(
+    api_key: int, api_version: int, correlation_id: int, code: ErrorCode = ErrorCode.unsupported_version
+) -> bytes | None:
+    """A response of the request's API and version whose error codes say ``code`` (by default
+    UNSUPPORTED_VERSION), or None when there is no way to write one (an API kio does not know)."""
+    if api_key == API_VERSIONS:
+        body = build(
+            load_response_schema(API_VERSIONS, 0),
+            error_code=ErrorCode.unsupported_version,
+            api_keys=[
+                {"api_key": k, "min_version": lo, "max_version": hi} for k, (lo, hi) in sorted(SUPPORTED.items())
+            ],
+        )
+        return encode_response(API_VERSIONS, 0, correlation_id, body)
+    try:
+        cls = load_response_schema(api_key, api_version)
+    except Exception:
+        return None
+    return encode_response(api_key, api_version, correlation_id, build(cls, error_code=code))
+
+
+class Server:
+    """One listener over one :class:`Endpoint`."""
+
+    def __init__(self, endpoint_factory: Callable[[int], Endpoint], host: str, port: int) -> None:
+        self._factory = endpoint_factory
+        self.host, self.port = host, port
+        self.endpoint: Endpoint | None = None
+        self._server: asyncio.base_events.Server | None = None
+        self._pool = ThreadPoolExecutor(max_workers=32, thread_name_prefix="lakelog-serve")
+        self._stopping = False
+        self._connections: set[asyncio.Task] = set()
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._connection, self.host, self.port)
+        self.port = self._server.sockets[0].getsockname()[1]
+        self.endpoint = self._factory(self.port)
+        log.info("lakelog serve: listening on %s:%d (Kafka protocol)", self.host, self.port)
+
+    async def stop(self) -> None:
+        self._stopping = True
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+        for task in list(self._connections):
+            task.cancel()
+        await asyncio.gather(*self._connections, return_exceptions=True)
+        self._pool.shutdown(wait=True)
+        if self.endpoint is not None:
+            self.endpoint.close()
+
+    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """Read a connection's requests and answer them in order. Produce requests are
+        pipelined (a client keeps up to max.in.flight of them outstanding): each is handed
+        to the group commit as it is read, so requests in flight share commits and keep
+        their order; the others are answered one at a time."""
+        task = asyncio.current_task()
+        assert task is not None
+        self._connections.add(task)
+        peer = writer.get_extra_info("peername")
+        loop = asyncio.get_running_loop()
+        answers: asyncio.Queue[asyncio.Future | None] = asyncio.Queue(maxsize=MAX_IN_FLIGHT)
+        sender = asyncio.create_task(self._send_in_order(answers, writer))
+        try:
+            while not self._stopping and not sender.done():
+                try:
+                    size = _SIZE.unpack(await reader.readexactly(4))[0]
+                    if not 0 < size <= MAX_FRAME_BYTES:
+                        raise MalformedRequestError(f"a frame of {size} bytes")
+                    frame = await reader.readexactly(size)
+                except asyncio.IncompleteReadError:
+                    return
+                parsed = parse_request(frame, SUPPORTED)
+                if not isinstance(parsed, Request):
+                    answer = error_response(*parsed)
+                    if answer is None:
+                        return
+                    done = loop.create_future()
+                    done.set_result(answer)
+                elif parsed.api_key == PRODUCE:
+                    finish = await loop.run_in_executor(self._pool, self._start_produce, parsed)
+                    done = loop.run_in_executor(self._pool, finish)
+                else:
+                    done = loop.run_in_executor(self._pool, self._answer, parsed)
+                    await asyncio.wait([done])
+                await answers.put(done)
+        except MalformedRequestError as exc:
+            log.warning("closing the connection from %s: %s", peer, exc)
+        except (ConnectionError, asyncio.CancelledError):
+            pass
+        finally:
+            if not sender.done():
+                await _quietly(answers.put(None))
+            await _quietly(sender)
+            self._connections.discard(task)
+            with contextlib.suppress(Exception):
+                writer.close()
+
+    async def _send_in_order(self, answers: asyncio.Queue, writer: asyncio.StreamWriter) -> None:
+        while (done := await answers.get()) is not None:
+            frame = await done
+            if frame:
+                writer.write(frame)
+                await writer.drain()
+
+    def _start_produce(self, request: Request) -> Callable[[], bytes | None]:
+        assert self.endpoint is not None
+        try:
+            finish = self.endpoint.start_produce(request)
+        except Exception:
+            log.exception("produce v%s failed", request.api_version)
+            failed = error_response(
+                PRODUCE, request.api_version, request.correlation_id, ErrorCode.unknown_server_error
+            )
+            return lambda: failed
+        return lambda: self._answer(request, finish)
+
+    def _answer(self, request: Request, handler: Callable[[], Any] | None = None) -> bytes | None:
+        """The response frame (b"" when none is sent); a handler's unexpected failure is
+        logged and answered with UNKNOWN_SERVER_ERROR (None: close the connection)."""
+        assert self.endpoint is not None
+        try:
+            body = handler() if handler is not None else self.endpoint.handle(request, lambda: self._stopping)
+        except Exception:
+            log.exception("api %s v%s failed", request.api_key, request.api_version)
+            return error_response(
+                request.api_key, request.api_version, request.correlation_id, ErrorCode.unknown_server_error
+            )
+        if body is None:
+            return b""
+        return encode_response(request.api_key, request.api_version, request.correlation_id, body)
+
+
+async def _serve(store: Any, host: str, port: int, ready: Callable[[Server], None] | None = None) -> None:
+    server = Server(lambda bound: Endpoint(store, host, bound), host, port)
+    await server.start()
+    done = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, done.set)
+    if ready is not None:
+        ready(server)
+    await done.wait()
+    log.warning("lakelog serve: stopping")
+    await server.stop()
+
+
+def serve(store: Any, listen: str, ready: Callable[[Server], None] | None = None) -> None:
+    """Serve ``store`` on ``listen`` (``host:port``; port 0 picks a free one) until SIGTERM/SIGINT."""
+    host, _, port = listen.rpartition(":")
+    asyncio.run(_serve(store, host or "127.0.0.1", int(port), ready))

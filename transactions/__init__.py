@@ -1,9 +1,0 @@
-"""Transactional producers: atomic multi-partition commits, fencing, exactly-once
-read-process-write. Builds on :mod:`engine`; ``engine`` never imports this package
-except through ``LogStore.transactional_producer``."""
-
-from __future__ import annotations
-
-from transactions.producer import TransactionalProducer, TransactionState
-
-__all__ = ["TransactionState", "TransactionalProducer"]
