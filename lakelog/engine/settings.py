@@ -7,7 +7,7 @@
 3. keyword arguments of :meth:`engine.store.LogStore.open` (``num_partitions=3``,
    ``**{"producer.linger.ms": 10}``).
 
-A later layer wins. Keys: ``num.partitions``, ``jars.dir``; ``topic.<k>``,
+A later layer wins. Keys: ``num.partitions``, ``auto.create.topics.enable``, ``jars.dir``; ``topic.<k>``,
 ``producer.<k>``, ``consumer.<k>`` for every topic, producer and consumer
 key (defaults for new topics, producers and consumers; a topic's defaults are
 written into its config when it is created, so every client sees the same
@@ -51,6 +51,15 @@ STORE_KEYS = key_table(
             "Partitions of a topic created without a partition count (Kafka's broker default).",
             minimum=1,
             maximum=INT_MAX,
+        ),
+        ConfigKey(
+            "auto.create.topics.enable",
+            "bool",
+            False,
+            "Whether df.write / writeStream .format(\"lakelog\") creates a topic it is asked to write to that does "
+            "not exist (with num.partitions and the topic.* settings); false: the write fails with "
+            "UnknownTopicOrPartitionError. Kafka's broker default is true; lakelog's is false, as its producers "
+            "refuse unknown topics.",
         ),
         ConfigKey(
             "jars.dir",
@@ -129,6 +138,7 @@ class Settings:
     """Resolved settings; ``origins`` says where each given key came from."""
 
     num_partitions: int = 1
+    auto_create_topics_enable: bool = False
     jars_dir: str = ""
     topic: dict[str, Any] = field(default_factory=dict)
     producer: dict[str, Any] = field(default_factory=dict)
@@ -138,7 +148,11 @@ class Settings:
 
     def values(self) -> dict[str, Any]:
         """Every given key with its parsed value, flat (``producer.linger.ms``)."""
-        flat: dict[str, Any] = {"num.partitions": self.num_partitions, "jars.dir": self.jars_dir}
+        flat: dict[str, Any] = {
+            "num.partitions": self.num_partitions,
+            "auto.create.topics.enable": self.auto_create_topics_enable,
+            "jars.dir": self.jars_dir,
+        }
         for prefix, group in (("topic.", self.topic), ("producer.", self.producer), ("consumer.", self.consumer)):
             flat.update({prefix + k: v for k, v in group.items()})
         flat.update(self.spark)
@@ -213,6 +227,7 @@ def _resolve(raw: Mapping[str, tuple[Any, str]]) -> Settings:
             raise InvalidConfigError(f"{exc} (from {origin})") from None
     return Settings(
         num_partitions=store["num.partitions"],
+        auto_create_topics_enable=store["auto.create.topics.enable"],
         jars_dir=store["jars.dir"],
         topic=groups["topic."],
         producer=groups["producer."],
