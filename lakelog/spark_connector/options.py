@@ -3,9 +3,17 @@
 Checked when the query is defined (the DataSource is built): an unknown
 option, a value of the wrong kind, or two options that contradict each
 other is an :class:`engine.errors.InvalidConfigError` naming the option.
-Kafka's connection options (``kafka.*``) have no meaning here -- a store is
-a path -- and are refused with a hint. Reference:
+Options of Kafka's source and sink that have no meaning here -- Kafka client
+settings (``kafka.*``: a store is a path, there are no brokers), consumer
+polling and offset-fetch retries, ``groupIdPrefix`` -- are accepted and
+ignored, each with one logged warning saying why, so a query written for
+``format("kafka")`` runs unchanged. Reference:
 https://spark.apache.org/docs/latest/structured-streaming-kafka-integration.html
+
+Whether a read is batch or streaming is known in the Python worker only when
+the reader is made, after ``load()``; lakelog-jvm.jar's provider tells it at
+``load()`` with the internal option :data:`QUERY_KIND_OPTION`, so an option of
+the other kind fails there.
 
 S3A settings (``fs.s3a.endpoint``, ``fs.s3a.access.key``, ... and their
 ``fs.s3a.bucket.<bucket>.*`` forms) are accepted as options, as Delta's
@@ -19,6 +27,7 @@ configured with ``spark.hadoop.fs.s3a.*`` alone works.
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -44,6 +53,8 @@ SOURCE_OPTIONS = (
     "failOnDataLoss",
     "includeHeaders",
     "groupId",
+    "minPartitions",
+    "maxRecordsPerPartition",
 )
 # checkpointLocation is Spark's own; DataStreamWriter hands it to the sink with the rest.
 SINK_OPTIONS = ("path", "topic", "checkpointLocation")
@@ -51,6 +62,21 @@ SINK_OPTIONS = ("path", "topic", "checkpointLocation")
 S3A_OPTION_PREFIX = "fs.s3a."
 STREAM_ONLY = ("maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay", "groupId")
 BATCH_ONLY = ("endingOffsets",)
+# Set by io.lakelog.spark.LakelogProvider at load(): "batch" or "streaming" (LakelogProvider.QUERY_KIND).
+QUERY_KIND_OPTION = "lakelog.internal.querykind"
+KAFKA_PREFIX = "kafka."
+_NO_BROKERS = "lakelog has no brokers: it reads and writes the store given by option('path')"
+# Kafka source options with no meaning here, and why: accepted and ignored with a warning.
+IGNORED_SOURCE_OPTIONS = {
+    "kafkaConsumer.pollTimeoutMs": "records are read from the store's files, no consumer polls a broker",
+    "groupIdPrefix": "the query reads files and joins no consumer group (option 'groupId' commits its offsets "
+    "to a group)",
+    "fetchOffset.numRetries": "offsets come from the Delta log, with no broker to retry",
+    "fetchOffset.retryIntervalMs": "offsets come from the Delta log, with no broker to retry",
+}
+_KAFKA_GROUP_ID = "kafka.group.id"
+
+log = logging.getLogger("lakelog.spark_connector")
 
 _DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|h|d)?\s*$")
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
@@ -60,21 +86,40 @@ def _lower(options: Mapping[str, str]) -> dict[str, str]:
     return {str(k).lower(): str(v) for k, v in options.items()}
 
 
-def check_known(options: Mapping[str, str], known: tuple[str, ...], what: str) -> None:
-    """Raise for options ``format("lakelog")`` does not have (case-insensitive, as Spark's)."""
+def check_known(
+    options: Mapping[str, str], known: tuple[str, ...], what: str, ignored: Mapping[str, str] | None = None
+) -> tuple[tuple[str, str], ...]:
+    """Raise for options ``format("lakelog")`` does not have (case-insensitive, as Spark's).
+
+    Returns the options given that Kafka's source or sink has but that mean
+    nothing here (``kafka.*`` and ``ignored``), each with the reason, for
+    :func:`warn_ignored`.
+    """
     names = {k.lower(): k for k in known}
+    no_ops = {k.lower(): why for k, why in (ignored or {}).items()}
+    found = []
     for key in options:
         low = str(key).lower()
-        if low.startswith("kafka."):
-            raise InvalidConfigError(
-                f"option {key!r}: lakelog has no brokers to connect to; give the store with option('path', ...) "
-                "instead of kafka.* options"
-            )
-        if low not in names and not low.startswith(S3A_OPTION_PREFIX):
+        if low == QUERY_KIND_OPTION:
+            continue
+        if low == _KAFKA_GROUP_ID:
+            found.append((str(key), f"{_NO_BROKERS}; option 'groupId' commits a streaming query's offsets to a group"))
+        elif low.startswith(KAFKA_PREFIX):
+            found.append((str(key), f"{_NO_BROKERS}; Kafka client settings do nothing"))
+        elif low in no_ops:
+            found.append((str(key), no_ops[low]))
+        elif low not in names and not low.startswith(S3A_OPTION_PREFIX):
             raise InvalidConfigError(
                 f"unknown {what} option {key!r}; lakelog's {what} options are {', '.join(known)} "
                 f"and S3A settings ({S3A_OPTION_PREFIX}*)"
             )
+    return tuple(found)
+
+
+def warn_ignored(ignored: tuple[tuple[str, str], ...], what: str) -> None:
+    """One warning per option of Kafka's that is accepted but does nothing here."""
+    for key, why in ignored:
+        log.warning('format("lakelog") %s option %r is ignored: %s', what, key, why)
 
 
 def access_from_options(path: str, options: Mapping[str, str]) -> StoreAccess:
@@ -178,12 +223,24 @@ class SourceOptions:
     include_headers: bool
     group_id: str | None
     access: StoreAccess
+    min_partitions: int | None = None
+    max_records_per_partition: int | None = None
+    ignored: tuple[tuple[str, str], ...] = ()  # Kafka options accepted as no-ops, with why
+
+
+def query_kind(options: Mapping[str, Any]) -> bool | None:
+    """Streaming (True), batch (False) or unknown (None): what LakelogProvider said at ``load()``."""
+    kind = _lower(options).get(QUERY_KIND_OPTION)
+    return None if kind is None else kind.strip().lower() == "streaming"
 
 
 def parse_source_options(raw: Mapping[str, Any], *, streaming: bool | None) -> SourceOptions:
-    """Validate the options of a read: streaming, batch, or (None) either, as at ``load()``."""
-    check_known(raw, SOURCE_OPTIONS, "source")
+    """Validate the options of a read: streaming, batch, or (None) either, as at ``load()``
+    (there the JVM provider's :data:`QUERY_KIND_OPTION` says which, when present)."""
+    ignored = check_known(raw, SOURCE_OPTIONS, "source", IGNORED_SOURCE_OPTIONS)
     options = _lower(raw)
+    if streaming is None:
+        streaming = query_kind(options)
     path = options.get("path", "").strip()
     if not path:
         raise InvalidConfigError("option 'path' (the lakelog store) is required, e.g. .option('path', '/data/store')")
@@ -273,6 +330,9 @@ def parse_source_options(raw: Mapping[str, Any], *, streaming: bool | None) -> S
         include_headers=_bool(options, "includeHeaders", False),
         group_id=group_id,
         access=access_from_options(path, options),
+        min_partitions=_positive_long(options, "minPartitions"),
+        max_records_per_partition=_positive_long(options, "maxRecordsPerPartition"),
+        ignored=ignored,
     )
 
 
@@ -285,11 +345,12 @@ class SinkOptions:
     path: str
     topic: str | None
     access: StoreAccess
+    ignored: tuple[tuple[str, str], ...] = ()  # Kafka options accepted as no-ops, with why
 
 
 def parse_sink_options(raw: Mapping[str, Any]) -> SinkOptions:
     """Validate the options of a write; ``topic`` overrides a ``topic`` column, as in Kafka's sink."""
-    check_known(raw, SINK_OPTIONS, "sink")
+    ignored = check_known(raw, SINK_OPTIONS, "sink")
     options = _lower(raw)
     path = options.get("path", "").strip()
     if not path:
@@ -297,4 +358,6 @@ def parse_sink_options(raw: Mapping[str, Any]) -> SinkOptions:
     topic = options.get("topic")
     if topic is not None and not topic.strip():
         raise InvalidConfigError("option 'topic' must not be empty")
-    return SinkOptions(path=path, topic=topic.strip() if topic else None, access=access_from_options(path, options))
+    return SinkOptions(
+        path=path, topic=topic.strip() if topic else None, access=access_from_options(path, options), ignored=ignored
+    )

@@ -65,12 +65,14 @@ from lakelog.spark_connector.source_plan import (
     plan_by_commits,
     proportional_limit,
     reconcile_start,
+    split_ranges,
     total_records,
 )
 
 log = logging.getLogger("lakelog.source")
 
-# Records per Spark task: a long backlog of one partition is read by several tasks.
+# Records per Spark task unless maxRecordsPerPartition says: a long backlog of one partition is read by
+# several tasks.
 RECORDS_PER_TASK = 1_000_000
 
 
@@ -212,29 +214,28 @@ class TopicLog:
         bounds = self.bounds(snapshot)
         begin, losses = reconcile_start({tp: o for tp, o in start.items() if tp in end}, bounds)
         handle_losses(losses, self.options.fail_on_data_loss)
-        parts = []
+        ranges = []
         for tp in sorted(end):
             lo = begin.get(tp, bounds[tp].start if tp in bounds else end[tp])
             hi = end[tp]
             if hi < lo:
                 raise InvalidOffsetError(f"ending offset {hi} for {tp} is before its starting offset {lo}")
-            while lo < hi:
-                until = min(hi, lo + RECORDS_PER_TASK)
-                files = tuple(snapshot.files_of(tp).covering(lo, until))
-                parts.append(
-                    RangePartition(
-                        self.uri,
-                        tp,
-                        lo,
-                        until,
-                        files,
-                        self.options.include_headers,
-                        self.options.fail_on_data_loss,
-                        self.options.access,
-                    )
-                )
-                lo = until
-        return parts
+            ranges.append((tp, lo, hi))
+        opts = self.options
+        per_task = opts.max_records_per_partition or RECORDS_PER_TASK
+        return [
+            RangePartition(
+                self.uri,
+                tp,
+                lo,
+                until,
+                tuple(snapshot.files_of(tp).covering(lo, until)),
+                opts.include_headers,
+                opts.fail_on_data_loss,
+                opts.access,
+            )
+            for tp, lo, until in split_ranges(ranges, opts.min_partitions, per_task)
+        ]
 
 
 def subscribed(subscription: Subscription, topics: Mapping[str, object], *, strict: bool) -> list[TopicPartition]:
@@ -397,6 +398,45 @@ class LakelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def stop(self) -> None:
         self._state = None
+
+
+class FailedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """The stream reader of a query whose options are wrong: every call raises the error.
+
+    Given when ``streamReader()`` cannot make a :class:`LakelogStreamReader`
+    (see LakelogDataSource.streamReader), so the query fails with the
+    option's error rather than PySpark's UnboundLocalError.
+    """
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+    def _fail(self) -> None:
+        raise self.error
+
+    def initialOffset(self) -> dict:
+        self._fail()
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        self._fail()
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        self._fail()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._fail()
+
+    def partitions(self, start: dict, end: dict) -> list[RangePartition]:
+        self._fail()
+
+    def read(self, partition: RangePartition) -> Iterator[pa.RecordBatch]:
+        self._fail()
+
+    def commit(self, end: dict) -> None:
+        self._fail()
+
+    def stop(self) -> None:
+        """Nothing was opened."""
 
 
 class _StreamState:

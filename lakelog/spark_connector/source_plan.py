@@ -108,6 +108,40 @@ def proportional_limit(
     return ends
 
 
+def split_ranges(
+    ranges: Iterable[tuple[TopicPartition, int, int]], min_partitions: int | None, max_per_task: int
+) -> list[tuple[TopicPartition, int, int]]:
+    """Spark tasks for the offset ranges ``[start, end)`` of a batch: non-empty, in order.
+
+    As the Kafka source's KafkaOffsetRangeCalculator: one task per
+    partition, a partition with more than ``max_per_task`` records (the
+    ``maxRecordsPerPartition`` option) split into equal pieces; with
+    ``minPartitions`` and fewer tasks than that, each partition is split in
+    proportion to its share of the batch's records, so there are about
+    ``min_partitions`` tasks (at least that many when every record is its
+    own task, never a task for an empty range).
+    """
+    nonempty = [(tp, lo, hi) for tp, lo, hi in ranges if hi > lo]
+    pieces = {(tp, lo): max(1, math.ceil((hi - lo) / max_per_task)) for tp, lo, hi in nonempty}
+    if min_partitions is not None and sum(pieces.values()) < min_partitions:
+        total = sum(hi - lo for _, lo, hi in nonempty)
+        ideal = total / min_partitions
+        for tp, lo, hi in nonempty:
+            wanted = max(1, round((hi - lo) / ideal)) if ideal > 0 else 1
+            pieces[(tp, lo)] = max(pieces[(tp, lo)], min(wanted, hi - lo))
+    result = []
+    for tp, lo, hi in nonempty:
+        count = pieces[(tp, lo)]
+        size, start = hi - lo, lo
+        for i in range(count):
+            # Pieces of equal size, give or take one record.
+            until = lo + (size * (i + 1)) // count
+            if until > start:
+                result.append((tp, start, until))
+            start = until
+    return result
+
+
 @dataclass(frozen=True)
 class CommitRanges:
     """The offsets one Delta commit added, per partition: [start, end)."""

@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
 from lakelog.engine.errors import InvalidConfigError
-from lakelog.spark_connector.options import parse_sink_options, parse_source_options
+from lakelog.spark_connector.options import (
+    QUERY_KIND_OPTION,
+    parse_sink_options,
+    parse_source_options,
+    warn_ignored,
+)
 
 
 def parse(streaming=True, **options):
@@ -32,7 +39,13 @@ def test_options_are_case_insensitive_and_typed():
 @pytest.mark.parametrize(
     ("options", "streaming", "message"),
     [
-        ({"subscribe": "a", "kafka.bootstrap.servers": "b:9092"}, True, "kafka.bootstrap.servers"),
+        (
+            {"subscribe": "a", "kafkaConsumer.pollTimeout": "5"},
+            True,
+            "unknown source option 'kafkaConsumer.pollTimeout'",
+        ),
+        ({"subscribe": "a", "minPartitions": "0"}, True, "'minPartitions' must be a positive integer"),
+        ({"subscribe": "a", "maxRecordsPerPartition": "x"}, False, "'maxRecordsPerPartition' must be a positive"),
         ({"subscribe": "a", "maxOffsetPerTrigger": "5"}, True, "unknown source option 'maxOffsetPerTrigger'"),
         ({"subscribe": "a", "subscribePattern": "x"}, True, "exactly one"),
         ({}, True, "exactly one"),
@@ -105,3 +118,49 @@ def test_without_s3a_options_workers_keep_their_own_settings():
 def test_other_hadoop_options_are_refused_by_name():
     with pytest.raises(InvalidConfigError, match=r"unknown source option 'fs.gs.project.id'.*fs\.s3a\.\*"):
         parse(subscribe="a", **{"fs.gs.project.id": "p"})
+
+
+def test_kafka_options_without_meaning_here_are_accepted_and_each_named_once_in_a_warning(caplog):
+    kafka_only = {
+        "kafka.bootstrap.servers": "b:9092",
+        "kafka.group.id": "g",
+        "kafka.max.poll.records": "10",
+        "kafkaConsumer.pollTimeoutMs": "512",
+        "groupIdPrefix": "spark-kafka-source",
+        "fetchOffset.numRetries": "3",
+        "fetchOffset.retryIntervalMs": "10",
+    }
+    opts = parse(subscribe="a", **kafka_only)
+    assert [key for key, _ in opts.ignored] == list(kafka_only)
+    assert opts.subscription.topics == ("a",) and opts.group_id is None  # kafka.group.id is not groupId
+    with caplog.at_level(logging.WARNING, logger="lakelog.spark_connector"):
+        warn_ignored(opts.ignored, "source")
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == len(kafka_only)
+    for key, message in zip(kafka_only, warnings, strict=True):
+        assert f"option {key!r} is ignored" in message
+    assert "no brokers" in warnings[0] and "'groupId'" in warnings[1] and "polls" in warnings[3]
+    sink = parse_sink_options({"path": "/s", "topic": "t", "kafka.acks": "all", "kafka.linger.ms": "5"})
+    assert [key for key, _ in sink.ignored] == ["kafka.acks", "kafka.linger.ms"]
+    assert parse(subscribe="a").ignored == () and parse_sink_options({"path": "/s"}).ignored == ()
+
+
+def test_the_query_kind_the_jvm_provider_passes_at_load_checks_batch_and_streaming_options():
+    """LakelogProvider adds QUERY_KIND_OPTION at load(); schema() parses with streaming=None."""
+    with pytest.raises(InvalidConfigError, match="'endingOffsets' only applies to batch"):
+        parse(streaming=None, subscribe="a", endingOffsets="latest", **{QUERY_KIND_OPTION: "streaming"})
+    with pytest.raises(InvalidConfigError, match="'groupId' only applies to streaming"):
+        parse(streaming=None, subscribe="a", groupId="g", **{QUERY_KIND_OPTION: "batch"})
+    with pytest.raises(InvalidConfigError, match="cannot be latest"):
+        parse(streaming=None, subscribe="a", startingOffsets="latest", **{QUERY_KIND_OPTION: "batch"})
+    # without it (no jar, or a read of neither kind) only what applies to both is checked
+    assert parse(streaming=None, subscribe="a", endingOffsets="latest").ending == "latest"
+    # the option is lakelog's own, never "unknown"; the defaults follow the kind
+    assert parse(streaming=None, subscribe="a", **{QUERY_KIND_OPTION: "streaming"}).starting == "latest"
+    assert parse(streaming=None, subscribe="a", **{QUERY_KIND_OPTION: "batch"}).starting == "earliest"
+
+
+def test_min_partitions_and_max_records_per_partition():
+    opts = parse(streaming=False, subscribe="a", minPartitions="8", maxRecordsPerPartition="1000")
+    assert opts.min_partitions == 8 and opts.max_records_per_partition == 1000
+    assert parse(subscribe="a").min_partitions is None

@@ -19,6 +19,7 @@ from lakelog.spark_connector.source_plan import (
     plan_by_commits,
     proportional_limit,
     reconcile_start,
+    split_ranges,
 )
 
 A0, A1, B0 = TopicPartition("a", 0), TopicPartition("a", 1), TopicPartition("b", 0)
@@ -151,3 +152,35 @@ def test_commit_ranges_come_from_lakelogs_commits_only():
     )
     assert commit_ranges(6, compaction).ranges == {tp: (0, 4)}
     assert commit_ranges(7, Commit((add("h", tp, 0, 1), add("i", tp, 30, 30)))).ranges == {}
+
+
+def test_split_ranges_is_one_task_per_partition_unless_asked_as_kafkas_range_calculator():
+    ranges = [(A0, 0, 100), (A1, 50, 50), (B0, 10, 20)]
+    assert split_ranges(ranges, None, 1_000_000) == [(A0, 0, 100), (B0, 10, 20)]  # no task for an empty range
+    # maxRecordsPerPartition: pieces of at most that many records
+    assert split_ranges([(A0, 0, 100)], None, 30) == [(A0, 0, 25), (A0, 25, 50), (A0, 50, 75), (A0, 75, 100)]
+    # minPartitions: split in proportion to size (110 records over 4 tasks: a-0 gets 4, b-0 1)
+    assert split_ranges(ranges, 4, 1_000_000) == [(A0, 0, 25), (A0, 25, 50), (A0, 50, 75), (A0, 75, 100), (B0, 10, 20)]
+    # already as many tasks as asked: unchanged
+    assert split_ranges(ranges, 2, 1_000_000) == [(A0, 0, 100), (B0, 10, 20)]
+    # never more tasks than records
+    assert split_ranges([(A0, 7, 10)], 8, 1_000_000) == [(A0, 7, 8), (A0, 8, 9), (A0, 9, 10)]
+    assert split_ranges([], 8, 10) == []
+
+
+@given(
+    sizes=st.lists(st.integers(min_value=0, max_value=500), min_size=1, max_size=6),
+    min_partitions=st.none() | st.integers(min_value=1, max_value=40),
+    per_task=st.integers(min_value=1, max_value=300),
+)
+def test_split_ranges_covers_every_offset_once_in_order(sizes, min_partitions, per_task):
+    ranges = [(TopicPartition("t", p), 1000 * p, 1000 * p + n) for p, n in enumerate(sizes)]
+    tasks = split_ranges(ranges, min_partitions, per_task)
+    covered = [(tp, o) for tp, lo, hi in tasks for o in range(lo, hi)]
+    assert covered == [(tp, o) for tp, lo, hi in ranges for o in range(lo, hi)]
+    assert all(hi - lo <= per_task for _, lo, hi in tasks)
+    total = sum(sizes)
+    if min_partitions is not None:
+        # at least min_partitions tasks when there are that many records, up to rounding per partition
+        nonempty = sum(1 for n in sizes if n)
+        assert len(tasks) >= min(total, min_partitions) - nonempty
