@@ -1,15 +1,24 @@
 package io.lakelog.spark;
 
+import java.util.HashMap;
 import java.util.Map;
 
+import org.apache.spark.sql.Dataset;
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.SQLContext;
+import org.apache.spark.sql.SaveMode;
 import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.connector.catalog.Table;
 import org.apache.spark.sql.connector.catalog.TableProvider;
 import org.apache.spark.sql.connector.expressions.Transform;
 import org.apache.spark.sql.execution.datasources.v2.python.PythonDataSourceV2;
+import org.apache.spark.sql.sources.BaseRelation;
+import org.apache.spark.sql.sources.CreatableRelationProvider;
 import org.apache.spark.sql.sources.DataSourceRegister;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
+
+import scala.jdk.javaapi.CollectionConverters;
 
 /**
  * {@code format("lakelog")} when lakelog-jvm.jar is on the classpath: the
@@ -35,15 +44,32 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
  * wrapped PythonDataSourceV2 is named "lakelog_python" here instead, and
  * Spark sees an ordinary TableProvider.
  *
+ * <p>Batch writes take the path of Spark's Kafka sink (KafkaSourceProvider
+ * .createRelation): DataFrameWriter.save() refuses every save mode but Append
+ * and Overwrite for a table that supports BATCH_WRITE, so {@link LakelogTable}
+ * does not, and DataFrameWriter falls back to this provider as a
+ * CreatableRelationProvider, which appends for Append and ErrorIfExists (the
+ * default mode) and refuses Overwrite and Ignore. The append itself is the
+ * Python data source's, run as {@code format("lakelog_python")}.
+ *
+ * <p>Whether a read is batch or streaming reaches the Python source at
+ * {@code load()} as the option {@link #QUERY_KIND} (spark_connector/options.py),
+ * so batch- or streaming-only options fail there rather than at query start.
+ *
  * <p>Built on Spark-internal classes (org.apache.spark.sql.execution.datasources
  * .v2.python) of PySpark 4.2.0, pinned in pyproject.toml; jvm/build.sh compiles
  * against the installed PySpark's jars, so a changed constructor fails the build.
  */
-public class LakelogProvider implements TableProvider, DataSourceRegister {
+public class LakelogProvider implements TableProvider, DataSourceRegister, CreatableRelationProvider {
 
     public static final String SHORT_NAME = "lakelog";
     /** The name spark_connector.register gives the Python data source (spark_connector/__init__.py). */
     public static final String PYTHON_SOURCE = "lakelog_python";
+    /** The internal option telling the Python source a read's kind (options.QUERY_KIND_OPTION). */
+    public static final String QUERY_KIND = "lakelog.internal.querykind";
+
+    private static final String STREAM_READER = "org.apache.spark.sql.classic.DataStreamReader";
+    private static final String BATCH_READER = "org.apache.spark.sql.classic.DataFrameReader";
 
     // ServiceLoader instantiates every DataSourceRegister on each format lookup:
     // nothing is done before the provider is used.
@@ -72,7 +98,63 @@ public class LakelogProvider implements TableProvider, DataSourceRegister {
     public StructType inferSchema(CaseInsensitiveStringMap options) {
         // The Python data source is created once, with the first options it gets
         // (PythonDataSourceV2.getOrCreateDataSourceInPython): these must be complete.
-        return python().inferSchema(StoreOptions.withS3aSettings(options));
+        return python().inferSchema(withQueryKind(StoreOptions.withS3aSettings(options)));
+    }
+
+    /**
+     * {@code options} plus {@link #QUERY_KIND}: "streaming" when called from
+     * DataStreamReader.load(), "batch" from DataFrameReader.load(), neither
+     * otherwise (the Python side then checks what applies to both).
+     * DataSourceV2 gives inferSchema no other sign of the read's kind.
+     */
+    static CaseInsensitiveStringMap withQueryKind(CaseInsensitiveStringMap options) {
+        String kind = StackWalker.getInstance().walk(frames -> frames
+                .map(StackWalker.StackFrame::getClassName)
+                .map(name -> STREAM_READER.equals(name) ? "streaming" : BATCH_READER.equals(name) ? "batch" : null)
+                .filter(k -> k != null)
+                .findFirst()
+                .orElse(null));
+        Map<String, String> merged = new HashMap<>(options.asCaseSensitiveMap());
+        merged.keySet().removeIf(key -> key.equalsIgnoreCase(QUERY_KIND));
+        if (kind != null) {
+            merged.put(QUERY_KIND, kind);
+        }
+        return new CaseInsensitiveStringMap(merged);
+    }
+
+    /**
+     * {@code df.write.format("lakelog").save()}: append in the default mode
+     * (ErrorIfExists) and Append, as Spark's Kafka sink; Overwrite and Ignore
+     * are refused. The rows are written by the Python data source's batch
+     * writer ({@code format("lakelog_python")}) with the session's S3A settings.
+     */
+    @Override
+    public BaseRelation createRelation(
+            SQLContext sqlContext,
+            SaveMode mode,
+            scala.collection.immutable.Map<String, String> parameters,
+            Dataset<Row> data) {
+        if (mode == SaveMode.Overwrite || mode == SaveMode.Ignore) {
+            throw new IllegalArgumentException("format(\"lakelog\") cannot write in save mode " + mode
+                    + ": topics are append-only; the save modes are Append and ErrorIfExists (the default), "
+                    + "as for Spark's Kafka sink");
+        }
+        python(); // fails with the hint when the Python data source is not registered
+        CaseInsensitiveStringMap options =
+                StoreOptions.withS3aSettings(new CaseInsensitiveStringMap(CollectionConverters.asJava(parameters)));
+        data.write().format(PYTHON_SOURCE).mode(SaveMode.Append).options(options.asCaseSensitiveMap()).save();
+        StructType schema = data.schema();
+        return new BaseRelation() {
+            @Override
+            public SQLContext sqlContext() {
+                return sqlContext;
+            }
+
+            @Override
+            public StructType schema() {
+                return schema;
+            }
+        };
     }
 
     @Override

@@ -1,5 +1,9 @@
 package io.lakelog.spark;
 
+import java.util.EnumSet;
+import java.util.Set;
+
+import org.apache.spark.sql.connector.catalog.TableCapability;
 import org.apache.spark.sql.connector.read.Scan;
 import org.apache.spark.sql.connector.read.ScanBuilder;
 import org.apache.spark.sql.connector.read.streaming.MicroBatchStream;
@@ -22,6 +26,7 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
  * PythonScanBuilder.build and PythonScan.toMicroBatchStream each construct
  * the next Python class directly, so each is subclassed to construct ours.
  * Reads and writes get the session's S3A settings as options ({@link StoreOptions}).
+ * Batch writes go through {@link LakelogProvider#createRelation} (see there why).
  */
 public class LakelogTable extends PythonTable {
 
@@ -34,6 +39,15 @@ public class LakelogTable extends PythonTable {
         this.ds = ds;
         this.shortName = shortName;
         this.schema = schema;
+    }
+
+    /** PythonTable's capabilities without BATCH_WRITE, so that DataFrameWriter.save() takes the V1 path. */
+    @Override
+    public Set<TableCapability> capabilities() {
+        Set<TableCapability> result = EnumSet.noneOf(TableCapability.class);
+        result.addAll(super.capabilities());
+        result.remove(TableCapability.BATCH_WRITE);
+        return result;
     }
 
     @Override
