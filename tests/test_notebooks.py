@@ -65,7 +65,7 @@ def test_notebooks_exist_and_are_committed_without_outputs() -> None:
 
 @pytest.mark.slow
 def test_the_kernel_is_this_venvs_interpreter_in_the_notebooks_directory(tmp_path: Path) -> None:
-    nb = v4.new_notebook(cells=[v4.new_code_cell("import os, sys, engine\nprint(sys.executable)\nprint(os.getcwd())")])
+    nb = v4.new_notebook(cells=[v4.new_code_cell("import os, sys, lakelog\nprint(sys.executable)\nprint(os.getcwd())")])
     out = execute(nb, tmp_path, timeout=120).cells[0].outputs
     assert out[0].text.split() == [sys.executable, str(tmp_path)]
 
