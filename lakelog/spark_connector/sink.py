@@ -7,7 +7,11 @@ key's murmur2 hash as Kafka's default partitioner, else sticky), offsets
 and writes one Parquet file per partition, then makes one Delta commit
 through the commit core (:class:`engine.commit.Committer`). A batch is all or nothing:
 a record the topic refuses (unknown topic or partition, over
-``max.message.bytes``) fails it before anything is committed.
+``max.message.bytes``) fails it before anything is committed. A topic that
+does not exist is created first (``num.partitions``, the ``topic.*``
+settings) when the setting ``auto.create.topics.enable`` is true, as a
+Kafka broker with that setting creates it; the settings are those of the
+Python worker committing (lakelog's settings file, ``LAKELOG_*`` variables).
 
 Exactly-once for streaming: the commit carries Delta's ``txn`` action with
 appId ``lakelog-sink-<queryId>`` (the query id survives restarts from the
@@ -23,8 +27,10 @@ micro-batches are bounded by the source's rate limits.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import logging
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -37,11 +43,13 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import LongType, StructType
 
-from lakelog.engine.commit import AppendResult, AppTransaction, Committer, RetryPolicy, TableLog
-from lakelog.engine.errors import InvalidTopicError, StoreError
+from lakelog.engine.commit import AppendResult, AppTransaction, Committer, RetryPolicy, TableLog, TableState
+from lakelog.engine.errors import InvalidTopicError, StoreError, TopicExistsError, UnknownTopicOrPartitionError
 from lakelog.engine.object_store import StoreAccess
 from lakelog.engine.placement import RECORD_SCHEMA, PlacedBatch, place_records
 from lakelog.engine.schema import HEADERS_ARROW, check_sink_columns
+from lakelog.engine.settings import Settings, load_settings
+from lakelog.engine.topic_admin import plan_create
 from lakelog.engine.topics import validate_topic_name
 from lakelog.spark_connector.options import SinkOptions
 
@@ -121,20 +129,66 @@ def _query_id() -> str | None:
 
 
 def commit_records(
-    access: StoreAccess, tables: list[pa.Table], *, client_id: str, app: AppTransaction | None
+    access: StoreAccess,
+    tables: list[pa.Table],
+    *,
+    client_id: str,
+    app: AppTransaction | None,
+    settings: Settings | None = None,
 ) -> AppendResult | None:
     """Append the records in one Delta commit to the store ``access`` reaches; None when
-    ``app`` already committed them."""
+    ``app`` already committed them. Topics that do not exist are created first when
+    ``settings`` (default: this process's, :func:`engine.settings.load_settings`) enable
+    ``auto.create.topics.enable``; otherwise UnknownTopicOrPartitionError names the first."""
     access.install()  # this Python worker's environment need not know the store's endpoint
     committer = Committer(TableLog(access.uri), client_id)
     view = committer.latest()
     if app is not None and view.app_version(app.app_id) >= app.version:
         log.info("batch %s of %s is already committed; nothing to add", app.version, app.app_id)
         return None
+    missing = unknown_topics(view, tables)
+    if missing:
+        create_topics(committer, missing, settings if settings is not None else load_settings())
+        view = committer.latest()
     records = place_records(view, tables)
     if not len(records):
         return None
     return committer.append(PlacedBatch(records, app), POLICY)
+
+
+def unknown_topics(view: TableState, tables: list[pa.Table]) -> list[str]:
+    """The topics the records name that ``view`` does not have, in first-seen order."""
+    names: dict[str, None] = {}
+    for table in tables:
+        for name in pc.unique(table.column("topic")).to_pylist():
+            if name is not None and name not in view.topics:
+                names.setdefault(name, None)
+    return list(names)
+
+
+def create_topics(committer: Committer, names: list[str], settings: Settings) -> None:
+    """Create ``names`` as Kafka's ``auto.create.topics.enable`` does, or raise for the first."""
+    if not settings.auto_create_topics_enable:
+        raise UnknownTopicOrPartitionError(
+            f"topic {names[0]!r} does not exist; create it first (lakelog topics create) or set "
+            "auto.create.topics.enable=true to have the sink create it"
+        )
+    now = int(time.time() * 1000)
+    for name in names:
+        with contextlib.suppress(TopicExistsError):  # created by another writer meanwhile
+            committer.change_topics(
+                lambda topics, props, name=name: plan_create(
+                    topics,
+                    props,
+                    name=name,
+                    partitions=settings.num_partitions,
+                    config=settings.topic,
+                    now_ms=now,
+                    client_id=committer.client_id,
+                ),
+                POLICY,
+            )
+        log.info("created topic %r (auto.create.topics.enable) with %d partitions", name, settings.num_partitions)
 
 
 class _Writing:
