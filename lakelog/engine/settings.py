@@ -56,7 +56,7 @@ STORE_KEYS = key_table(
             "auto.create.topics.enable",
             "bool",
             False,
-            "Whether df.write / writeStream .format(\"lakelog\") creates a topic it is asked to write to that does "
+            'Whether df.write / writeStream .format("lakelog") creates a topic it is asked to write to that does '
             "not exist (with num.partitions and the topic.* settings); false: the write fails with "
             "UnknownTopicOrPartitionError. Kafka's broker default is true; lakelog's is false, as its producers "
             "refuse unknown topics.",
