@@ -38,7 +38,7 @@ TOPIC = "perf-serve"
 
 def _start_agent(store: str) -> tuple[subprocess.Popen, str]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "lakelog.engine.cli", "--store", store, "serve", "--listen", "127.0.0.1:0"],
+        [sys.executable, "-m", "lakelog.cli", "--store", store, "serve", "--listen", "127.0.0.1:0"],
         cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
         stdout=subprocess.PIPE,

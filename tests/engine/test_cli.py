@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import io
 
-from lakelog.engine.cli import _split_configs, main
+from lakelog.cli import main
+from lakelog.cli.common import split_configs as _split_configs
 from lakelog.engine.partitioner import partition_for_key
 
 
@@ -66,7 +67,9 @@ def test_produce_consume_offsets_history(tmp_path, capsys, monkeypatch):
     lines = "alice\tfirst\nbob\tsecond\nalice\tthird\n"
     code, out, _ = run(capsys, "--store", store, "produce", "t", "--parse-key", stdin=lines, monkeypatch=monkeypatch)
     assert code == 0 and "3 record(s) produced to t" in out
-    code, out, err = run(capsys, "--store", store, "consume", "t", "--from-beginning")
+    code, out, err = run(
+        capsys, "--store", store, "consume", "t", "--from-beginning", "--print-metadata", "--timeout-ms", "200"
+    )
     alice = partition_for_key(b"alice", 2)
     records = [line.split("\t") for line in out.splitlines()]
     assert len(records) == 3 and "Processed a total of 3 messages" in err
@@ -77,7 +80,7 @@ def test_produce_consume_offsets_history(tmp_path, capsys, monkeypatch):
     assert by_key["alice"] == [(f"Partition:{alice}", "Offset:0", "first"), (f"Partition:{alice}", "Offset:1", "third")]
 
     code, out, _ = run(
-        capsys, "--store", store, "consume", "t", "--partition", str(alice), "--offset", "1", "--value-only"
+        capsys, "--store", store, "consume", "t", "--partition", str(alice), "--offset", "1", "--timeout-ms", "200"
     )
     assert out.splitlines() == ["third"]
     code, out, _ = run(capsys, "--store", store, "consume", "t", "--from-beginning", "--max-messages", "1")

@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from lakelog.engine.cli import main
+from lakelog.cli import main
 from lakelog.engine.object_store import filesystem
 
 VERBS = {

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lakelog.engine.cli import main
+from lakelog.cli import main
 from lakelog.engine.quickstart import run_quickstart
 
 
@@ -115,7 +115,7 @@ def test_the_quickstart_command_exits_cleanly_every_time(tmp_path):
 
     for run in range(4):
         done = subprocess.run(
-            [sys.executable, "-m", "lakelog.engine.cli", "--store", str(tmp_path / "qs"), "quickstart"],
+            [sys.executable, "-m", "lakelog.cli", "--store", str(tmp_path / "qs"), "quickstart"],
             capture_output=True,
             text=True,
             timeout=300,

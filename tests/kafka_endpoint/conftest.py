@@ -24,7 +24,7 @@ class Agent:
             [
                 sys.executable,
                 "-m",
-                "lakelog.engine.cli",
+                "lakelog.cli",
                 "--store",
                 str(store),
                 "serve",

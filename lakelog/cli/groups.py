@@ -1,0 +1,440 @@
+"""``lakelog groups``: kafka-consumer-groups, as subcommands (``groups describe --group G``) or
+Kafka's flags (``groups --describe --group G``, ``--reset-offsets``, ``--delete``, ``--list``)."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import re
+import sys
+from collections.abc import Iterable
+from datetime import datetime, timedelta
+from typing import Any
+
+from lakelog.cli.common import Out, integer, note, open_store
+from lakelog.cli.tables import table
+from lakelog.engine.errors import (
+    GroupIdNotFoundError,
+    InvalidConfigError,
+    InvalidOffsetError,
+    UnknownTopicOrPartitionError,
+)
+from lakelog.engine.offsets import TopicPartition
+
+ACTIONS = {"--list": "list", "--describe": "describe", "--reset-offsets": "reset-offsets", "--delete": "delete"}
+RESET_SPECS = (
+    "--to-earliest",
+    "--to-latest",
+    "--to-current",
+    "--to-offset N",
+    "--shift-by N",
+    "--to-datetime DATETIME",
+    "--by-duration DURATION",
+    "--from-file CSV",
+)
+_DURATION = re.compile(
+    r"(?P<sign>[-+]?)P(?:(?P<days>[-+]?\d+)D)?"
+    r"(?:T(?:(?P<hours>[-+]?\d+)H)?(?:(?P<minutes>[-+]?\d+)M)?(?:(?P<seconds>[-+]?\d+(?:[.,]\d{0,9})?)S)?)?",
+    re.IGNORECASE,
+)
+
+
+def _groups(args: argparse.Namespace, store: Any) -> list[str]:
+    """The groups named with --group (repeatable), or every group with --all-groups."""
+    if args.all_groups:
+        if args.group:
+            raise InvalidConfigError("give --group or --all-groups, not both")
+        from lakelog.engine.group_admin import list_groups
+
+        return [g.group_id for g in list_groups(store)]
+    return list(dict.fromkeys(args.group))
+
+
+def _check_groups(args: argparse.Namespace) -> None:
+    if not args.group and not args.all_groups:
+        raise InvalidConfigError(f"groups {args.action} needs --group G (repeatable) or --all-groups")
+
+
+def cmd_list(args: argparse.Namespace, out: Out) -> None:
+    from lakelog.engine.group_admin import list_groups
+
+    rows = [[g.group_id, g.state, g.members] for g in list_groups(open_store(args))]
+    out(table(["GROUP", "STATE", "MEMBERS"], rows))
+
+
+def cmd_describe(args: argparse.Namespace, out: Out) -> None:
+    from lakelog.engine.group_admin import describe_group
+
+    _check_groups(args)
+    store = open_store(args)
+    names = _groups(args, store)
+    for i, name in enumerate(names):
+        if i:
+            out("")
+        _describe_one(describe_group(store, name), args, out)
+
+
+def _describe_one(group: Any, args: argparse.Namespace, out: Out) -> None:
+    if args.state:
+        # kafka-consumer-groups --describe --state
+        rows = [[group.group_id, group.assignor or "", group.state, group.generation, len(group.members)]]
+        out(table(["GROUP", "ASSIGNMENT-STRATEGY", "STATE", "GENERATION", "#MEMBERS"], rows))
+        return
+    if args.members:
+        # kafka-consumer-groups --describe --members [--verbose]
+        headers = ["GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS"]
+        if args.verbose_members:
+            headers += ["ASSIGNMENT", "REVOKING"]
+        rows = []
+        for m in group.members:
+            row = [group.group_id, m.member_id, m.instance_id or "-", "-", m.client_id, len(m.assignment)]
+            if args.verbose_members:
+                row += [_tps_text(m.assignment), _tps_text(m.revoking)]
+            rows.append(row)
+        if not group.members:
+            note(f"Consumer group '{group.group_id}' has no active members.")
+        out(table(headers, rows))
+        return
+    clients = {m.member_id: m.client_id for m in group.members}
+
+    def cell(value: Any) -> Any:
+        return "-" if value is None else value
+
+    rows = []
+    for p in group.partitions:
+        client = clients.get(p.owner) if p.owner else None
+        row = [p.committed, p.log_end_offset, p.lag, p.owner, None, client]
+        rows.append([group.group_id, p.topic, p.partition, *(cell(v) for v in row)])
+    # A live member without partitions still shows, as in kafka-consumer-groups.
+    rows += [
+        [group.group_id, "-", "-", "-", "-", "-", m.member_id, "-", m.client_id]
+        for m in group.members
+        if not m.assignment
+    ]
+    if not group.members:
+        # A note, not a result: stderr keeps stdout a parsable table.
+        note(f"Consumer group '{group.group_id}' has no active members.")
+    else:
+        note(f"Consumer group '{group.group_id}' is {group.state} (generation {group.generation}).")
+    headers = ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST"]
+    out(table([*headers, "CLIENT-ID"], rows))
+
+
+def _tps_text(tps: Iterable[Any]) -> str:
+    """Kafka's ASSIGNMENT column: topic(p,p,...) per topic."""
+    by_topic: dict[str, list[int]] = {}
+    for tp in tps:
+        by_topic.setdefault(tp.topic, []).append(tp.partition)
+    return ",".join(f"{t}({','.join(map(str, sorted(ps)))})" for t, ps in sorted(by_topic.items())) or "-"
+
+
+# -- resetting offsets ------------------------------------------------------------------
+
+
+def parse_duration(text: str) -> timedelta:
+    """ISO 8601 durations as Java's Duration.parse reads them: PnDTnHnMn.nS, e.g. PT1H30M, P1DT2H, -PT5M."""
+    match = _DURATION.fullmatch(text.strip())
+    if match is None or not any(match.group(g) for g in ("days", "hours", "minutes", "seconds")):
+        raise InvalidConfigError(f"--by-duration must be an ISO 8601 duration like PT1H30M or P1DT2H, got {text!r}")
+    parts = {g: float((match.group(g) or "0").replace(",", ".")) for g in ("days", "hours", "minutes", "seconds")}
+    duration = timedelta(**parts)
+    return -duration if match.group("sign") == "-" else duration
+
+
+def topic_specs(items: Iterable[str]) -> dict[str, list[int] | None]:
+    """``--topic T`` (every partition) and ``--topic T:0,1`` (those partitions), by topic."""
+    specs: dict[str, list[int] | None] = {}
+    for item in items:
+        name, sep, numbers = item.partition(":")
+        if not name:
+            raise InvalidConfigError(f"--topic must be T or T:0,1, got {item!r}")
+        if not sep:
+            specs[name] = None
+            continue
+        try:
+            chosen = [int(n) for n in numbers.split(",") if n.strip()]
+        except ValueError:
+            raise InvalidConfigError(f"--topic partitions must be numbers like T:0,1, got {item!r}") from None
+        if not chosen or min(chosen) < 0:
+            raise InvalidConfigError(f"--topic partitions must be numbers like T:0,1, got {item!r}")
+        if name in specs and specs[name] is None:
+            continue
+        specs[name] = sorted(set((specs.get(name) or []) + chosen))
+    return specs
+
+
+def _reset_spec(args: argparse.Namespace) -> tuple[str, Any]:
+    """The reset spec given, checked before the store is opened."""
+    if args.to_earliest:
+        return "earliest", None
+    if args.to_latest:
+        return "latest", None
+    if args.to_current:
+        return "current", None
+    if args.to_offset is not None:
+        return "offset", args.to_offset
+    if args.shift_by is not None:
+        return "shift", args.shift_by
+    if args.to_datetime is not None:
+        try:
+            return "datetime", datetime.fromisoformat(args.to_datetime)
+        except ValueError as exc:
+            raise InvalidConfigError(
+                f"--to-datetime must be ISO 8601 like 2024-01-31T12:00:00.000Z, got {args.to_datetime!r}"
+            ) from exc
+    if args.by_duration is not None:
+        return "duration", parse_duration(args.by_duration)
+    if args.from_file is not None:
+        return "file", read_offsets_file(args.from_file)
+    raise InvalidConfigError(
+        "reset-offsets needs one of --to-earliest, --to-latest, --to-current, --to-offset N, --shift-by N, "
+        "--to-datetime DATETIME, --by-duration DURATION or --from-file CSV"
+    )
+
+
+def read_offsets_file(path: str) -> dict[str | None, dict[TopicPartition, int]]:
+    """kafka-consumer-groups' CSV: ``topic,partition,offset`` lines, or ``group,topic,partition,offset``
+    (key None for the three-column form: every group given)."""
+    result: dict[str | None, dict[TopicPartition, int]] = {}
+    try:
+        with open(path, newline="", encoding="utf-8") as handle:
+            rows = [row for row in csv.reader(handle) if row and any(c.strip() for c in row)]
+    except OSError as exc:
+        raise InvalidConfigError(f"--from-file: cannot read {path}: {exc.strerror or exc}") from exc
+    for number, row in enumerate(rows, 1):
+        cells = [c.strip() for c in row]
+        if len(cells) not in (3, 4):
+            raise InvalidConfigError(
+                f"--from-file {path} line {number}: expected topic,partition,offset or group,topic,partition,offset"
+            )
+        group = cells[0] if len(cells) == 4 else None
+        topic, partition, offset = cells[-3:]
+        try:
+            tp, value = TopicPartition(topic, int(partition)), int(offset)
+        except ValueError:
+            raise InvalidConfigError(
+                f"--from-file {path} line {number}: partition and offset must be numbers, got {row!r}"
+            ) from None
+        if tp.partition < 0 or value < 0:
+            raise InvalidConfigError(f"--from-file {path} line {number}: negative partition or offset in {row!r}")
+        result.setdefault(group, {})[tp] = value
+    return result
+
+
+def _partitions(store: Any, specs: dict[str, list[int] | None]) -> list[TopicPartition]:
+    from lakelog.engine.topic_admin import require_topic
+
+    topics = store._latest_topics()
+    chosen = []
+    for name, numbers in specs.items():
+        meta = require_topic(topics, name)
+        for p in numbers if numbers is not None else range(meta.partitions):
+            if p >= meta.partitions:
+                raise UnknownTopicOrPartitionError(
+                    f"partition {p} of topic {name!r} does not exist (the topic has {meta.partitions})"
+                )
+            chosen.append(TopicPartition(name, p))
+    return chosen
+
+
+def plan_reset(store: Any, group_id: str, args: argparse.Namespace, spec: tuple[str, Any]) -> dict[TopicPartition, int]:
+    """New offsets of one group, as kafka-consumer-groups computes them: clamped into each log's
+    [start, end]; a partition without a committed offset goes to the log end for --to-current, and
+    one without a record at or after the time to the log end for --to-datetime/--by-duration."""
+    from lakelog.engine.group_admin import _read_group
+
+    kind, value = spec
+    committed = {tp: o.offset for tp, o in _read_group(store, group_id).offsets.items()}
+    if kind == "file":
+        wanted = {**value.get(None, {}), **value.get(group_id, {})}
+        if not wanted:
+            raise InvalidConfigError(f"--from-file {args.from_file} has no offsets for group {group_id!r}")
+        specs: dict[str, list[int] | None] = {}
+        for tp in wanted:
+            specs.setdefault(tp.topic, []).append(tp.partition)  # type: ignore[union-attr]
+    elif args.all_topics:
+        specs = {tp.topic: None for tp in sorted(committed) if tp.topic in store._latest_topics()}
+        if not specs:
+            raise InvalidConfigError(f"--all-topics: group {group_id!r} has no committed offsets for existing topics")
+    else:
+        specs = topic_specs(args.topic)
+    tps = _partitions(store, specs)
+    result: dict[TopicPartition, int] = {}
+    for topic in dict.fromkeys(tp.topic for tp in tps):
+        # Start before end: both only grow, so start <= end holds across the two reads.
+        start = store.beginning_offsets(topic)
+        end = store.end_offsets(topic)
+        mine = [tp for tp in tps if tp.topic == topic]
+        if kind in ("datetime", "duration"):
+            ms = _epoch_ms(value) if kind == "datetime" else _epoch_ms(datetime.now().astimezone() - value)
+            found = store.offsets_for_times(topic, {tp.partition: ms for tp in mine})
+        for tp in mine:
+            p = tp.partition
+            if kind == "earliest":
+                offset = start[p]
+            elif kind == "latest":
+                offset = end[p]
+            elif kind == "current":
+                offset = committed.get(tp, end[p])
+            elif kind == "offset":
+                offset = value
+            elif kind == "shift":
+                if tp not in committed:
+                    raise InvalidOffsetError(
+                        f"cannot shift the offset of {tp.topic}-{p} for group {group_id!r}: it has no committed offset"
+                    )
+                offset = committed[tp] + value
+            elif kind == "file":
+                offset = wanted[tp]
+            else:
+                hit = found[p]
+                offset = hit.offset if hit is not None else end[p]
+            # Kafka clamps an out-of-range offset to the log's bounds.
+            result[tp] = min(max(offset, start[p]), end[p])
+    return result
+
+
+def _epoch_ms(moment: datetime) -> int:
+    if moment.tzinfo is None:  # as group_admin reads a naive time: UTC, as record timestamps are
+        from datetime import UTC
+
+        moment = moment.replace(tzinfo=UTC)
+    return max(0, int(moment.timestamp() * 1000))
+
+
+def commit_offsets(store: Any, group_id: str, offsets: dict[TopicPartition, int]) -> None:
+    """Commit ``offsets`` for the group in one Delta commit, refused while it has live members
+    (checked inside the commit, as group_admin.reset_offsets does)."""
+    from lakelog.engine.consumer_offsets import OffsetAndMetadata
+    from lakelog.engine.group_admin import _POLICY, _group_log, _require_inactive
+    from lakelog.engine.group_coordinator import GroupRecordsBatch, offset_records
+    from lakelog.engine.topic_admin import require_topic
+
+    log = _group_log(store, group_id, store._ensure_offsets_topic())
+    chosen = {tp: OffsetAndMetadata(offset) for tp, offset in offsets.items()}
+    names = sorted({tp.topic for tp in offsets})
+
+    def plan(group: Any, view: Any, now_ms: int) -> list[tuple[bytes, bytes | None]]:
+        _require_inactive(store, group, now_ms, "reset the offsets of")
+        for name in names:
+            require_topic(view.topics, name)  # deleted since the offsets were computed
+        # Generation -1 and no member: an admin commit, like a manual-assign consumer's.
+        return list(offset_records(group_id, chosen, -1, None, now_ms, view.topics))
+
+    writer = store._new_writer(f"lakelog-group-admin-{os.getpid()}")
+    writer.append(GroupRecordsBatch(log, "reset_offsets", plan), _POLICY)
+
+
+def cmd_reset_offsets(args: argparse.Namespace, out: Out) -> None:
+    from lakelog.engine.group_admin import _now_ms, _read_group, _require_inactive
+
+    _check_groups(args)
+    spec = _reset_spec(args)
+    if spec[0] != "file" and not args.topic and not args.all_topics:
+        raise InvalidConfigError("reset-offsets needs --topic T (or T:0,1; repeatable), --all-topics or --from-file")
+    if args.topic:
+        topic_specs(args.topic)  # checked before the store is opened
+    store = open_store(args)
+    names = _groups(args, store)
+    plans = {}
+    for name in names:
+        # Refused while the group has members, dry run too, as Kafka's tool does.
+        _require_inactive(store, _read_group(store, name), _now_ms(), "reset the offsets of")
+        plans[name] = plan_reset(store, name, args, spec)
+    if args.execute:
+        for name, offsets in plans.items():
+            commit_offsets(store, name, offsets)
+    else:
+        note("WARN: dry run, nothing committed; add --execute to reset the offsets.")
+    if args.export:
+        writer = csv.writer(sys.stdout, lineterminator="\n")
+        for name, offsets in plans.items():
+            for tp, offset in sorted(offsets.items()):
+                row = [tp.topic, tp.partition, offset]
+                writer.writerow([name, *row] if len(plans) > 1 else row)
+        return
+    rows = [
+        [name, tp.topic, tp.partition, offset]
+        for name, offsets in plans.items()
+        for tp, offset in sorted(offsets.items())
+    ]
+    out(table(["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"], rows))
+
+
+def cmd_delete(args: argparse.Namespace, out: Out) -> None:
+    from lakelog.engine.group_admin import delete_group
+
+    _check_groups(args)
+    store = open_store(args)
+    names = _groups(args, store)
+    if not names and args.all_groups:
+        out("There are no consumer groups to delete.")
+        return
+    for name in names:
+        try:
+            delete_group(store, name)
+        except GroupIdNotFoundError:
+            if len(names) == 1:
+                raise
+            note(f"Group '{name}' could not be deleted: it does not exist.")
+    quoted = ", ".join(f"'{n}'" for n in names)
+    out(f"Deletion of requested consumer groups ({quoted}) was successful.")
+
+
+def add_parser(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
+    groups = commands.add_parser(
+        "groups",
+        parents=parents,
+        help="list, describe, reset offsets of, delete consumer groups (kafka-consumer-groups)",
+        description="Subcommands (groups describe --group G ...) or kafka-consumer-groups' flags: --list, "
+        "--describe, --reset-offsets, --delete.",
+    )
+    sub = groups.add_subparsers(dest="action", required=True, metavar="{list,describe,reset-offsets,delete}")
+    p = sub.add_parser("list", parents=parents, help="groups with their state and live member count (--list)")
+    p.add_argument("--state", action="store_true", help="accepted: the state is always shown")
+    p.set_defaults(func=cmd_list)
+
+    def which(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--group", action="append", default=[], help="a group (repeatable)")
+        p.add_argument("--all-groups", action="store_true", help="every group")
+
+    p = sub.add_parser("describe", parents=parents, help="a group's committed offsets, lag and members (--describe)")
+    which(p)
+    shown = p.add_mutually_exclusive_group()
+    shown.add_argument("--offsets", action="store_true", help="offsets and lag per partition (the default)")
+    shown.add_argument("--members", action="store_true", help="the group's live members and their assignment")
+    shown.add_argument("--state", action="store_true", help="the group's state, assignor, generation, member count")
+    p.add_argument("--verbose", dest="verbose_members", action="store_true", help="with --members: the partitions")
+    p.set_defaults(func=cmd_describe)
+
+    p = sub.add_parser(
+        "reset-offsets", parents=parents, help="set a group's committed offsets; a dry run unless --execute"
+    )
+    which(p)
+    p.add_argument("--topic", action="append", default=[], metavar="T[:P,P]", help="T or T:0,1 (repeatable)")
+    p.add_argument("--all-topics", action="store_true", help="every topic the group has committed offsets for")
+    target = p.add_mutually_exclusive_group()
+    target.add_argument("--to-earliest", action="store_true", help="the log start offset")
+    target.add_argument("--to-latest", action="store_true", help="the log end offset")
+    target.add_argument("--to-current", action="store_true", help="the committed offset (the log end if none)")
+    target.add_argument("--to-offset", type=integer, metavar="N", help="offset N, clamped into the log")
+    target.add_argument("--shift-by", type=integer, metavar="N", help="the committed offset plus N (may be negative)")
+    target.add_argument(
+        "--to-datetime", metavar="DATETIME", help="the first offset at or after an ISO 8601 time (no zone: UTC)"
+    )
+    target.add_argument(
+        "--by-duration", metavar="DURATION", help="the first offset at or after now minus an ISO 8601 duration (PT1H)"
+    )
+    target.add_argument(
+        "--from-file", metavar="CSV", help="offsets from topic,partition,offset (or group,topic,...) lines"
+    )
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--execute", action="store_true", help="commit the new offsets")
+    mode.add_argument("--dry-run", action="store_true", help="only print the new offsets (the default)")
+    p.add_argument("--export", action="store_true", help="print the new offsets as CSV, the format --from-file reads")
+    p.set_defaults(func=cmd_reset_offsets)
+
+    p = sub.add_parser("delete", parents=parents, help="delete a group's offsets and state; no live members (--delete)")
+    which(p)
+    p.set_defaults(func=cmd_delete)
