@@ -2,28 +2,31 @@
 #   make quickstart   install everything, then run the quickstart on a local store
 #   make test         install everything, then lint and run the test suite
 # Installing means: a virtualenv in .venv with lakelog and its Python
-# dependencies, and Delta Lake's jars plus lakelog's own JVM classes in .jars/.
+# dependencies, and lakelog's own JVM library compiled into lakelog/jvm/.
+# Delta Lake's jars are resolved through Ivy into the user's cache the first
+# time a SparkSession is built (or by `lakelog setup`); nothing goes to ~/.m2.
 
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
-JARS := .jars/.complete
+JVM_JAR := lakelog/jvm/lakelog-jvm.jar
 JAVA_SOURCES := $(shell find jvm/src -type f)
 
 .PHONY: setup quickstart test lint soak clean
 
-setup: $(STAMP) $(JARS)
+setup: $(STAMP) $(JVM_JAR)
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "lakelog needs Python 3.11 or newer")'
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	@# PYTHONWARNINGS: setuptools' editable-install banner is advice for library authors, not news to a user.
+	PYTHONWARNINGS=ignore $(PY) -m pip install --quiet -e '.[dev]'
 	touch $@
 
-$(JARS): $(STAMP) jvm/pom.xml jvm/build.sh $(JAVA_SOURCES)
-	bash jvm/build.sh "$(CURDIR)" "$(CURDIR)/$(PY)"
+$(JVM_JAR): $(STAMP) jvm/build_jar.py $(JAVA_SOURCES)
+	$(PY) jvm/build_jar.py
 
 quickstart: setup
 	$(VENV)/bin/lakelog --store quickstart-store quickstart
@@ -46,4 +49,4 @@ soak: setup
 	$(PY) -m tests.soak --operations $(SOAK_OPERATIONS) --kills $(SOAK_KILLS) $(if $(filter 1 yes true,$(SOAK_S3)),--s3) $(SOAK_ARGS)
 
 clean:
-	rm -rf $(VENV) .jars quickstart-store .pytest_cache
+	rm -rf $(VENV) $(JVM_JAR) quickstart-store .pytest_cache build dist

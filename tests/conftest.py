@@ -35,7 +35,7 @@ def s3_server():
 
 @pytest.fixture(scope="session")
 def spark(s3_server):
-    session = build_session({"spark.master": "local[2]", "spark.sql.shuffle.partitions": "2"})
+    session = build_session({"spark.master": "local[2]", "spark.sql.shuffle.partitions": "2"}, s3a=True)
     yield session
     session.stop()
 

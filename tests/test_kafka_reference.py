@@ -2,7 +2,7 @@
 
 One broker serves the module (it takes seconds to start); the last test stops
 it and checks that nothing is left behind. The jars are fetched by the
-fixture if ``.jars/kafka`` does not hold them yet, so these tests never skip.
+fixture if ``~/.cache/lakelog/jars/kafka`` does not hold them yet, so these tests never skip.
 """
 
 from __future__ import annotations

@@ -10,8 +10,9 @@ against, using real Kafka clients (confluent-kafka) and Kafka's own tools
 
 It is not part of lakelog's runtime: nothing in lakelog imports it, and it
 needs what lakelog itself does not: Java 17+, Maven (the first time, to fetch
-the jars into ``.jars/kafka/``, see ``jvm/kafka-reference/pom.xml``) and the
-``confluent-kafka`` package of the ``dev`` extra.
+the jars into ``~/.cache/lakelog/jars/kafka/``, see ``kafka-reference-pom.xml``
+beside this module; Maven's own repository goes to ``~/.cache/lakelog/maven``,
+never ``~/.m2``) and the ``confluent-kafka`` package of the ``dev`` extra.
 
 The broker keeps Kafka's own defaults except where one node needs otherwise
 (replication factors 1) and what makes tests deterministic (no automatic topic
@@ -49,10 +50,13 @@ from types import TracebackType
 from typing import TypeVar
 
 from lakelog.engine.errors import StoreError
+from lakelog.engine.jvm_jars import cache_root
 
-ROOT = Path(__file__).resolve().parents[2]
-POM = ROOT / "jvm" / "kafka-reference" / "pom.xml"
-DEFAULT_JARS_DIR = ROOT / ".jars" / "kafka"
+POM = Path(__file__).with_name("kafka-reference-pom.xml")
+DEFAULT_JARS_DIR = cache_root() / "kafka"
+# Maven's local repository: lakelog's cache, so nothing lands in the user's ~/.m2 (whose pom-only
+# entries would then confuse Spark's own --packages resolution).
+MAVEN_REPOSITORY = cache_root().parent / "maven"
 
 BROKER_MAIN = "kafka.Kafka"
 STORAGE_TOOL = "kafka.tools.StorageTool"
@@ -198,7 +202,7 @@ def ensure_kafka_jars(jars_dir: Path = DEFAULT_JARS_DIR, pom: Path = POM, *, tim
             ("tools", jars_dir / "tools"),
             ("spark-kafka", jars_dir / SPARK_KAFKA_DIR),
         ):
-            command = [mvn, "-B", "-q", "-f", str(pom)]
+            command = [mvn, "-B", "-q", "-Dstyle.color=never", f"-Dmaven.repo.local={MAVEN_REPOSITORY}", "-f", str(pom)]
             if profile:
                 command += ["-P", profile]
             command += ["dependency:copy-dependencies", f"-DoutputDirectory={target}"]

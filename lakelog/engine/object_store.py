@@ -2,7 +2,7 @@
 
 Spark reaches an ``s3a://`` store through Hadoop's S3A and Delta's LogStore;
 lakelog's Python side (Parquet reads with pyarrow over fsspec/s3fs, the Delta
-log with delta-rs, commit files with boto3) reaches the same objects and must
+log with delta-rs, commit files with botocore) reaches the same objects and must
 use the same endpoint and credentials. They come from, in this order:
 
 1. settings registered for the bucket in this process (:func:`configure`),
@@ -106,7 +106,7 @@ class S3Settings:
             options["AWS_SESSION_TOKEN"] = self.session_token
         return options
 
-    def boto3_kwargs(self) -> dict[str, Any]:
+    def botocore_kwargs(self) -> dict[str, Any]:
         from botocore.config import Config
 
         kwargs: dict[str, Any] = {
@@ -267,9 +267,9 @@ def _s3_client(settings: S3Settings) -> Any:
     with _lock:
         client = _clients.get(key)
         if client is None:
-            import boto3
+            import botocore.session
 
-            client = boto3.session.Session().client("s3", **settings.boto3_kwargs())
+            client = botocore.session.get_session().create_client("s3", **settings.botocore_kwargs())
             _clients[key] = client
         return client
 

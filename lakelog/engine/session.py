@@ -1,9 +1,9 @@
 """The local SparkSession lakelog builds when none is given.
 
-Settings come from ``conf/spark-defaults.conf``; Delta's jars and lakelog's
-LogStore come from ``.jars/`` (filled by ``make setup``, see jvm/build.sh) or
-the directory named by ``LAKELOG_JARS_DIR``; Hadoop's S3A connector from its
-``s3/`` subdirectory. An S3 endpoint named the AWS SDKs' way
+Settings come from ``lakelog/conf/spark-defaults.conf``; Delta's jars (and,
+for ``s3a://`` stores, Hadoop's S3A connector) are resolved through Ivy on
+first use and lakelog's LogStores ship in the package
+(:mod:`lakelog.engine.jvm_jars`). An S3 endpoint named the AWS SDKs' way
 (``AWS_ENDPOINT_URL_S3`` / ``AWS_ENDPOINT_URL``, ``AWS_REGION``) becomes
 S3A's ``fs.s3a.endpoint`` unless the configuration names one; S3A reads
 ``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY`` itself (its default
@@ -12,48 +12,54 @@ credential chain), so secrets are not copied into the Spark conf.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import subprocess
 import sys
+import threading
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from pyspark.sql import SparkSession
 
 from lakelog.conf import conf_path, read_properties
-from lakelog.engine.errors import StoreError
+from lakelog.engine import jvm_jars
 
 LOCAL_LOG_STORE = "io.lakelog.storage.AtomicLocalLogStore"
 S3_LOG_STORE = "io.lakelog.storage.ConditionalS3LogStore"
 
 
-def jars_dir(configured: str = "") -> Path:
-    """Where Delta's jars and lakelog-jvm.jar are: ``configured`` (the ``jars.dir``
-    setting), else ``LAKELOG_JARS_DIR``, else ``.jars/`` of the checkout (filled by setup)."""
-    chosen = configured or os.environ.get("LAKELOG_JARS_DIR")
-    if chosen:
-        return Path(chosen).expanduser()
-    return Path(__file__).resolve().parents[2] / ".jars"
+def session_jars(configured: str = "", *, s3a: bool = False) -> tuple[list[Path], list[Path]]:
+    """(``spark.jars``, S3A class path) of a lakelog-built session: Delta's jars and lakelog-jvm.jar,
+    and Hadoop's S3A connector when ``s3a`` asks for it or an earlier run already resolved it.
+    Resolves through Ivy on first use (see :mod:`lakelog.engine.jvm_jars`); raises
+    :class:`StoreError` when that is impossible."""
+    root = jvm_jars.cache_root(configured)
+    status = _status_to_stderr
+    jars = [*jvm_jars.ensure(jvm_jars.delta_jar_set(), root, status=status), jvm_jars.lakelog_jar()]
+    s3 = jvm_jars.s3a_jar_set()
+    s3_jars = jvm_jars.ensure(s3, root, status=status) if s3a else jvm_jars.resolved(s3, root) or []
+    return jars, s3_jars
 
 
-def session_conf(extra: Mapping[str, str] | None = None, jars: str = "") -> dict[str, str]:
-    """The Spark configuration of a lakelog-built session (defaults, jars, overrides)."""
-    directory = jars_dir(jars)
-    jars = sorted(str(p) for p in directory.glob("*.jar"))
-    if not (directory / ".complete").exists() or not jars:
-        raise StoreError(
-            f"Delta Lake's jars are missing from {directory}: run `make setup` in the lakelog checkout "
-            "(or set jars.dir / LAKELOG_JARS_DIR to a directory holding them)"
-        )
+def _status_to_stderr(text: str) -> None:
+    print(f"lakelog: {text}", file=sys.stderr, flush=True)
+
+
+def session_conf(extra: Mapping[str, str] | None = None, jars: str = "", *, s3a: bool = False) -> dict[str, str]:
+    """The Spark configuration of a lakelog-built session (defaults, jars, overrides); ``s3a`` adds
+    Hadoop's S3A connector (fetched on first use)."""
+    spark_jars, s3_jars = session_jars(jars, s3a=s3a)
     values = read_properties("spark-defaults.conf")
-    values["spark.jars"] = ",".join(jars)
+    values["spark.jars"] = ",".join(str(p) for p in spark_jars)
     # hadoop-aws and the AWS SDK bundle (~650 MiB) go on the JVM class path
     # rather than spark.jars: in local mode spark.jars are copied into each
     # session's work directory, and S3AFileSystem is then visible to Hadoop's
     # FileSystem loader like any built-in file system.
-    s3_jars = sorted(str(p) for p in (directory / "s3").glob("*.jar"))
     if s3_jars:
         for key in ("spark.driver.extraClassPath", "spark.executor.extraClassPath"):
-            values[key] = ":".join([*s3_jars, *filter(None, [values.get(key)])])
+            values[key] = ":".join([*map(str, s3_jars), *filter(None, [values.get(key)])])
     log4j = f"-Dlog4j2.configurationFile=file:{conf_path('log4j2.properties')}"
     values["spark.driver.extraJavaOptions"] = (log4j + " " + values.get("spark.driver.extraJavaOptions", "")).strip()
     values.update(extra or {})
@@ -78,8 +84,9 @@ def s3a_from_env(values: Mapping[str, str], env: Mapping[str, str] | None = None
     }
 
 
-def build_session(extra: Mapping[str, str] | None = None, jars: str = "") -> SparkSession:
-    """Get or create the process's SparkSession configured for lakelog.
+def build_session(extra: Mapping[str, str] | None = None, jars: str = "", *, s3a: bool = False) -> SparkSession:
+    """Get or create the process's SparkSession configured for lakelog (``s3a``: with Hadoop's S3A
+    connector, fetched on first use).
 
     Python workers run the interpreter running this code, so UDFs see the
     same installed packages.
@@ -87,14 +94,49 @@ def build_session(extra: Mapping[str, str] | None = None, jars: str = "") -> Spa
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    values = session_conf(extra, jars, s3a=s3a)
+    _start_jvm(values)
     builder = SparkSession.builder
-    for key, value in session_conf(extra, jars).items():
+    for key, value in values.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     from lakelog.spark_connector import register
 
     register(spark)
     return spark
+
+
+# Printed by the JVM on every start because Spark's launcher always adds the incubating Vector API
+# (org.apache.spark.launcher.JavaModuleOptions); nothing a user can act on.
+_JVM_NOTICES = (b"WARNING: Using incubator modules:",)
+
+
+def _start_jvm(values: Mapping[str, str]) -> None:
+    """Start PySpark's JVM (unless this process has one) with ``values`` as spark-submit's settings,
+    its stderr forwarded to ``sys.stderr`` line by line minus :data:`_JVM_NOTICES`."""
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    with SparkContext._lock:
+        if SparkContext._gateway is not None:
+            return
+        conf = SparkConf(loadDefaults=False)
+        for key, value in values.items():
+            conf.set(key, value)
+        gateway = launch_gateway(conf, popen_kwargs={"stderr": subprocess.PIPE})
+        threading.Thread(target=_forward_stderr, args=(gateway.proc.stderr,), name="jvm-stderr", daemon=True).start()
+        SparkContext._gateway = gateway
+        SparkContext._jvm = gateway.jvm
+
+
+def _forward_stderr(stream: Any) -> None:
+    for line in iter(stream.readline, b""):
+        if line.startswith(_JVM_NOTICES):
+            continue
+        # sys.stderr looked up per line: pytest and Jupyter swap it while the JVM lives.
+        with contextlib.suppress(Exception):
+            sys.stderr.write(line.decode("utf-8", errors="replace"))
+            sys.stderr.flush()
 
 
 def uses_safe_local_log_store(spark: SparkSession) -> bool:

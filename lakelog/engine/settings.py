@@ -65,8 +65,8 @@ STORE_KEYS = key_table(
             "jars.dir",
             "string",
             "",
-            "Directory holding Delta's jars and lakelog-jvm.jar for sessions lakelog builds (empty: .jars/ "
-            "of the checkout, filled by make setup).",
+            "Directory where Delta's jars (and S3A's, for s3a:// stores) are resolved through Ivy for sessions "
+            "lakelog builds (empty: ~/.cache/lakelog/jars).",
         ),
     ]
 )

@@ -138,7 +138,9 @@ class LogStore:
                 active = SparkSession.getActiveSession()
                 self._owns_spark = active is None
                 self._spark = (
-                    active if active is not None else build_session(self.settings.spark, jars=self.settings.jars_dir)
+                    active
+                    if active is not None
+                    else build_session(self.settings.spark, jars=self.settings.jars_dir, s3a=is_s3(self.uri))
                 )
                 _configure_object_store(self._spark, self.uri)
                 _warn_if_unsafe(self._spark, self.uri)
@@ -650,8 +652,9 @@ def _configure_object_store(spark: SparkSession, uri: str) -> None:
         )
     except Exception as exc:
         raise StoreError(
-            f"{uri} needs Hadoop's S3A connector, which this SparkSession lacks: put .jars/s3/*.jar "
-            "(from `make setup`) on spark.driver.extraClassPath and spark.executor.extraClassPath"
+            f"{uri} needs Hadoop's S3A connector, which this SparkSession lacks: build the session with "
+            "lakelog.engine.session.build_session(s3a=True), or put the jars of `lakelog setup --s3` "
+            "on spark.driver.extraClassPath and spark.executor.extraClassPath"
         ) from exc
     hadoop = spark.sparkContext._jsc.hadoopConfiguration()
 
@@ -674,7 +677,7 @@ def s3_commit_hazard(spark: SparkSession, uri: str) -> str | None:
         return (
             f"Delta commits to {uri} go through {store_class}, not {S3_LOG_STORE}: a commit from this session "
             "and one of lakelog's (which are S3 conditional puts) can silently overwrite each other. Set "
-            f"spark.delta.logStore.{scheme}.impl={S3_LOG_STORE} (and .jars/lakelog-jvm.jar on spark.jars)"
+            f"spark.delta.logStore.{scheme}.impl={S3_LOG_STORE} (and lakelog's lakelog-jvm.jar on spark.jars)"
         )
     bucket, _ = bucket_and_key(uri)
     hadoop = spark.sparkContext._jsc.hadoopConfiguration()
