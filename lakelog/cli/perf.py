@@ -207,6 +207,8 @@ def _perf_produce(
                 throttle.wait(i + 1)
             producer.flush()
             seconds = time.perf_counter() - started
+            if bar is not None:
+                bar.update(bar.task_ids[0], completed=stats.count)
     if failures:
         note(f"error: {len(failures)} record(s) failed; first: {failures[0]}")
     out(stats.summary(seconds))
