@@ -1,58 +1,79 @@
 """lakelog: Kafka-style topics, partitions, producers, consumer groups and transactions stored in one
 Delta Lake table.
 
-``import lakelog`` then ``lakelog.LogStore(path)``; README.md has the tour. The engine needs no JVM;
-``lakelog.maintain`` and ``lakelog.register`` (Spark's ``format("lakelog")``) are imported on first use, so
-``import lakelog`` alone never loads PySpark.
+``import lakelog`` then ``lakelog.LogStore(path)``; README.md has the tour. Every name here is imported
+on first use: ``import lakelog`` (and so every ``lakelog`` shell command) loads nothing until a name is
+asked for, and ``lakelog.maintain`` / ``lakelog.register`` (Spark's ``format("lakelog")``) are the only
+ones that load PySpark.
 """
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
-
-from lakelog.engine import (
-    CommitConflictError,
-    CommitStateUnknownError,
-    Consumer,
-    ConsumerGroupMetadata,
-    ConsumerRecord,
-    FatalError,
-    LakelogError,
-    LogStore,
-    OffsetAndMetadata,
-    OffsetAndTimestamp,
-    OffsetRange,
-    Producer,
-    RecordFuture,
-    RecordMetadata,
-    RetriableError,
-    TopicMetadata,
-    TopicPartition,
-    WriteResult,
-)
-from lakelog.transactions import TransactionalProducer
 
 if TYPE_CHECKING:
     from lakelog.compaction import MaintenanceReport, maintain
+    from lakelog.engine import (
+        CommitConflictError,
+        CommitStateUnknownError,
+        Consumer,
+        ConsumerGroupMetadata,
+        ConsumerRecord,
+        FatalError,
+        LakelogError,
+        LogStore,
+        OffsetAndMetadata,
+        OffsetAndTimestamp,
+        OffsetRange,
+        Producer,
+        RecordFuture,
+        RecordMetadata,
+        RetriableError,
+        TopicMetadata,
+        TopicPartition,
+        WriteResult,
+    )
     from lakelog.spark_connector import register
+    from lakelog.transactions import TransactionalProducer
 
-# Spark-side entry points, resolved on first use: PySpark takes seconds to import.
-_LAZY = {
-    "maintain": ("lakelog.compaction", "maintain"),
-    "MaintenanceReport": ("lakelog.compaction", "MaintenanceReport"),
-    "register": ("lakelog.spark_connector", "register"),
+_HOMES = {
+    "CommitConflictError": "lakelog.engine",
+    "CommitStateUnknownError": "lakelog.engine",
+    "Consumer": "lakelog.engine",
+    "ConsumerGroupMetadata": "lakelog.engine",
+    "ConsumerRecord": "lakelog.engine",
+    "FatalError": "lakelog.engine",
+    "LakelogError": "lakelog.engine",
+    "LogStore": "lakelog.engine",
+    "OffsetAndMetadata": "lakelog.engine",
+    "OffsetAndTimestamp": "lakelog.engine",
+    "OffsetRange": "lakelog.engine",
+    "Producer": "lakelog.engine",
+    "RecordFuture": "lakelog.engine",
+    "RecordMetadata": "lakelog.engine",
+    "RetriableError": "lakelog.engine",
+    "TopicMetadata": "lakelog.engine",
+    "TopicPartition": "lakelog.engine",
+    "WriteResult": "lakelog.engine",
+    "TransactionalProducer": "lakelog.transactions",
+    "maintain": "lakelog.compaction",
+    "MaintenanceReport": "lakelog.compaction",
+    "register": "lakelog.spark_connector",
 }
 
 
 def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        import importlib
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'lakelog' has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value
+    return value
 
-        module, attribute = _LAZY[name]
-        value = getattr(importlib.import_module(module), attribute)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'lakelog' has no attribute {name!r}")
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_HOMES])
 
 
 __all__ = [

@@ -25,7 +25,7 @@ class NoJvm:
 sys.meta_path.insert(0, NoJvm())
 
 from lakelog.engine import LogStore
-from lakelog.engine.cli import main as cli
+from lakelog.cli import main as cli
 
 store = LogStore.open(sys.argv[1])
 store.create_topic("in", partitions=2)

@@ -34,7 +34,8 @@ One module per tool: :mod:`.topics` (kafka-topics), :mod:`.produce`
 (kafka-console-producer), :mod:`.consume` (kafka-console-consumer),
 :mod:`.groups` (kafka-consumer-groups), :mod:`.offsets` (GetOffsetShell),
 :mod:`.dump` (kafka-dump-log), :mod:`.perf` (the perf tests), :mod:`.admin`
-(the store's own commands); :mod:`.common` and :mod:`.tables` hold what they share.
+(the store's own commands); :mod:`.setup` (the jars Spark sessions use); :mod:`.arguments` and :mod:`.tables` hold what
+they share.
 """
 
 from __future__ import annotations
@@ -46,8 +47,8 @@ import sys
 import traceback
 from collections.abc import Sequence
 
-from lakelog.cli import admin, consume, dump, groups, offsets, perf, produce, topics
-from lakelog.cli.common import STORE_ENV, store_options, verbose_option
+from lakelog.cli import admin, consume, dump, groups, offsets, perf, produce, setup, topics
+from lakelog.cli.arguments import STORE_ENV, store_options, verbose_option
 from lakelog.engine.errors import InvalidConfigError, LakelogError, UnexpectedError, error_for_exception
 from lakelog.engine.settings import load_settings, redact_logs, redact_text
 
@@ -65,6 +66,7 @@ COMMANDS = (
     "serve",
     "config",
     "quickstart",
+    "setup",
 )
 # Options of the top level that take a value (skipped when looking for the command).
 _VALUED = ("--store", "--bootstrap-server", "--conf")
@@ -93,6 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
     groups.add_parser(commands, [store, verbose_option(long=False)])
     perf.add_parser(commands, everywhere)
     admin.add_parsers(commands, everywhere)
+    setup.add_parser(commands, everywhere)
     return parser
 
 

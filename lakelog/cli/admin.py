@@ -7,7 +7,7 @@ import os
 import sys
 from typing import Any
 
-from lakelog.cli.common import CHECK_FAILED, STORE_ENV, Out, float_at_least, open_store
+from lakelog.cli.arguments import CHECK_FAILED, STORE_ENV, Out, float_at_least, open_store
 from lakelog.cli.tables import table
 from lakelog.engine.errors import InvalidConfigError
 from lakelog.engine.settings import load_settings

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from lakelog.cli.common import (
+from lakelog.cli.arguments import (
     NON_NEGATIVE,
     Out,
     add_topic_args,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from lakelog.cli.common import (
+from lakelog.cli.arguments import (
     NON_NEGATIVE,
     Out,
     add_topic_args,

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import Any
 
-from lakelog.cli.common import Out, integer, note, open_store
+from lakelog.cli.arguments import Out, integer, note, open_store
 from lakelog.cli.tables import table
 from lakelog.engine.errors import (
     GroupIdNotFoundError,

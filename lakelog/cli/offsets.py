@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from lakelog.cli.common import Out, open_store
+from lakelog.cli.arguments import Out, open_store
 from lakelog.cli.tables import table
 from lakelog.engine.errors import InvalidConfigError, UnknownTopicOrPartitionError
 

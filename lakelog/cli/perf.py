@@ -14,7 +14,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from lakelog.cli.common import (
+from lakelog.cli.arguments import (
     COUNT,
     NON_NEGATIVE,
     WORK_DIR_HELP,

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import IO, Any
 
-from lakelog.cli.common import (
+from lakelog.cli.arguments import (
     COUNT,
     NON_NEGATIVE,
     Out,

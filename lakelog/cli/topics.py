@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from lakelog.cli.common import COUNT, Out, add_topic_args, note, open_store, pairs, topic_arg
+from lakelog.cli.arguments import COUNT, Out, add_topic_args, note, open_store, pairs, topic_arg
 from lakelog.engine.errors import InvalidConfigError, InvalidTopicError, TopicExistsError, UnknownTopicOrPartitionError
 from lakelog.engine.topics import INTERNAL_TOPICS, TOPIC_CONFIG_KEYS, parse_topic_config, validate_topic_name
 

@@ -9,12 +9,12 @@ import time
 
 import pytest
 
+from lakelog.cli import main as cli_main
 from lakelog.compaction import maintain
 from lakelog.compaction.files import partition_logs
 from lakelog.compaction.plan import optimize_bins
 from lakelog.compaction.rewrite import OptimizeTask, run_optimize
 from lakelog.compaction.step import MaintenanceStep, commit_step
-from lakelog.engine.cli import main as cli_main
 from lakelog.engine.commit import Committer, RetryPolicy, TableLog
 from lakelog.engine.consumer_offsets import OFFSETS_TOPIC
 from lakelog.engine.errors import (

@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 
 from lakelog.cli import main
-from lakelog.cli.common import split_configs as _split_configs
+from lakelog.cli.arguments import split_configs as _split_configs
 from lakelog.engine.partitioner import partition_for_key
 
 

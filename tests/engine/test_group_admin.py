@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 
 import pytest
 
+from lakelog.cli import main
 from lakelog.engine import TopicPartition, group_admin
-from lakelog.engine.cli import main
 from lakelog.engine.errors import (
     GroupIdNotFoundError,
     GroupNotEmptyError,
@@ -180,9 +180,13 @@ def test_groups_cli(store, capsys):
         "LOG-END-OFFSET",
         "LAG",
         "CONSUMER-ID",
+        "HOST",
         "CLIENT-ID",
     ]
-    assert lines[1:] == [["g", "orders", "0", "5", "7", "2", "-", "-"], ["g", "orders", "1", "3", "3", "0", "-", "-"]]
+    assert lines[1:] == [
+        ["g", "orders", "0", "5", "7", "2", "-", "-", "-"],
+        ["g", "orders", "1", "3", "3", "0", "-", "-", "-"],
+    ]
     assert "has no active members" in err
 
     # kafka-consumer-groups --describe --members --verbose / --state, with a live member.
@@ -195,12 +199,13 @@ def test_groups_cli(store, capsys):
         "GROUP",
         "CONSUMER-ID",
         "GROUP-INSTANCE-ID",
+        "HOST",
         "CLIENT-ID",
         "#PARTITIONS",
         "ASSIGNMENT",
         "REVOKING",
     ]
-    assert lines[1][2:] == ["w1", "worker-1", "2", "orders(0,1)", "-"]
+    assert lines[1][2:] == ["w1", "-", "worker-1", "2", "orders(0,1)", "-"]
     code, out, _ = run(capsys, *s, "groups", "describe", "--group", "g", "--state")
     assert [line.split() for line in out.splitlines()] == [
         ["GROUP", "ASSIGNMENT-STRATEGY", "STATE", "GENERATION", "#MEMBERS"],

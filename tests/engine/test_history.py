@@ -7,8 +7,8 @@ import time
 
 import pytest
 
+from lakelog.cli import main as cli_main
 from lakelog.compaction import maintain
-from lakelog.engine.cli import main as cli_main
 from lakelog.engine.commit import Committer
 from lakelog.engine.errors import InvalidOffsetError, InvalidRecordError, UnknownTopicOrPartitionError
 from tests.compaction.produce import commit

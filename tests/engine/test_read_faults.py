@@ -8,8 +8,8 @@ import re
 
 import pytest
 
+from lakelog.cli import main
 from lakelog.engine import LogStore
-from lakelog.engine.cli import main
 from lakelog.engine.errors import CorruptLogError, DataLossError
 from lakelog.engine.offsets import TopicPartition
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from lakelog.cli import main as cli_main
 from lakelog.conf import conf_path, parse_properties
-from lakelog.engine.cli import main as cli_main
 from lakelog.engine.errors import InvalidConfigError
 from lakelog.engine.settings import PREFIXED_KEYS, STORE_KEYS, load_settings, reference_table
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
+from lakelog.cli import main
 from lakelog.engine import LogStore
-from lakelog.engine.cli import main
 from lakelog.engine.log_check import FileContents, check_partition, recorded_part, stray_temporaries
 from lakelog.engine.offsets import FileStats, TopicPartition
 

@@ -3,7 +3,7 @@ client (aiokafka) sending a record and fetching the partition back (no Spark).""
 
 from __future__ import annotations
 
-from lakelog.engine.cli import main
+from lakelog.cli import main
 
 
 def test_the_quickstart_sends_and_fetches_through_the_kafka_protocol(tmp_path, capsys):

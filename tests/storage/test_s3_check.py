@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from lakelog.cli import main
 from lakelog.engine import LogStore
-from lakelog.engine.cli import main
 
 pytestmark = [pytest.mark.s3]
 
