@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import os
 import re
 import sys
 from collections.abc import Iterable
@@ -242,10 +241,10 @@ def plan_reset(store: Any, group_id: str, args: argparse.Namespace, spec: tuple[
     """New offsets of one group, as kafka-consumer-groups computes them: clamped into each log's
     [start, end]; a partition without a committed offset goes to the log end for --to-current, and
     one without a record at or after the time to the log end for --to-datetime/--by-duration."""
-    from lakelog.engine.group_admin import _read_group
+    from lakelog.engine.group_admin import list_group_offsets
 
     kind, value = spec
-    committed = {tp: o.offset for tp, o in _read_group(store, group_id).offsets.items()}
+    committed = list_group_offsets(store, group_id)
     if kind == "file":
         wanted = {**value.get(None, {}), **value.get(group_id, {})}
         if not wanted:
@@ -303,31 +302,8 @@ def _epoch_ms(moment: datetime) -> int:
     return max(0, int(moment.timestamp() * 1000))
 
 
-def commit_offsets(store: Any, group_id: str, offsets: dict[TopicPartition, int]) -> None:
-    """Commit ``offsets`` for the group in one Delta commit, refused while it has live members
-    (checked inside the commit, as group_admin.reset_offsets does)."""
-    from lakelog.engine.consumer_offsets import OffsetAndMetadata
-    from lakelog.engine.group_admin import _POLICY, _group_log, _require_inactive
-    from lakelog.engine.group_coordinator import GroupRecordsBatch, offset_records
-    from lakelog.engine.topic_admin import require_topic
-
-    log = _group_log(store, group_id, store._ensure_offsets_topic())
-    chosen = {tp: OffsetAndMetadata(offset) for tp, offset in offsets.items()}
-    names = sorted({tp.topic for tp in offsets})
-
-    def plan(group: Any, view: Any, now_ms: int) -> list[tuple[bytes, bytes | None]]:
-        _require_inactive(store, group, now_ms, "reset the offsets of")
-        for name in names:
-            require_topic(view.topics, name)  # deleted since the offsets were computed
-        # Generation -1 and no member: an admin commit, like a manual-assign consumer's.
-        return list(offset_records(group_id, chosen, -1, None, now_ms, view.topics))
-
-    writer = store._new_writer(f"lakelog-group-admin-{os.getpid()}")
-    writer.append(GroupRecordsBatch(log, "reset_offsets", plan), _POLICY)
-
-
 def cmd_reset_offsets(args: argparse.Namespace, out: Out) -> None:
-    from lakelog.engine.group_admin import _now_ms, _read_group, _require_inactive
+    from lakelog.engine.group_admin import alter_group_offsets, require_inactive_group
 
     _check_groups(args)
     spec = _reset_spec(args)
@@ -340,11 +316,11 @@ def cmd_reset_offsets(args: argparse.Namespace, out: Out) -> None:
     plans = {}
     for name in names:
         # Refused while the group has members, dry run too, as Kafka's tool does.
-        _require_inactive(store, _read_group(store, name), _now_ms(), "reset the offsets of")
+        require_inactive_group(store, name)
         plans[name] = plan_reset(store, name, args, spec)
     if args.execute:
         for name, offsets in plans.items():
-            commit_offsets(store, name, offsets)
+            alter_group_offsets(store, name, offsets)
     else:
         note("WARN: dry run, nothing committed; add --execute to reset the offsets.")
     if args.export:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Literal
@@ -353,6 +353,34 @@ def reset_offsets(
     if dry_run:
         return offsets
 
+    alter_group_offsets(store, group_id, offsets)
+    return offsets
+
+
+def list_group_offsets(store: LogStore, group_id: str) -> dict[TopicPartition, int]:
+    """The group's committed offsets, as Kafka's ``AdminClient.listConsumerGroupOffsets`` (empty for a
+    group that never committed)."""
+    _check_group_id(group_id)
+    return {tp: o.offset for tp, o in _read_group(store, group_id).offsets.items()}
+
+
+def require_inactive_group(store: LogStore, group_id: str, action: str = "reset the offsets of") -> None:
+    """Raise GroupNotEmptyError if the group has live members now (a check before planning; the
+    binding one is inside :func:`alter_group_offsets`' commit)."""
+    _check_group_id(group_id)
+    _require_inactive(store, _read_group(store, group_id), _now_ms(), action)
+
+
+def alter_group_offsets(store: LogStore, group_id: str, offsets: Mapping[TopicPartition, int]) -> None:
+    """Commit ``offsets`` as the group's committed offsets, as Kafka's
+    ``AdminClient.alterConsumerGroupOffsets``: all in one Delta commit, or none.
+
+    Raises GroupNotEmptyError while the group has live members (checked inside the commit, so a
+    member joining concurrently makes it refuse rather than race) and UnknownTopicOrPartitionError
+    when a topic is unknown or was deleted meanwhile. A group that does not exist yet is created with
+    these offsets, as in Kafka. Offsets are taken as given (callers clamp them into the log)."""
+    _check_group_id(group_id)
+    names = sorted({tp.topic for tp in offsets})
     partitions = store._ensure_offsets_topic()
     log = _group_log(store, group_id, partitions)
     chosen = {tp: OffsetAndMetadata(offset) for tp, offset in offsets.items()}
@@ -366,7 +394,6 @@ def reset_offsets(
 
     writer = store._new_writer(f"lakelog-group-admin-{os.getpid()}")
     writer.append(GroupRecordsBatch(log, "reset_offsets", plan), _POLICY)
-    return offsets
 
 
 def delete_group(store: LogStore, group_id: str) -> None:
