@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 from lakelog.cli.arguments import CHECK_FAILED, STORE_ENV, Out, float_at_least, open_store
-from lakelog.cli.tables import table
+from lakelog.cli.tables import steps, table
 from lakelog.engine.errors import InvalidConfigError
 from lakelog.engine.settings import load_settings
 
@@ -55,16 +55,17 @@ def cmd_maintain(args: argparse.Namespace, out: Out) -> None:
     from lakelog.compaction.maintain import maintain
 
     store = open_store(args)
-    report = maintain(
-        store,
-        topics=args.topic or None,
-        dry_run=args.dry_run,
-        optimize=not args.no_optimize,
-        vacuum=not args.no_vacuum,
-        vacuum_retention_hours=args.vacuum_retention_hours,
-        spark=store.spark if args.spark else None,
-        progress=lambda text: print(f"... {text}", file=sys.stderr, flush=True),
-    )
+    with steps(f"maintaining {store.uri}") as progress:
+        report = maintain(
+            store,
+            topics=args.topic or None,
+            dry_run=args.dry_run,
+            optimize=not args.no_optimize,
+            vacuum=not args.no_vacuum,
+            vacuum_retention_hours=args.vacuum_retention_hours,
+            spark=store.spark if args.spark else None,
+            progress=progress,
+        )
     for line in report.lines():
         out(line)
 

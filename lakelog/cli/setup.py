@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from lakelog.cli.arguments import Out
+from lakelog.cli.tables import steps
 
 
 def add_parser(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
@@ -27,23 +28,16 @@ def add_parser(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
 
 
 def cmd_setup(args: argparse.Namespace, out: Out) -> int:
-    from rich.console import Console
-    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
     from lakelog.engine import jvm_jars
     from lakelog.engine.settings import load_settings
 
     root = jvm_jars.cache_root(args.jars_dir or load_settings(args.conf).jars_dir)
     sets = [jvm_jars.delta_jar_set()] + ([jvm_jars.s3a_jar_set()] if args.s3 else [])
-    console = Console(stderr=True, highlight=False)
     results: list[tuple[str, list[Path]]] = []
-    with Progress(
-        SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console, transient=True
-    ) as progress:
+    with steps("looking for lakelog's jars") as progress:
         for jar_set in sets:
-            task = progress.add_task(f"resolving {', '.join(jar_set.coordinates)} through Ivy", total=None)
+            progress(f"resolving {', '.join(jar_set.coordinates)} through Ivy")
             results.append((jar_set.name, jvm_jars.ensure(jar_set, root)))
-            progress.remove_task(task)
     own = jvm_jars.lakelog_jar()
     for name, jars in results:
         size = sum(j.stat().st_size for j in jars)

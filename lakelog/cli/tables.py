@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import IO, Any
 
 
@@ -80,3 +81,24 @@ def progress_bar(description: str, total: float | None, *, unit: str = "records"
     )
     bar.add_task(description, total=total)
     return bar
+
+
+@contextlib.contextmanager
+def steps(first: str) -> Iterator[Callable[[str], None]]:
+    """Long work in named steps: on a terminal a spinner showing the current step and the time
+    elapsed; elsewhere one ``... step`` line per step on stderr (a log a script can keep)."""
+    if not is_tty(sys.stderr):
+
+        def line(text: str) -> None:
+            print(f"... {text}", file=sys.stderr, flush=True)
+
+        line(first)
+        yield line
+        return
+    from rich.console import Console
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    columns = (SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn())
+    with Progress(*columns, console=Console(stderr=True), transient=True) as spinner:
+        task = spinner.add_task(first, total=None)
+        yield lambda text: spinner.update(task, description=text)
