@@ -122,14 +122,16 @@ def resolved(jar_set: JarSet, root: Path) -> list[Path] | None:
 def ensure(jar_set: JarSet, root: Path, *, status: Callable[[str], None] | None = None) -> list[Path]:
     """The jars of ``jar_set``, resolved through Ivy into ``root/<name>`` on first use.
 
-    Safe with several processes (an exclusive lock next to the directory; the first one resolves,
-    the others reuse). Raises :class:`StoreError` naming the coordinates when resolution fails
+    Safe with several processes (an exclusive lock in ``root``; the first one resolves, the others
+    reuse). Raises :class:`StoreError` naming the coordinates when resolution fails
     (no network, no Java, an unknown version); nothing half-resolved is left to be used."""
     done = resolved(jar_set, root)
     if done is not None:
         return done
     root.mkdir(parents=True, exist_ok=True)
-    with open(root / f".{jar_set.name}.lock", "w") as lock:
+    # One lock for every set: Ivy's cache is not safe for concurrent resolutions (they share its
+    # resolved-module files).
+    with open(root / ".resolve.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         done = resolved(jar_set, root)
         if done is not None:

@@ -39,7 +39,7 @@ def test_a_version_maven_central_lacks_is_a_named_error_and_leaves_nothing_usabl
     with pytest.raises(StoreError, match=r"could not resolve io\.delta:delta-spark_4\.2_2\.13:0\.0\.404"):
         jvm_jars.ensure(missing, tmp_path)
     assert jvm_jars.resolved(missing, tmp_path) is None
-    assert [p.name for p in tmp_path.iterdir()] == [".nowhere.lock"]
+    assert [p.name for p in tmp_path.iterdir()] == [".resolve.lock"]
 
 
 def test_without_java_resolution_is_a_named_error(tmp_path, monkeypatch):
