@@ -29,7 +29,8 @@ lakelog members are JVM-free processes using lakelog's consumer; Kafka
 members are confluent-kafka (librdkafka) consumers against
 :class:`benchmarks.kafka_reference.KafkaBroker`, both with the range assignor
 (Kafka's default), ``enable.auto.commit=false``, committing synchronously at
-most every 200 ms and in the revocation callback.
+most every ``commit_interval_ms`` (200 ms unless told; Kafka's
+``auto.commit.interval.ms`` defaults to 5000 ms) and in the revocation callback.
 Every store and the broker live in a temporary directory this tool removes.
 """
 
@@ -51,7 +52,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PARTITIONS = 8
 TOPIC = "perf-groups"
 # Members commit as they go: at most this often (and when partitions are revoked), on both sides.
-COMMIT_INTERVAL_S = 0.2
+COMMIT_INTERVAL_MS = 200
 # The group id of a bare reader: "assign:0,4" reads partitions 0 and 4 outside any group.
 BARE = "assign:"
 
@@ -69,10 +70,12 @@ def _logger(path: str, name: str) -> Callable[..., None]:
     return record
 
 
-def lakelog_member(store_path: str, group_id: str, name: str, log_path: str, go: str, stop: str) -> None:
-    """A member of ``group_id``; or, for ``group_id`` ``assign:<p>,<p>...``, a consumer of
-    those partitions outside any group (manual assign, no commits): the bare reading the
-    group's throughput is measured against."""
+def lakelog_member(
+    store_path: str, group_id: str, name: str, log_path: str, go: str, stop: str, commit_interval_ms: str
+) -> None:
+    """A member of ``group_id``, committing at most every ``commit_interval_ms``; or, for
+    ``group_id`` ``assign:<p>,<p>...``, a consumer of those partitions outside any group
+    (manual assign, no commits): the bare reading the group's throughput is measured against."""
     from lakelog.engine import LogStore, TopicPartition
 
     record = _logger(log_path, name)
@@ -115,12 +118,14 @@ def lakelog_member(store_path: str, group_id: str, name: str, log_path: str, go:
                 record("records", p=int(p), first=int(mine[0]), last=int(mine[-1]), n=len(mine))
             if not bare and time.monotonic() >= next_commit:
                 consumer.commit()
-                next_commit = time.monotonic() + COMMIT_INTERVAL_S
+                next_commit = time.monotonic() + int(commit_interval_ms) / 1000
     record("closing")
     consumer.close(autocommit=False)
 
 
-def kafka_member(bootstrap: str, group_id: str, name: str, log_path: str, go: str, stop: str) -> None:
+def kafka_member(
+    bootstrap: str, group_id: str, name: str, log_path: str, go: str, stop: str, commit_interval_ms: str
+) -> None:
     from confluent_kafka import Consumer, KafkaException
 
     record = _logger(log_path, name)
@@ -164,7 +169,7 @@ def kafka_member(bootstrap: str, group_id: str, name: str, log_path: str, go: st
             record("records", p=p, first=offsets[0], last=offsets[-1], n=len(offsets))
         if time.monotonic() >= next_commit:
             consumer.commit(asynchronous=False)
-            next_commit = time.monotonic() + COMMIT_INTERVAL_S
+            next_commit = time.monotonic() + int(commit_interval_ms) / 1000
     record("closing")
     consumer.close()
 
@@ -175,8 +180,11 @@ def kafka_member(bootstrap: str, group_id: str, name: str, log_path: str, go: st
 class Group:
     """N member processes of one side in one group, their logs, their start and stop files."""
 
-    def __init__(self, work: Path, side: str, target: str, group_id: str) -> None:
+    def __init__(
+        self, work: Path, side: str, target: str, group_id: str, commit_interval_ms: int = COMMIT_INTERVAL_MS
+    ) -> None:
         self.work, self.side, self.target, self.group_id = work, side, target, group_id
+        self.commit_interval_ms = commit_interval_ms
         self.go = work / f"{side}.go"
         self.procs: dict[str, subprocess.Popen] = {}
         # Events read so far, per member log, and where its complete lines end: the driver
@@ -188,6 +196,7 @@ class Group:
         verb = "kafka-member" if self.side == "kafka" else "lakelog-member"
         args = [sys.executable, "-m", "lakelog.benchmarks.groups", verb, self.target, group_id or self.group_id, name]
         args += [str(self.work / f"{name}.jsonl"), str(self.go), str(self.work / f"{name}.stop")]
+        args.append(str(self.commit_interval_ms))
         self.procs[name] = subprocess.Popen(
             args,
             cwd=ROOT,
@@ -245,10 +254,19 @@ def _wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
         time.sleep(0.05)
 
 
-def run_side(side: str, target: str, work: Path, size: int, records: int, *, rebalances: bool) -> dict[str, float]:
+def run_side(
+    side: str,
+    target: str,
+    work: Path,
+    size: int,
+    records: int,
+    *,
+    rebalances: bool,
+    commit_interval_ms: int = COMMIT_INTERVAL_MS,
+) -> dict[str, float]:
     """One run of a group of ``size`` members (a new group) reading the whole topic; with
     ``rebalances``, then a join and a leave."""
-    group = Group(work, side, target, group_id=work.name)
+    group = Group(work, side, target, group_id=work.name, commit_interval_ms=commit_interval_ms)
     try:
         figures = _throughput(group, side, size, records)
         if rebalances:
@@ -389,9 +407,10 @@ def perf_groups(
     kafka: bool,
     work_dir: str | None,
     out: Callable[[str], None],
+    commit_interval_ms: int = COMMIT_INTERVAL_MS,
 ) -> dict[str, dict[int, dict[str, float]]]:
-    """Run both sides for every group size, ``repeat`` times interleaved; print one line per
-    size and side, then the ratios."""
+    """Run both sides for every group size, ``repeat`` times interleaved, members committing
+    at most every ``commit_interval_ms``; print one line per size and side, then the ratios."""
     work = Path(tempfile.mkdtemp(prefix="lakelog-perf-groups-", dir=work_dir))
     runs: dict[tuple[str, int], list[dict[str, float]]] = {}
     broker = None
@@ -413,9 +432,18 @@ def perf_groups(
                     side_work = work / f"{side}-{size}-{rep}"
                     side_work.mkdir()
                     rebalances = rep == repeat - 1 and side != "bare"
-                    figures = run_side(side, target, side_work, size, records, rebalances=rebalances)
+                    figures = run_side(
+                        side,
+                        target,
+                        side_work,
+                        size,
+                        records,
+                        rebalances=rebalances,
+                        commit_interval_ms=commit_interval_ms,
+                    )
                     runs.setdefault((side, size), []).append(figures)
         results: dict[str, dict[int, dict[str, float]]] = {side: {} for side in targets}
+        out(f"group members commit at most every {commit_interval_ms} ms and when partitions are revoked")
         for (side, size), figures in runs.items():
             results[side][size] = _summary(figures)
             out(_line(side, size, results[side][size]))
@@ -482,6 +510,6 @@ def _line(side: str, size: int, f: dict[str, float]) -> str:
 if __name__ == "__main__":
     verb = sys.argv[1]
     if verb == "lakelog-member":
-        lakelog_member(*sys.argv[2:8])
+        lakelog_member(*sys.argv[2:9])
     elif verb == "kafka-member":
-        kafka_member(*sys.argv[2:8])
+        kafka_member(*sys.argv[2:9])

@@ -329,6 +329,7 @@ def cmd_perf_groups(args: argparse.Namespace, out: Out) -> None:
         kafka=not args.no_kafka,
         work_dir=args.work_dir,
         out=out,
+        commit_interval_ms=args.commit_interval_ms,
     )
 
 
@@ -460,6 +461,13 @@ def add_parser(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
     p.add_argument("--repeat", type=COUNT, default=3, help="throughput runs per size and side (median reported)")
     p.add_argument(
         "--idle-seconds", type=float_at_least(0), default=60, help="how long to count an idle group's commits"
+    )
+    p.add_argument(
+        "--commit-interval-ms",
+        type=COUNT,
+        default=200,
+        help="members (both sides) commit at most this often while reading, and when partitions are revoked "
+        "(Kafka's auto.commit.interval.ms defaults to 5000)",
     )
     p.add_argument("--no-kafka", action="store_true", help="skip the Apache Kafka broker side")
     p.add_argument("--work-dir", help="where the temporary stores go (default: the system's temp directory)")

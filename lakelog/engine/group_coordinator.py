@@ -78,6 +78,11 @@ class GroupLog:
                 wanted = [f for f in files.covering(start, files.end) if not holds_only_offsets(f.path)]
                 if wanted:
                     self._fold(self._records.read(wanted, self.tp, start, files.end), everything=False)
+                if files.end is not None:
+                    # Every record below the end was looked at (or sits in a file of offsets
+                    # only): the next read starts there, not at the last group record, so
+                    # the offset commits since the last group change are not listed again.
+                    self._state_next = max(self._state_next, files.end)
             return GroupRecords(self.group_id, self._state, dict(self._folded.offsets))
 
     def _fold(self, table: pa.Table, *, everything: bool) -> None:

@@ -113,3 +113,42 @@ def test_membership_reads_skip_offset_commits_yet_see_every_group_change(plain_s
     b.close(autocommit=False)
     assert set(fresh.latest(offsets=False).state.members) == {a._member_id}
     a.close(autocommit=False)
+
+
+def test_membership_reads_look_at_each_offset_commit_file_once(plain_store, monkeypatch):
+    """A member checks its group on every poll; the offset commits since the last group change
+    are passed over once, not listed again by every later check (their number grows until
+    compaction)."""
+    from lakelog.engine import group_coordinator
+
+    store = plain_store
+    store.create_topic("t", partitions=2)
+    a = store.consumer("g", enable_auto_commit=False, client_id="a")
+    a.subscribe(["t"])
+    a.poll(timeout_ms=0)
+    group_log = a._log()
+    group_log.latest(offsets=False)
+    looked_at: list[str] = []
+    real = group_coordinator.holds_only_offsets
+
+    def spy(path: str) -> bool:
+        looked_at.append(path)
+        return real(path)
+
+    monkeypatch.setattr(group_coordinator, "holds_only_offsets", spy)
+    for i in range(5):
+        a.commit({TP: i + 1})
+    group_log.latest(offsets=False)
+    assert len(looked_at) == len(set(looked_at))  # each file once, however many commits checked it
+    looked_at.clear()
+    for _ in range(3):
+        assert a._member_id in group_log.latest(offsets=False).state.members
+    assert looked_at == []  # nothing new: nothing listed
+    b = store.consumer("g", enable_auto_commit=False, client_id="b")  # a group change after them
+    b.subscribe(["t"])
+    b.poll(timeout_ms=0)  # b's own reads start from the beginning
+    looked_at.clear()
+    assert set(group_log.latest(offsets=False).state.members) == {a._member_id, b._member_id}
+    assert len(looked_at) == 1  # a's view goes on past its own commits: only the join's file
+    b.close(autocommit=False)
+    a.close(autocommit=False)
