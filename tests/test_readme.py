@@ -86,7 +86,11 @@ for block in json.load(open(sys.argv[1])):
     else:
         print(f"=== {block['name']}: ok in {time.monotonic() - started:.1f} s", flush=True)
     sys.stdout.flush()
-sys.exit(1 if failed else 0)
+sys.stderr.flush()
+# Every block has run and reported: leave without interpreter finalization, where polars', pyarrow's
+# and delta-rs' native thread pools sometimes abort the process in their destructors ("terminate
+# called without an active exception": pola-rs/polars#24169, apache/arrow#34314) after all went well.
+os._exit(1 if failed else 0)
 """
 
 
