@@ -27,7 +27,10 @@ Guarantees:
 Heartbeats renew a lease object outside the Delta log
 (:mod:`engine.group_leases`) from a background thread; only joins, syncs,
 leaves and offset commits are Delta commits. Rebalance callbacks run in the
-thread that calls ``poll``, as in Kafka.
+thread that calls ``poll``, as in Kafka. While the member's group is forming or
+rebalancing, a waiting ``poll`` looks at the log every few milliseconds rather
+than every ``fetch.max.wait.ms``: Kafka's JoinGroup and SyncGroup answer as
+soon as the rebalance completes, and so does lakelog's.
 """
 
 from __future__ import annotations
@@ -71,6 +74,10 @@ if TYPE_CHECKING:
     from lakelog.engine.store import LogStore
 
 log = logging.getLogger(__name__)
+
+# How often a waiting poll looks at the log while the member's group forms or rebalances
+# (a look at a log with no new commit is one failed open).
+REBALANCE_LOOK_S = 0.005
 
 
 def _strategy_error(value: Any) -> str | None:
@@ -221,6 +228,8 @@ class Consumer:
         self._rr = 0
         # The table version the group protocol last looked at: the group changes only by commits.
         self._protocol_version = -1
+        # Whether that look found the group forming or rebalancing (a waiting poll looks often).
+        self._rebalancing = False
         # Membership, shared with the heartbeat thread.
         self._lock = threading.Lock()
         self._member_id: str | None = None
@@ -404,7 +413,10 @@ class Consumer:
             table = self._take(limit)
             if table.num_rows or time.monotonic() >= deadline:
                 return table
-            time.sleep(min(self._config["fetch.max.wait.ms"] / 1000, max(0.0, deadline - time.monotonic())))
+            pause = self._config["fetch.max.wait.ms"] / 1000
+            if self._rebalancing and self._subscription is not None:
+                pause = min(pause, REBALANCE_LOOK_S)
+            time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
 
     def _take(self, limit: int) -> pa.Table:
         if not self._positions:
@@ -565,6 +577,7 @@ class Consumer:
         me = group.members.get(member_id)
         if me is None or self._lease_lapsed():
             self._lose_membership(group)
+            self._rebalancing = True  # it joins again at the next look
             return
         wanted = self._member(view.topics)
         counts = {t: n for t, n in partition_counts(view).items() if t in wanted.topics}
@@ -591,6 +604,7 @@ class Consumer:
                 self._listener.on_partitions_assigned(added)
             if added or owned != assigned:
                 log.info("%s: generation %d, assigned %s", member_id, group.generation, sorted(assigned))
+        self._rebalancing = group.rebalancing
         self._protocol_version = view.version
 
     def _join(self) -> None:

@@ -151,3 +151,40 @@ def test_members_announced_as_joining_come_in_with_one_join_and_one_that_never_s
         assert operations.count("join_group") == 1 and "expire_members" in operations
     finally:
         a.close()
+
+
+def test_a_waiting_poll_looks_often_while_its_group_rebalances_and_at_fetch_max_wait_once_stable(store, monkeypatch):
+    """Kafka's JoinGroup/SyncGroup answer as soon as a rebalance completes: a member waiting on
+    one looks at the log every few ms, not every fetch.max.wait.ms (here 1 s)."""
+    from lakelog.engine import consumer as consumer_module
+
+    slow = {**FAST, "fetch_max_wait_ms": 1000, "enable_auto_commit": False}
+    a = store.consumer("g", client_id="a", **slow)
+    b = store.consumer("g", client_id="b", **slow)
+    pauses: list[float] = []
+    real_sleep = time.sleep
+
+    def sleep(seconds: float) -> None:
+        pauses.append(seconds)
+        real_sleep(seconds)
+
+    monkeypatch.setattr(consumer_module.time, "sleep", sleep)
+    try:
+        a.subscribe(["t"])
+        until(lambda: a.assignment() == TPS, a)
+        b.subscribe(["t"])
+        b.poll(timeout_ms=0)  # b joins: a must revoke before anyone owns anything again
+        assert b.assignment() == set()
+        pauses.clear()
+        b.poll(timeout_ms=100)  # a has not synced: b waits on the rebalance
+        assert len(pauses) >= 5 and max(pauses) <= consumer_module.REBALANCE_LOOK_S
+        until(lambda: len(a.assignment()) == 2 and len(b.assignment()) == 2, a, b)
+        for c in (a, b):
+            while c.poll(timeout_ms=0):
+                pass
+        pauses.clear()
+        b.poll(timeout_ms=300)  # stable and read to the end: waits for data at fetch.max.wait.ms
+        assert pauses and min(pauses) > consumer_module.REBALANCE_LOOK_S
+    finally:
+        a.close(autocommit=False)
+        b.close(autocommit=False)
