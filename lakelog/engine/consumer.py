@@ -78,6 +78,8 @@ log = logging.getLogger(__name__)
 # How often a waiting poll looks at the log while the member's group forms or rebalances
 # (a look at a log with no new commit is one failed open).
 REBALANCE_LOOK_S = 0.005
+# Longest a joining member leaves its join to a member that announced itself earlier.
+JOIN_FOLLOW_S = 0.25
 
 
 def _strategy_error(value: Any) -> str | None:
@@ -624,10 +626,28 @@ class Consumer:
             return join_all(state, [self._member(view.topics), *others], now_ms, partition_counts(view), assignor)
 
         try:
-            self._change("join_group", change)
+            self._follow_earlier_join(leases, member_id)
+            self._change("join_group", change)  # commits nothing if that join admitted us
         finally:
             leases.withdraw(member_id)
         self._start_heartbeats()
+
+    def _follow_earlier_join(self, leases: LeaseStore, member_id: str) -> None:
+        """Members starting together: leave the join to the one announced first, whose join
+        admits every member announced by the time it is planned (one rebalance for all); the
+        others' joins would only lose the version to it and be planned again, costing every
+        member time while the group forms. Returns once the group holds this member, once
+        that member's join landed without it (announced too late: it joins itself), or after
+        JOIN_FOLLOW_S (that member may have died before joining)."""
+        first = leases.first_announced(int(time.time() * 1000))
+        if first is None or first == member_id:
+            return
+        deadline = time.monotonic() + JOIN_FOLLOW_S
+        while time.monotonic() < deadline:
+            state = self._log().latest(offsets=False).state
+            if state is not None and (member_id in state.members or first in state.members):
+                return
+            time.sleep(REBALANCE_LOOK_S)
 
     def _lease_lapsed(self) -> bool:
         """Whether this member must assume the others removed it: its lease was not renewed for

@@ -18,7 +18,9 @@ A member about to join also leaves an announcement
 (``.../joining/<member>.json``: its subscription and timeouts) until its join
 landed. Whoever commits a join admits every announced member with it, so
 members that start together form the group in one rebalance, as Kafka's
-coordinator gathers the JoinGroup requests that arrive while it prepares one.
+coordinator gathers the JoinGroup requests that arrive while it prepares one;
+the others leave that join to the member that announced first
+(:meth:`LeaseStore.first_announced`) rather than race it.
 """
 
 from __future__ import annotations
@@ -102,6 +104,16 @@ class LeaseStore:
         """Members announced as joining within their session timeout (by ``now_ms``, the
         reader's clock), in member id order. An announcement left by a member that died
         before its join landed is older than that soon; it is removed when seen."""
+        return [member for _, member in self.announcements(now_ms)]
+
+    def first_announced(self, now_ms: int) -> str | None:
+        """The member id of the earliest announcement (by its writer's clock, then member id)
+        among those :meth:`announced` returns; None when there is none."""
+        found = sorted(self.announcements(now_ms), key=lambda a: (a[0], a[1].member_id))
+        return found[0][1].member_id if found else None
+
+    def announcements(self, now_ms: int) -> list[tuple[int, Member]]:
+        """(announced_ms, member) of each member :meth:`announced` returns, in member id order."""
         try:
             names = sorted(self._fs.ls(self.joining, detail=False))
         except FileNotFoundError:
@@ -119,7 +131,7 @@ class LeaseStore:
                 with contextlib.suppress(FileNotFoundError):
                     self._fs.rm(name)
                 continue
-            found.append(member)
+            found.append((document["announced_ms"], member))
         return found
 
     def read(self) -> dict[str, Lease]:

@@ -76,3 +76,17 @@ def test_a_member_is_silent_only_after_the_observer_saw_its_lease_unchanged_for_
     assert seen.silent(members, 109.5) == ["a", "b", "gone"]
     seen.observe({}, {"a": 5_000}, 110.0)  # members that left the group are forgotten
     assert seen.silent({"b": 5_000}, 200.0) == []
+
+
+def test_the_first_announced_member_is_the_earliest_announcement_whatever_its_id(uri):
+    leases = LeaseStore(uri, "g")
+    now = int(time.time() * 1000)
+    assert leases.first_announced(now) is None
+    leases.announce(Member("z-first", "c", ("t",), 10_000, 60_000))
+    time.sleep(0.01)
+    leases.announce(Member("a-second", "c", ("t",), 10_000, 60_000))
+    now = int(time.time() * 1000)
+    assert leases.first_announced(now) == "z-first"
+    assert [m.member_id for m in leases.announced(now)] == ["a-second", "z-first"]  # member id order
+    leases.withdraw("z-first")
+    assert leases.first_announced(now) == "a-second"

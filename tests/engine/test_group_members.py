@@ -188,3 +188,43 @@ def test_a_waiting_poll_looks_often_while_its_group_rebalances_and_at_fetch_max_
     finally:
         a.close(autocommit=False)
         b.close(autocommit=False)
+
+
+def test_a_member_announced_after_another_leaves_the_join_to_it_and_commits_none_itself(store):
+    """Members starting together form the group with the first one's join (which admits every
+    member announced by then) instead of each racing a join commit of its own."""
+    import threading
+
+    from lakelog.engine.group_coordinator import change_group, partition_counts
+    from lakelog.engine.group_state import join_all
+
+    leases = LeaseStore(store.uri, "g")
+    first = Member("first", "first", ("t",), FAST["session_timeout_ms"], 300_000)
+    leases.announce(first)  # a member that is about to commit its join
+    b = store.consumer("g", client_id="b", **FAST)
+    b.subscribe(["t"])
+    polled = threading.Thread(target=b.poll, kwargs={"timeout_ms": 0})
+    polled.start()
+    try:
+        deadline = time.monotonic() + 10
+        while len(leases.announced(int(time.time() * 1000))) < 2:  # b announced itself, then waits
+            assert time.monotonic() < deadline
+            time.sleep(0.005)
+        # The first member's join, as it plans one: everyone announced comes in with it.
+        writer = store._new_writer("first")
+        change_group(
+            writer,
+            b._log(),
+            "join_group",
+            lambda st, now, v: join_all(st, leases.announced(now), now, partition_counts(v)),
+        )
+        polled.join(10)
+        assert not polled.is_alive()
+        group = b._log().latest(offsets=False).state
+        assert set(group.members) == {"first", b._member_id} and group.generation == 1
+        assert len(b.assignment()) == 2
+        joins = [e.client_id for e in store.history_entries() if e.operation == "join_group"]
+        assert joins == ["first"]  # b committed none of its own
+    finally:
+        polled.join(10)
+        b.close(autocommit=False)
