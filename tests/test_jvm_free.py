@@ -11,7 +11,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-SCRIPT = r"""
+# Prepended to a script: every import of pyspark or py4j in that process fails.
+NO_JVM = r"""
 import sys
 
 
@@ -23,6 +24,11 @@ class NoJvm:
 
 
 sys.meta_path.insert(0, NoJvm())
+"""
+
+SCRIPT = (
+    NO_JVM
+    + r"""
 
 from lakelog.engine import LogStore
 from lakelog.cli import main as cli
@@ -60,16 +66,22 @@ assert any(e.operation == "transaction" for e in store.history_entries("out"))
 assert "pyspark" not in sys.modules and "py4j" not in sys.modules
 print("jvm-free ok")
 """
+)
 
 
-def test_producing_consuming_groups_transactions_and_maintenance_need_no_jvm(tmp_path):
-    result = subprocess.run(
-        [sys.executable, "-c", SCRIPT, str(tmp_path / "store")],
+def run_without_jvm(script: str, store: Path) -> subprocess.CompletedProcess:
+    """``script`` (starting with :data:`NO_JVM`) in a process of its own, ``store`` as its argument."""
+    return subprocess.run(
+        [sys.executable, "-c", script, str(store)],
         cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
         capture_output=True,
         text=True,
         timeout=300,
     )
+
+
+def test_producing_consuming_groups_transactions_and_maintenance_need_no_jvm(tmp_path):
+    result = run_without_jvm(SCRIPT, tmp_path / "store")
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
     assert "jvm-free ok" in result.stdout

@@ -3,16 +3,14 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import time
 
 import pytest
 
 from lakelog.cli.tables import table
 from lakelog.engine import LogStore, TopicPartition
-from tests.cli.helpers import ROOT, run
+from tests.cli.helpers import run
+from tests.test_jvm_free import NO_JVM, run_without_jvm
 
 BASE = 1_700_000_000_000
 
@@ -151,18 +149,9 @@ def test_tables_are_plain_padded_text_off_a_terminal_and_bold_on_one():
     assert "\x1b[1m" in table(["A"], [["x"]], color=True)
 
 
-BLOCKED = r"""
-import sys
-
-
-class NoJvm:
-    def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in ("pyspark", "py4j"):
-            raise ImportError(f"{name} is blocked in this process")
-        return None
-
-
-sys.meta_path.insert(0, NoJvm())
+BLOCKED = (
+    NO_JVM
+    + r"""
 import io
 from lakelog.cli import main
 
@@ -179,15 +168,9 @@ assert main(["perf", "produce", "--topic", "p", "--num-records", "100", *s]) == 
 assert "pyspark" not in sys.modules and "py4j" not in sys.modules
 print("no jvm ok")
 """
+)
 
 
 def test_the_kafka_shaped_tools_need_no_jvm(tmp_path):
-    done = subprocess.run(
-        [sys.executable, "-c", BLOCKED, str(tmp_path / "s")],
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    done = run_without_jvm(BLOCKED, tmp_path / "s")
     assert done.returncode == 0 and "no jvm ok" in done.stdout, done.stdout[-2000:] + done.stderr[-3000:]

@@ -57,7 +57,7 @@ import scala.jdk.javaapi.CollectionConverters;
  * so batch- or streaming-only options fail there rather than at query start.
  *
  * <p>Built on Spark-internal classes (org.apache.spark.sql.execution.datasources
- * .v2.python) of PySpark 4.2.0, pinned in pyproject.toml; jvm/build.sh compiles
+ * .v2.python) of PySpark 4.2.0, pinned in pyproject.toml; jvm/build_jar.py compiles
  * against the installed PySpark's jars, so a changed constructor fails the build.
  */
 public class LakelogProvider implements TableProvider, DataSourceRegister, CreatableRelationProvider {

@@ -17,7 +17,7 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
  * data source receives.
  *
  * <p>lakelog's Python side reads and commits S3 objects itself (pyarrow over
- * s3fs, boto3), in Spark's Python workers, which see neither the session's
+ * s3fs, botocore), in Spark's Python workers, which see neither the session's
  * Hadoop configuration nor, on a cluster, the driver's environment. A
  * session configured only with {@code spark.hadoop.fs.s3a.*} would leave
  * them without endpoint or credentials. The provider runs in the driver's
