@@ -62,10 +62,10 @@ def jvm_jars() -> types.ModuleType:
 
 
 def build() -> Path:
-    javac = shutil.which("javac", path=os.pathsep.join(filter(None, [_java_home_bin(), os.environ.get("PATH")])))
+    jars = jvm_jars()
+    javac = jars.java_tool("javac")
     if javac is None:
         raise SystemExit("building lakelog's JVM library needs javac (a JDK 17) on PATH or in JAVA_HOME")
-    jars = jvm_jars()
     coordinates = (
         f"io.delta:delta-storage:{pinned('delta-spark')}",
         f"org.apache.hadoop:hadoop-aws:{jars.hadoop_version()}",
@@ -90,11 +90,6 @@ def build() -> Path:
                     jar.write(path, path.relative_to(work / "classes").as_posix())
         partial.replace(JAR)
     return JAR
-
-
-def _java_home_bin() -> str | None:
-    home = os.environ.get("JAVA_HOME")
-    return str(Path(home) / "bin") if home else None
 
 
 def main() -> None:

@@ -162,7 +162,7 @@ def ivy_retrieve(coordinates: Iterable[str], dest: Path, *, transitive: bool) ->
     """Run Ivy (PySpark's jar) to resolve ``coordinates`` and copy their jars into ``dest`` as
     ``<org>+<artifact>-<revision>[-<classifier>].jar``; returns (org, artifact, path) per jar."""
     ivy_jars = sorted((pyspark_home() / "jars").glob("ivy-*.jar"))
-    java = shutil.which("java", path=os.pathsep.join(filter(None, [_java_bin(), os.environ.get("PATH")])))
+    java = java_tool("java")
     if not ivy_jars or java is None:
         raise StoreError(
             "resolving Delta Lake's jars needs Java 17 on PATH (or JAVA_HOME) and PySpark's Ivy jar"
@@ -206,9 +206,11 @@ def _artifact_id(file_name: str) -> str:
     return "-".join(parts[:first_version])
 
 
-def _java_bin() -> str | None:
+def java_tool(name: str) -> str | None:
+    """Path of a JDK tool (``java``, ``javac``): ``$JAVA_HOME/bin`` first, then PATH; None if absent."""
     home = os.environ.get("JAVA_HOME")
-    return str(Path(home) / "bin") if home else None
+    places = [str(Path(home) / "bin") if home else None, os.environ.get("PATH")]
+    return shutil.which(name, path=os.pathsep.join(filter(None, places)))
 
 
 def lakelog_jar() -> Path:

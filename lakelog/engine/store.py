@@ -107,6 +107,21 @@ class OffsetAndTimestamp:
     timestamp: int  # ms
 
 
+def commit_topic_creation(
+    committer: Committer, name: str, partitions: int, config: Mapping[str, Any], policy: RetryPolicy
+) -> int:
+    """Create topic ``name`` in one Delta metadata commit (planned again after each conflict, so
+    validation runs against what commits); returns the version. Raises as
+    :func:`topic_admin.plan_create` does (TopicExistsError, InvalidTopicError, ...)."""
+    now = int(time.time() * 1000)
+    return committer.change_topics(
+        lambda topics, props: plan_create(
+            topics, props, name=name, partitions=partitions, config=config, now_ms=now, client_id=committer.client_id
+        ),
+        policy,
+    )
+
+
 class LogStore:
     """A store of Kafka-style topics in one Delta table. Thread-safe."""
 
@@ -249,22 +264,10 @@ class LogStore:
         InvalidPartitionsError, InvalidConfigError (unknown key, bad value,
         ``config`` not a mapping).
         """
-        now = int(time.time() * 1000)
         if partitions is None:
             partitions = self.settings.num_partitions
         config = {**self.settings.topic, **_config_mapping(config, "config")}
-        self._writer.change_topics(
-            lambda topics, props: plan_create(
-                topics,
-                props,
-                name=name,
-                partitions=partitions,
-                config=config,
-                now_ms=now,
-                client_id=self._writer.client_id,
-            ),
-            RetryPolicy(),
-        )
+        commit_topic_creation(self._writer, name, partitions, config, RetryPolicy())
         return self.describe_topic(name)
 
     def list_topics(self, include_internal: bool = False) -> list[str]:

@@ -30,7 +30,6 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -49,7 +48,7 @@ from lakelog.engine.object_store import StoreAccess
 from lakelog.engine.placement import RECORD_SCHEMA, PlacedBatch, place_records
 from lakelog.engine.schema import HEADERS_ARROW, check_sink_columns
 from lakelog.engine.settings import Settings, load_settings
-from lakelog.engine.topic_admin import plan_create
+from lakelog.engine.store import commit_topic_creation
 from lakelog.engine.topics import validate_topic_name
 from lakelog.spark_connector.options import SinkOptions
 
@@ -173,21 +172,9 @@ def create_topics(committer: Committer, names: list[str], settings: Settings) ->
             f"topic {names[0]!r} does not exist; create it first (lakelog topics create) or set "
             "auto.create.topics.enable=true to have the sink create it"
         )
-    now = int(time.time() * 1000)
     for name in names:
         with contextlib.suppress(TopicExistsError):  # created by another writer meanwhile
-            committer.change_topics(
-                lambda topics, props, name=name: plan_create(
-                    topics,
-                    props,
-                    name=name,
-                    partitions=settings.num_partitions,
-                    config=settings.topic,
-                    now_ms=now,
-                    client_id=committer.client_id,
-                ),
-                POLICY,
-            )
+            commit_topic_creation(committer, name, settings.num_partitions, settings.topic, POLICY)
         log.info("created topic %r (auto.create.topics.enable) with %d partitions", name, settings.num_partitions)
 
 
