@@ -3,6 +3,7 @@ fencing, and liveness kept off the Delta log."""
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
@@ -163,9 +164,13 @@ def test_a_waiting_poll_looks_often_while_its_group_rebalances_and_at_fetch_max_
     b = store.consumer("g", client_id="b", **slow)
     pauses: list[float] = []
     real_sleep = time.sleep
+    polling = threading.current_thread()
 
     def sleep(seconds: float) -> None:
-        pauses.append(seconds)
+        # Only the polling thread's pauses: time.sleep is the process's, and the members' lease
+        # threads sleep too.
+        if threading.current_thread() is polling:
+            pauses.append(seconds)
         real_sleep(seconds)
 
     monkeypatch.setattr(consumer_module.time, "sleep", sleep)
