@@ -5,9 +5,17 @@ The same workload on both sides: one topic of 8 partitions holding
 processes in a new group joining together, each polling up to 500 records,
 until the group delivered the whole topic. Runs are interleaved: each
 repetition runs every size, lakelog, bare, then Kafka, so all sides see the
-machine in the same state. After the last repetition of a size, one more
-member joins that group and, once the group settled, one leaves. Reported per
-size and side:
+machine in the same state; a warm-up lap (every side once at the first size)
+is run first and discarded, as the first run after filling a side is slower
+for every side. After the last repetition of a size, one more member joins
+that group and, once the group settled, one leaves.
+
+The topic must be large enough for the runs to measure throughput: one
+lakelog member reads 1M records in ~0.35 s on 2 vCPUs, so with 1M records
+an 8-member run is dominated by what every new process pays once (its first
+decode in a fresh process, the group forming) -- 8 bare readers, with no
+group at all, then reach only 0.55-0.75x of one. The default 8M records make
+the 1-member run last ~2 s. Reported per size and side:
 
 * group throughput: records delivered / time from the start signal to the
   last record delivered (the median over the repetitions, with their range),
@@ -408,9 +416,11 @@ def perf_groups(
     work_dir: str | None,
     out: Callable[[str], None],
     commit_interval_ms: int = COMMIT_INTERVAL_MS,
+    warmup: bool = True,
 ) -> dict[str, dict[int, dict[str, float]]]:
     """Run both sides for every group size, ``repeat`` times interleaved, members committing
-    at most every ``commit_interval_ms``; print one line per size and side, then the ratios."""
+    at most every ``commit_interval_ms``; print one line per size and side, then the ratios.
+    With ``warmup``, every side first runs once at the first size, not counted."""
     work = Path(tempfile.mkdtemp(prefix="lakelog-perf-groups-", dir=work_dir))
     runs: dict[tuple[str, int], list[dict[str, float]]] = {}
     broker = None
@@ -426,6 +436,14 @@ def perf_groups(
             broker = KafkaBroker().start()
             _fill_kafka(broker.bootstrap, records)
             targets["kafka"] = broker.bootstrap
+        if warmup:
+            lap = []
+            for side, target in targets.items():
+                side_work = work / f"{side}-warmup"
+                side_work.mkdir()
+                figures = run_side(side, target, side_work, sizes[0], records, rebalances=False)
+                lap.append(f"{side} {figures['throughput_rps']:,.0f} rec/s")
+            out(f"warm-up lap, {sizes[0]} member(s), not counted: " + ", ".join(lap))
         for rep in range(repeat):
             for size in sizes:
                 for side, target in targets.items():

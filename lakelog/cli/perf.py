@@ -330,6 +330,7 @@ def cmd_perf_groups(args: argparse.Namespace, out: Out) -> None:
         work_dir=args.work_dir,
         out=out,
         commit_interval_ms=args.commit_interval_ms,
+        warmup=not args.no_warmup,
     )
 
 
@@ -457,8 +458,17 @@ def add_parser(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
         help="consumer groups of N processes: throughput, rebalances, duplicates, next to a Kafka broker",
     )
     p.add_argument("--sizes", default="1,4,8,16", help="group sizes (members)")
-    p.add_argument("--num-records", type=COUNT, default=1_000_000)
+    p.add_argument(
+        "--num-records",
+        type=COUNT,
+        default=8_000_000,
+        help="records in the topic every run reads (enough for one lakelog member to take ~2 s; "
+        "with fewer, runs measure process start-up more than throughput)",
+    )
     p.add_argument("--repeat", type=COUNT, default=3, help="throughput runs per size and side (median reported)")
+    p.add_argument(
+        "--no-warmup", action="store_true", help="count the first run too (by default a warm-up lap is discarded)"
+    )
     p.add_argument(
         "--idle-seconds", type=float_at_least(0), default=60, help="how long to count an idle group's commits"
     )

@@ -38,6 +38,7 @@ def test_perf_groups_runs_member_processes_and_reports_duplicates_and_settle_tim
     assert main([*argv, "--work-dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "lakelog  2 member(s):" in out and "0 delivered twice, 0 missing" in out
+    assert "warm-up lap, 2 member(s), not counted: lakelog " in out and "(median of 3," in out
     assert "lakelog idle group of 2 members: 0.0 Delta commits per minute" in out
     assert "kafka" not in out  # --no-kafka: no broker side
 
