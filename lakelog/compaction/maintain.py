@@ -29,13 +29,22 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import unquote
 
 from lakelog.compaction.files import PartitionLog, partition_logs
 from lakelog.compaction.plan import cleanable_files, compaction_bins, optimize_bins, overlapping_runs, retention_victims
 from lakelog.compaction.rewrite import CompactTask, OptimizeTask, TaskResult, run_compact, run_optimize, run_tasks
 from lakelog.compaction.step import MaintenanceStep, commit_step
 from lakelog.engine.commit import Committer, RetryPolicy, TableLog, normalize_uri
-from lakelog.engine.errors import InvalidConfigError, MaintenanceConflictError, StoreError, UnknownTopicOrPartitionError
+from lakelog.engine.errors import (
+    CommitConflictError,
+    DeliveryTimeoutError,
+    InvalidConfigError,
+    MaintenanceConflictError,
+    StoreError,
+    UnknownTopicOrPartitionError,
+)
+from lakelog.engine.object_store import filesystem
 from lakelog.engine.offsets import TopicPartition
 from lakelog.engine.topics import STORE_FORMAT_PROPERTY, TopicMetadata, topics_from_properties
 
@@ -416,29 +425,97 @@ def _step_from_results(
 
 
 def _vacuum(ctx: _Context, retention_hours: float | None) -> tuple[int, int, str | None]:
-    """VACUUM and Delta log cleanup: (files deleted, log files removed, why VACUUM was skipped)."""
-    from deltalake.exceptions import CommitFailedError, DeltaError
+    """VACUUM and Delta log cleanup: (files deleted, log files removed, why VACUUM was skipped).
+
+    delta-rs lists the unreferenced files (its dry run: nothing written); the VACUUM
+    START and END commits go through the commit core like every other commit, and
+    the files are deleted between them, as Spark's VACUUM does.
+    """
+    from deltalake.exceptions import DeltaError
 
     from lakelog.engine.commit.delta_table import open_delta_table, with_listing_retries
 
     ctx.progress("vacuum: listing unreferenced files")
-    kwargs: dict[str, Any] = {"dry_run": ctx.dry_run}
+    kwargs: dict[str, Any] = {"dry_run": True}
+    parameters: dict[str, Any] = {"retentionCheckEnabled": True}
     if retention_hours is not None:
         kwargs["retention_hours"] = int(retention_hours)
         kwargs["enforce_retention_duration"] = False
-    # VACUUM's own commits (delta-rs writes VACUUM START/END) go through
-    # delta-rs with conditional puts on S3 (engine.object_store.S3Settings.delta_rs_options).
+        parameters = {"retentionCheckEnabled": False, "specifiedRetentionMillis": int(retention_hours) * 3_600_000}
     try:
-        deleted = with_listing_retries(lambda: open_delta_table(ctx.uri).vacuum(**kwargs))
-        cleaned = (
-            0 if ctx.dry_run else int(with_listing_retries(lambda: open_delta_table(ctx.uri).cleanup_metadata()) or 0)
-        )
-    except CommitFailedError as exc:
-        # delta-rs retried its VACUUM commit and lost every race to writers committing meanwhile.
-        # The table is intact either way (VACUUM only deletes unreferenced files); the next
-        # run deletes what this one did not.
-        reason = f"its commit lost to concurrent writers ({str(exc).splitlines()[0]}); run maintain again"
-        return 0, 0, reason
+        paths = sorted(with_listing_retries(lambda: open_delta_table(ctx.uri).vacuum(**kwargs)))
     except DeltaError as exc:
         raise StoreError(f"VACUUM of {ctx.uri} failed: {str(exc).splitlines()[0]}") from exc
-    return len(deleted), cleaned, None
+    fs, root = filesystem(ctx.uri)
+    # delta-rs lists every removed file past retention, also those an earlier VACUUM deleted.
+    # Only table-relative paths: VACUUM never touches anything outside the store.
+    inside = [unquote(p) for p in paths if "://" not in p and not p.startswith("/")]
+    inside = [p for p in inside if ".." not in p.split("/")]
+    sizes = _sizes(fs, [f"{root}/{p}" for p in inside]) if inside else {}
+    files = sorted(sizes)
+    if ctx.dry_run:
+        return len(files), 0, None
+    if files:
+        try:
+            ctx.committer.record_operation(
+                "VACUUM START",
+                parameters=parameters,
+                metrics={"numFilesToDelete": len(files), "sizeOfDataToDelete": sum(sizes.values())},
+                policy=ctx.policy,
+            )
+        except (CommitConflictError, DeliveryTimeoutError) as exc:
+            # Writers kept taking every version: nothing was deleted, the next run deletes it all.
+            return 0, 0, f"its commit lost to concurrent writers ({exc}); run maintain again"
+        ctx.progress(f"vacuum: deleting {len(files)} file(s)")
+        deleted = _delete(fs, files)
+        try:
+            ctx.committer.record_operation(
+                "VACUUM END",
+                parameters={"status": "COMPLETED"},
+                metrics={"numDeletedFiles": deleted, "numVacuumedDirectories": 0},
+                policy=ctx.policy,
+            )
+        except (CommitConflictError, DeliveryTimeoutError) as exc:
+            # The files are gone either way; only the history's END line is missing (as after
+            # a VACUUM that crashed in Spark).
+            log.warning("VACUUM of %s deleted %d file(s) but its END commit lost every race: %s", ctx.uri, deleted, exc)
+    else:
+        deleted = 0
+    try:
+        cleaned = int(with_listing_retries(lambda: open_delta_table(ctx.uri).cleanup_metadata()) or 0)
+    except DeltaError as exc:
+        raise StoreError(f"Delta log cleanup of {ctx.uri} failed: {str(exc).splitlines()[0]}") from exc
+    return deleted, cleaned, None
+
+
+def _sizes(fs: Any, files: list[str]) -> dict[str, int]:
+    """Sizes of those of ``files`` that exist, from one listing per directory (a LIST on S3,
+    not a HEAD per file)."""
+    wanted = set(files)
+    sizes: dict[str, int] = {}
+    for directory in sorted({f.rsplit("/", 1)[0] for f in files}):
+        try:
+            listed = fs.ls(directory, detail=True, refresh=True)  # s3fs caches listings
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            raise StoreError(f"VACUUM could not list {directory}: {exc}") from exc
+        for entry in listed:
+            if entry["name"] in wanted:
+                sizes[entry["name"]] = int(entry.get("size") or 0)
+    return sizes
+
+
+def _delete(fs: Any, files: list[str]) -> int:
+    """Delete ``files``; returns how many were deleted (one a concurrent VACUUM deleted first
+    is not counted). Raises StoreError when the store refuses a deletion."""
+    deleted = 0
+    for path in files:
+        try:
+            fs.rm_file(path)
+            deleted += 1
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            raise StoreError(f"VACUUM could not delete {path}: {exc}") from exc
+    return deleted

@@ -90,7 +90,7 @@ class S3Settings:
         delta-rs docs, "CloudFlare R2 & Minio"), the same put-if-absent as
         lakelog's: without it delta-rs refuses to write to S3 at all unless
         told the write is unsafe or given a DynamoDB lock. delta-rs writes
-        only checkpoints and VACUUM's commits here.
+        only checkpoints here (and deletes expired log files), never a commit.
         """
         options = {"conditional_put": "etag", "AWS_REGION": self.region or "us-east-1"}
         if self.endpoint:

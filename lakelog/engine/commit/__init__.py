@@ -12,7 +12,8 @@
   :mod:`engine.commit.retry` -- checksums, supported table features, commitInfo, retry policy.
 
 delta-rs (``deltalake``) reconstructs snapshots from checkpoints, writes
-checkpoints and runs VACUUM and log cleanup; the commit itself is lakelog's
+checkpoints, lists what VACUUM may delete and cleans up expired log files;
+every commit (VACUUM's START and END included) is lakelog's
 because offsets are inside the data files: a conflict that moves a
 partition's end offset needs new files, not a retry of the same actions
 (see the README's "Guarantees" section and the commit-core notes).

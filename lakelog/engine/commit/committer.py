@@ -62,6 +62,7 @@ from lakelog.engine.commit.conflicts import (
     Verdict,
     append_verdict,
     maintenance_verdict,
+    record_verdict,
     topic_change_verdict,
 )
 from lakelog.engine.commit.features import check_writable
@@ -488,58 +489,56 @@ class Committer:
         exists / does not exist) always runs against what commits. Deleting a
         topic removes all its files in the same commit. Returns the version.
         """
-        with self._lock:
-            started = time.monotonic()
-            failures = 0
-            while True:
-                state = self.log.latest()
-                change = plan(dict(state.topics), dict(state.properties))
-                check_writable(state.protocol, state.metadata, removes=change.delete_topic is not None)
-                now_ms = int(time.time() * 1000)
-                actions: list[Action] = [state.metadata.with_configuration(change.properties)]
-                if change.delete_topic is not None:
-                    actions += [
-                        RemoveFile.of(f, now_ms, data_change=True) for f in state.topic_files(change.delete_topic)
-                    ]
-                    operation = "DELETE"
-                    parameters: dict[str, Any] = {"predicate": f"[\"topic = '{change.delete_topic}'\"]"}
-                else:
-                    operation = "SET TBLPROPERTIES"
-                    changed = {k: v for k, v in change.properties.items() if state.properties.get(k) != v}
-                    parameters = {"properties": _json(changed)}
-                txn_id = str(uuid.uuid4())
+        started = time.monotonic()
 
-                def info(
-                    version: int,
-                    operation: str = operation,
-                    parameters: dict = parameters,
-                    tags: dict[str, str] = change.tags,
-                    txn_id: str = txn_id,
-                ) -> CommitInfo:
-                    return commit_info(
-                        operation, version - 1, now_ms=int(time.time() * 1000), tags=tags, parameters=parameters,
-                        txn_id=txn_id, blind_append=False,
-                    )  # fmt: skip
+        def attempt() -> int:
+            state = self.log.latest()
+            change = plan(dict(state.topics), dict(state.properties))
+            check_writable(state.protocol, state.metadata, removes=change.delete_topic is not None)
+            now_ms = int(time.time() * 1000)
+            actions: list[Action] = [state.metadata.with_configuration(change.properties)]
+            if change.delete_topic is not None:
+                actions += [RemoveFile.of(f, now_ms, data_change=True) for f in state.topic_files(change.delete_topic)]
+                operation = "DELETE"
+                parameters: dict[str, Any] = {"predicate": f"[\"topic = '{change.delete_topic}'\"]"}
+            else:
+                operation = "SET TBLPROPERTIES"
+                changed = {k: v for k, v in change.properties.items() if state.properties.get(k) != v}
+                parameters = {"properties": _json(changed)}
+            txn_id = str(uuid.uuid4())
 
-                deleting = change.delete_topic
-                try:
-                    return self._land(
-                        state.version,
-                        actions,
-                        info,
-                        lambda winner, deleting=deleting: topic_change_verdict(winner, deleting),
-                        [],
-                        policy,
-                        started,
-                    )
-                except _Replan:
-                    failures += 1
-                    self._back_off(policy, failures, started)
-                except _OutcomeUnknown as unknown:
-                    raise CommitStateUnknownError(
-                        f"a topic change put at version {unknown.version} had an unknown outcome; "
-                        "describe the topic to see whether it applied"
-                    ) from unknown
+            def info(
+                version: int,
+                operation: str = operation,
+                parameters: dict = parameters,
+                tags: dict[str, str] = change.tags,
+                txn_id: str = txn_id,
+            ) -> CommitInfo:
+                return commit_info(
+                    operation, version - 1, now_ms=int(time.time() * 1000), tags=tags, parameters=parameters,
+                    txn_id=txn_id, blind_append=False,
+                )  # fmt: skip
+
+            deleting = change.delete_topic
+            return self._land(
+                state.version,
+                actions,
+                info,
+                lambda winner, deleting=deleting: topic_change_verdict(winner, deleting),
+                [],
+                policy,
+                started,
+            )
+
+        return self._replanning(
+            attempt,
+            policy,
+            started,
+            lambda version: (
+                f"a topic change put at version {version} had an unknown outcome; "
+                "describe the topic to see whether it applied"
+            ),
+        )
 
     # -- maintenance ------------------------------------------------------------------
 
@@ -606,6 +605,73 @@ class Committer:
                     f"the {change.operation.lower()} commit put at version {unknown.version} of topic "
                     f"{change.topic!r} had an unknown outcome; its files were kept"
                 ) from unknown
+
+    def record_operation(
+        self,
+        operation: str,
+        *,
+        parameters: Mapping[str, Any],
+        metrics: Mapping[str, Any],
+        policy: RetryPolicy,
+    ) -> int:
+        """Commit only a ``commitInfo`` naming ``operation``: Delta's record of work done
+        outside the log (VACUUM START / VACUUM END, as Spark and delta-rs write them), so
+        ``DESCRIBE HISTORY`` shows it. Returns its version.
+
+        It changes nothing, so it rebases over every winner but a protocol change, after
+        which the table is checked again (a protocol this core does not implement is never
+        written). Raises CommitConflictError / DeliveryTimeoutError when versions kept being
+        taken past ``policy`` (nothing committed), CommitStateUnknownError when the outcome
+        is unknown, UnsupportedTableFeatureError for such a protocol.
+        """
+        started = time.monotonic()
+        tags = {TAG_OPERATION: operation.lower().replace(" ", "_"), TAG_CLIENT: self.client_id}
+
+        def attempt() -> int:
+            state = self.log.latest()
+            check_writable(state.protocol, state.metadata)
+            txn_id = str(uuid.uuid4())
+
+            def info(version: int) -> CommitInfo:
+                return commit_info(
+                    operation,
+                    version - 1,
+                    now_ms=int(time.time() * 1000),
+                    tags=tags,
+                    parameters=parameters,
+                    metrics=metrics,
+                    isolation_level="SnapshotIsolation",
+                    txn_id=txn_id,
+                )
+
+            return self._land(state.version, [], info, record_verdict, [], policy, started)
+
+        return self._replanning(
+            attempt,
+            policy,
+            started,
+            lambda version: (
+                f"the {operation} commit put at version {version} had an unknown outcome; "
+                "read the table's history to see whether it landed"
+            ),
+        )
+
+    def _replanning(
+        self, attempt: Callable[[], int], policy: RetryPolicy, started: float, unknown: Callable[[int], str]
+    ) -> int:
+        """``attempt`` (plan against the latest state, then land) until it lands; after a
+        winner it cannot rebase over it backs off and plans again, within ``policy``. An
+        unknown outcome raises CommitStateUnknownError saying ``unknown(version)``."""
+        with self._lock:
+            failures = 0
+            while True:
+                try:
+                    return attempt()
+                except _Replan:
+                    failures += 1
+                    self._back_off(policy, failures, started)
+                except _OutcomeUnknown as exc:
+                    raise CommitStateUnknownError(unknown(exc.version)) from exc
 
     # -- the one put-if-absent loop ------------------------------------------------------
 

@@ -88,6 +88,15 @@ def topic_change_verdict(winner: Commit, deleting: str | None = None) -> Verdict
     return REBASE
 
 
+def record_verdict(winner: Commit) -> Verdict:
+    """A commit recording an operation done outside the log (its commitInfo alone: VACUUM
+    START/END) after ``winner``: it changes nothing, so it rebases over anything but a
+    protocol change (after which the table must be checked again before it is written)."""
+    if winner.protocol is not None:
+        return _replan("it changed the table protocol")
+    return REBASE
+
+
 def maintenance_verdict(winner: Commit, removes: Collection[str], topic: str, topic_id: str) -> Verdict:
     """A maintenance step of ``topic`` (id ``topic_id``) removing the (decoded) paths
     ``removes``, after ``winner``: CONFLICT when the winner removed one of those files or
