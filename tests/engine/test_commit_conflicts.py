@@ -5,7 +5,13 @@ from __future__ import annotations
 import json
 
 from lakelog.engine.commit.actions import AddFile, Commit, CommitInfo, Metadata, Protocol, RemoveFile, Txn
-from lakelog.engine.commit.conflicts import Resolution, append_verdict, maintenance_verdict, topic_change_verdict
+from lakelog.engine.commit.conflicts import (
+    Resolution,
+    append_verdict,
+    maintenance_verdict,
+    record_verdict,
+    topic_change_verdict,
+)
 from lakelog.engine.offsets import TopicPartition
 from lakelog.engine.topics import TopicMetadata, encode_topic, topic_property_key
 
@@ -66,3 +72,10 @@ def test_a_maintenance_step_loses_only_to_removes_of_its_files_or_its_topic_repl
     assert lost.resolution is Resolution.CONFLICT and "removed" in lost.reason
     replaced = maintenance_verdict(winner(meta("id-2")), removes, "t", "id-1")
     assert replaced.resolution is Resolution.CONFLICT and "re-created" in replaced.reason
+
+
+def test_a_record_of_an_operation_rebases_over_anything_but_a_protocol_change():
+    for other in (add(T0, 0, 9), RemoveFile("a", 1, True), meta("id-2"), Txn("app", 3, 1)):
+        assert record_verdict(winner(other)).resolution is Resolution.REBASE
+    changed = record_verdict(winner(Protocol(3, 7, ("deletionVectors",), ("deletionVectors",))))
+    assert changed.resolution is Resolution.REPLAN and "protocol" in changed.reason
