@@ -47,6 +47,8 @@ SOURCE_OPTIONS = (
     "startingTimestamp",
     "startingOffsetsByTimestamp",
     "startingOffsetsByTimestampStrategy",
+    "endingTimestamp",
+    "endingOffsetsByTimestamp",
     "maxOffsetsPerTrigger",
     "minOffsetsPerTrigger",
     "maxTriggerDelay",
@@ -61,7 +63,7 @@ SINK_OPTIONS = ("path", "topic", "checkpointLocation")
 # Hadoop S3A settings for the store, as options (see the module docstring).
 S3A_OPTION_PREFIX = "fs.s3a."
 STREAM_ONLY = ("maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay", "groupId")
-BATCH_ONLY = ("endingOffsets",)
+BATCH_ONLY = ("endingOffsets", "endingTimestamp", "endingOffsetsByTimestamp")
 # Set by io.lakelog.spark.LakelogProvider at load(): "batch" or "streaming" (LakelogProvider.QUERY_KIND).
 QUERY_KIND_OPTION = "lakelog.internal.querykind"
 KAFKA_PREFIX = "kafka."
@@ -178,17 +180,32 @@ def _assign(raw: str) -> dict[str, list[int]]:
     return {t: sorted(set(ps)) for t, ps in parsed.items()}
 
 
-def _timestamps(raw: str) -> dict[str, dict[int, int]]:
+def _timestamps(raw: str, option: str) -> dict[str, dict[int, int]]:
     try:
         parsed = json.loads(raw)
         result = {str(t): {int(p): int(ts) for p, ts in ps.items()} for t, ps in parsed.items()}
     except (ValueError, AttributeError, TypeError) as exc:
         raise InvalidConfigError(
-            f'option \'startingOffsetsByTimestamp\' must be JSON like {{"topicA":{{"0":1700000000000}}}}, got {raw!r}'
+            f'option {option!r} must be JSON like {{"topicA":{{"0":1700000000000}}}}, got {raw!r}'
         ) from exc
     if any(ts < 0 for ps in result.values() for ts in ps.values()):
-        raise InvalidConfigError("option 'startingOffsetsByTimestamp': timestamps must be >= 0 (ms)")
+        raise InvalidConfigError(f"option {option!r}: timestamps must be >= 0 (ms)")
     return result
+
+
+def _timestamp(options: Mapping[str, str], option: str) -> int | None:
+    if option.lower() not in options:
+        return None
+    raw = options[option.lower()].strip()
+    if not raw.isdigit():
+        raise InvalidConfigError(f"option {option!r} must be milliseconds since the epoch, got {raw!r}")
+    return int(raw)
+
+
+def _one_of(options: Mapping[str, str], names: tuple[str, ...]) -> None:
+    given = [n for n in names if n.lower() in options]
+    if len(given) > 1:
+        raise InvalidConfigError(f"options {' and '.join(given)} contradict each other: give one")
 
 
 @dataclass(frozen=True)
@@ -226,6 +243,8 @@ class SourceOptions:
     min_partitions: int | None = None
     max_records_per_partition: int | None = None
     ignored: tuple[tuple[str, str], ...] = ()  # Kafka options accepted as no-ops, with why
+    ending_timestamp: int | None = None  # endingTimestamp (batch)
+    ending_by_timestamp: dict[str, dict[int, int]] | None = None  # endingOffsetsByTimestamp (batch)
 
 
 def query_kind(options: Mapping[str, Any]) -> bool | None:
@@ -270,11 +289,10 @@ def parse_source_options(raw: Mapping[str, Any], *, streaming: bool | None) -> S
     else:
         subscription = Subscription(assignment={t: tuple(ps) for t, ps in _assign(options["assign"]).items()})
 
-    starting_names = [
-        n for n in ("startingOffsets", "startingTimestamp", "startingOffsetsByTimestamp") if n.lower() in options
-    ]
-    if len(starting_names) > 1:
-        raise InvalidConfigError(f"options {' and '.join(starting_names)} contradict each other: give one")
+    # Spark's Kafka source lets one win silently (by timestamp over offsets); which one was
+    # meant cannot be told, so two are an error here.
+    _one_of(options, ("startingOffsets", "startingTimestamp", "startingOffsetsByTimestamp"))
+    _one_of(options, ("endingOffsets", "endingTimestamp", "endingOffsetsByTimestamp"))
     try:
         starting = parse_offset_spec(
             options.get("startingoffsets", "latest" if streaming else "earliest"), option="startingOffsets"
@@ -287,14 +305,16 @@ def parse_source_options(raw: Mapping[str, Any], *, streaming: bool | None) -> S
             raise InvalidConfigError("option 'startingOffsets' cannot be latest (-1) for batch queries")
         if ending == "earliest" or (isinstance(ending, dict) and _has(ending, EARLIEST)):
             raise InvalidConfigError("option 'endingOffsets' cannot be earliest (-2) for batch queries")
-    starting_timestamp = None
-    if "startingtimestamp" in options:
-        raw_ts = options["startingtimestamp"].strip()
-        if not raw_ts.isdigit():
-            raise InvalidConfigError(f"option 'startingTimestamp' must be milliseconds since the epoch, got {raw_ts!r}")
-        starting_timestamp = int(raw_ts)
+    starting_timestamp = _timestamp(options, "startingTimestamp")
     by_timestamp = (
-        _timestamps(options["startingoffsetsbytimestamp"]) if "startingoffsetsbytimestamp" in options else None
+        _timestamps(options["startingoffsetsbytimestamp"], "startingOffsetsByTimestamp")
+        if "startingoffsetsbytimestamp" in options
+        else None
+    )
+    ending_by_timestamp = (
+        _timestamps(options["endingoffsetsbytimestamp"], "endingOffsetsByTimestamp")
+        if "endingoffsetsbytimestamp" in options
+        else None
     )
     strategy = options.get("startingoffsetsbytimestampstrategy", "error").strip().lower()
     if strategy not in ("error", "latest"):
@@ -333,6 +353,8 @@ def parse_source_options(raw: Mapping[str, Any], *, streaming: bool | None) -> S
         min_partitions=_positive_long(options, "minPartitions"),
         max_records_per_partition=_positive_long(options, "maxRecordsPerPartition"),
         ignored=ignored,
+        ending_timestamp=_timestamp(options, "endingTimestamp"),
+        ending_by_timestamp=ending_by_timestamp,
     )
 
 

@@ -179,21 +179,38 @@ class TopicLog:
             opts.starting, bounds, default="latest" if streaming else "earliest", option="startingOffsets"
         )
 
+    def ending_offsets(self, snapshot: TableState) -> dict[TopicPartition, int]:
+        """Where a batch query ends, exclusive (endingOffsets / endingTimestamp /
+        endingOffsetsByTimestamp). By timestamp: the first offset whose timestamp is at or
+        after it, as Kafka's offsetsForTimes answers; the end of the partition when no
+        record is that new, or when the partition has no timestamp given (as Spark's
+        Kafka source sets it to latest)."""
+        opts = self.options
+        bounds = self.bounds(snapshot, strict=True)
+        if opts.ending_timestamp is None and opts.ending_by_timestamp is None:
+            return resolve_offsets(opts.ending, bounds, default="latest", option="endingOffsets")
+        result = {}
+        for tp, b in bounds.items():
+            ts = _time_for(tp, opts.ending_timestamp, opts.ending_by_timestamp)
+            found = None if ts is None else self._offset_for_time(snapshot, tp, ts)
+            result[tp] = b.end if found is None else found
+        return result
+
+    def _offset_for_time(self, snapshot: TableState, tp: TopicPartition, ts: int) -> int | None:
+        hit = self.records.first_at(snapshot.files_of(tp), tp, ts)
+        return None if hit is None else hit[0]
+
     def _offsets_for_times(
         self, snapshot: TableState, bounds: Mapping[TopicPartition, PartitionBounds], *, streaming: bool
     ) -> dict[TopicPartition, int]:
         opts = self.options
         result = {}
         for tp, b in bounds.items():
-            if opts.starting_timestamp is not None:
-                ts = opts.starting_timestamp
-            else:
-                ts = (opts.starting_by_timestamp or {}).get(tp.topic, {}).get(tp.partition)
+            ts = _time_for(tp, opts.starting_timestamp, opts.starting_by_timestamp)
             if ts is None:
                 result[tp] = b.end if streaming else b.start
                 continue
-            hit = self.records.first_at(snapshot.files_of(tp), tp, ts)
-            found = None if hit is None else hit[0]
+            found = self._offset_for_time(snapshot, tp, ts)
             if found is None:
                 if opts.timestamp_strategy == "error":
                     raise InvalidOffsetError(
@@ -238,6 +255,15 @@ class TopicLog:
         ]
 
 
+def _time_for(
+    tp: TopicPartition, every: int | None, by_partition: Mapping[str, Mapping[int, int]] | None
+) -> int | None:
+    """The timestamp an option gives ``tp``: one for every partition, else its own, if any."""
+    if every is not None:
+        return every
+    return (by_partition or {}).get(tp.topic, {}).get(tp.partition)
+
+
 def subscribed(subscription: Subscription, topics: Mapping[str, object], *, strict: bool) -> list[TopicPartition]:
     """The partitions a subscription reads now (a pattern picks up new topics as they appear)."""
     tps: list[TopicPartition] = []
@@ -277,11 +303,10 @@ class LakelogBatchReader(DataSourceReader):
         topic_log = TopicLog(self.options)
         snapshot = topic_log.snapshot()
         start = topic_log.starting_offsets(snapshot, streaming=False)
-        bounds = topic_log.bounds(snapshot, strict=True)
-        end = resolve_offsets(self.options.ending, bounds, default="latest", option="endingOffsets")
+        end = topic_log.ending_offsets(snapshot)
         for tp, s in start.items():
             if end[tp] < s:
-                raise InvalidOffsetError(f"endingOffsets {end[tp]} for {tp} is before its startingOffsets {s}")
+                raise InvalidOffsetError(f"the ending offset {end[tp]} of {tp} is before its starting offset {s}")
         return topic_log.plan(snapshot, start, end)
 
     def read(self, partition: RangePartition) -> Iterator[pa.RecordBatch]:

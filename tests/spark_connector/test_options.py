@@ -25,6 +25,9 @@ def test_defaults_are_the_kafka_sources():
     assert stream.starting == "latest" and stream.fail_on_data_loss and not stream.include_headers
     assert stream.max_trigger_delay_ms == 15 * 60 * 1000
     assert parse(streaming=False, subscribe="a").starting == "earliest"
+    batch = parse(streaming=False, subscribe="a", endingOffsetsByTimestamp='{"a":{"1":1700000000000}}')
+    assert batch.ending_by_timestamp == {"a": {1: 1_700_000_000_000}} and batch.ending_timestamp is None
+    assert parse(streaming=False, subscribe="a", endingTimestamp="42").ending_timestamp == 42
 
 
 def test_options_are_case_insensitive_and_typed():
@@ -63,6 +66,12 @@ def test_options_are_case_insensitive_and_typed():
         ({"subscribe": "a", "startingOffsets": "{oops"}, True, "startingOffsets"),
         ({"subscribe": "a", "failOnDataLoss": "maybe"}, True, "true or false"),
         ({"subscribe": "a", "startingOffsetsByTimestamp": '{"a": {"0": -1}}'}, True, ">= 0"),
+        ({"subscribe": "a", "endingTimestamp": "5"}, True, "'endingTimestamp' only applies to batch"),
+        ({"subscribe": "a", "endingOffsetsByTimestamp": '{"a":{"0":5}}'}, True, "only applies to batch"),
+        ({"subscribe": "a", "endingOffsets": "latest", "endingTimestamp": "5"}, False, "contradict"),
+        ({"subscribe": "a", "endingTimestamp": "soon"}, False, "'endingTimestamp' must be milliseconds"),
+        ({"subscribe": "a", "endingOffsetsByTimestamp": "[1]"}, False, "'endingOffsetsByTimestamp' must be JSON"),
+        ({"subscribe": "a", "endingOffsetsByTimestamp": '{"a": {"0": -1}}'}, False, "'endingOffsetsByTimestamp'.*>= 0"),
     ],
 )
 def test_bad_options_name_what_is_wrong(options, streaming, message):

@@ -93,6 +93,8 @@ def test_batch_read_has_the_kafka_source_schema_and_offsets(spark, store):
     assert [bytes(r.value) for r in ranged.collect()] == [b"v3"]
     by_time = base().option("subscribe", "a").option("startingTimestamp", "1004").load()
     assert sorted(bytes(r.value) for r in by_time.collect()) == [b"v4", b"v5"]
+    window = base().option("subscribe", "a").option("startingTimestamp", "1001").option("endingTimestamp", "1004")
+    assert sorted(bytes(r.value) for r in window.load().collect()) == [b"v1", b"v2", b"v3"]
     assert "headers" not in base().option("subscribe", "a").load().columns
 
 
