@@ -242,6 +242,39 @@ class PartitionReader:
                 best = (int(first), int(row.column("timestamp").cast(pa.int64())[0].as_py()) // 1000)
         return best
 
+    def max_timestamp(self, files: PartitionFiles, tp: TopicPartition) -> tuple[int, int] | None:
+        """The offset and timestamp (ms) of the record with the largest timestamp, the
+        earliest such offset on a tie, as Kafka's ListOffsets answers for MAX_TIMESTAMP
+        (-3, KIP-734); None when the partition holds no record.
+
+        Only the files whose timestamp statistics reach the highest maximum (and files
+        without statistics) are read. Where files overlap the partition is read as
+        :meth:`read` reads it.
+        """
+        if files.past_end or overlapping(files.covering(0, files.end)):
+            return _first_of_max(self.read(files, tp, 0))
+        candidates = list(files.covering(0, files.end))
+        known = [f.max_timestamp_ms for f in candidates if f.max_timestamp_ms is not None]
+        top = max(known, default=None)
+        best: tuple[int, int] | None = None
+        for f in candidates:
+            if f.max_timestamp_ms is not None and top is not None and f.max_timestamp_ms < top:
+                continue
+            found = _first_of_max(self.read_file(f.path, ["offset", "timestamp"], held=f))
+            if found is not None and (best is None or (found[1], -found[0]) > (best[1], -best[0])):
+                best = found
+        return best
+
+
+def _first_of_max(rows: pa.Table) -> tuple[int, int] | None:
+    """(offset, timestamp ms) of the earliest row holding the largest timestamp of ``rows``."""
+    if not rows.num_rows:
+        return None
+    stamps = rows.column("timestamp").cast(pa.timestamp("us", tz="UTC")).cast(pa.int64())
+    top = pc.max(stamps).as_py()
+    offset = pc.min(rows.column("offset").filter(pc.equal(stamps, top))).as_py()
+    return int(offset), int(top) // 1000
+
 
 def data_file_error(exc: BaseException, path: str, held: FileStats | None = None) -> LakelogError:
     """The named error for a data file the log references that cannot be read: missing

@@ -101,6 +101,8 @@ SUPPORTED: dict[int, tuple[int, int]] = {
 }
 
 EARLIEST_TIMESTAMP, LATEST_TIMESTAMP = -2, -1
+# ListOffsets v7+ (KIP-734): the record with the largest timestamp.
+MAX_TIMESTAMP = -3
 RETRY_POLICY = RetryPolicy(retries=20, backoff_ms=10, backoff_max_ms=200, timeout_ms=30_000)
 # How long a Fetch with nothing to return waits between looks at the log.
 FETCH_POLL_S = 0.02
@@ -211,15 +213,30 @@ class Endpoint:
         return build(cls, error_code=ErrorCode.none, api_keys=keys)
 
     def metadata(self, request: Request) -> Any:
+        """The brokers (this agent) and the topics asked for (all when none are named). A named
+        topic that does not exist is created, ready at once, when the store's
+        ``auto.create.topics.enable`` is true and the request allows it (``allow_auto_topic_creation``,
+        v4+; always before v4, as Kafka's broker); otherwise it is UNKNOWN_TOPIC_OR_PARTITION, and a
+        name that cannot be created gets the reason's code (INVALID_TOPIC_EXCEPTION)."""
         cls = response_class(METADATA, request.api_version)
         topics = self.store._latest_topics()
         wanted = request.body.topics
         names = sorted(n for n, t in topics.items() if not t.internal) if wanted is None else [t.name for t in wanted]
+        missing = [n for n in names if n not in topics]
+        refused: dict[str, BaseException] = {}
+        if missing and getattr(request.body, "allow_auto_topic_creation", True):
+            for name in missing:
+                try:
+                    self.store._auto_create_topics([name])
+                except LakelogError as exc:
+                    refused[name] = exc
+            topics = self.store._latest_topics()
         out = []
         for name in names:
             topic = topics.get(name)
             if topic is None:
-                out.append({"error_code": ErrorCode.unknown_topic_or_partition, "name": name, "partitions": []})
+                code = error_code(refused[name]) if name in refused else ErrorCode.unknown_topic_or_partition
+                out.append({"error_code": code, "name": name, "partitions": []})
                 continue
             partitions = [
                 {
@@ -553,6 +570,10 @@ class Endpoint:
                     answer["offset"] = bounds.start
                 elif stamp == LATEST_TIMESTAMP:
                     answer["offset"] = bounds.end
+                elif stamp == MAX_TIMESTAMP:
+                    found = self._reader.max_timestamp(state.files_of(tp), tp)
+                    if found is not None:
+                        answer["offset"], answer["timestamp"] = found
                 else:
                     found = self._reader.first_at(state.files_of(tp), tp, stamp)
                     if found is not None:

@@ -182,3 +182,24 @@ def test_foreign_rows_below_the_log_start_retention_left_stay_out(tmp_path: Path
     with pytest.warns(ForeignRowsWarning, match="below its log start"):
         tp = TopicPartition("t", 0)
         PartitionReader(store.uri).read(store.log.latest().files_of(tp), tp, 0)
+
+
+def test_the_newest_record_by_timestamp_is_found_across_files_and_never_a_foreign_row(store: LogStore) -> None:
+    """ListOffsets MAX_TIMESTAMP (-3): the earliest record holding the largest timestamp; the files
+    whose statistics stay below it are not read; a foreign row past the end is no record."""
+    for stamps in ([1_000, 5_000], [2_000, 9_000, 3_000], [9_000, 4_000]):  # one file each
+        with store.producer(linger_ms=0) as producer:
+            for ts in stamps:
+                producer.send("t", b"x", partition=0, timestamp=ts)
+    tp = TopicPartition("t", 0)
+    reader = PartitionReader(store.uri)
+    read = []
+    real_read_file = reader.read_file
+    reader.read_file = lambda path, *a, **kw: read.append(path) or real_read_file(path, *a, **kw)  # type: ignore[method-assign]
+    assert reader.max_timestamp(store.log.latest().files_of(tp), tp) == (3, 9_000)
+    assert len(read) == 2  # the first file's statistics (max 5000) rule it out
+    assert reader.max_timestamp(store.log.latest().files_of(TopicPartition("t", 1)), TopicPartition("t", 1)) is None
+    append_foreign(store, [(0, 7, b"foreign")])  # stamped NOW, past the end offset 7
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ForeignRowsWarning)
+        assert PartitionReader(store.uri).max_timestamp(store.log.latest().files_of(tp), tp) == (3, 9_000)

@@ -111,6 +111,22 @@ def test_list_offsets_earliest_latest_and_by_time(agent):
     assert offsets == [3, -1]  # the first record at or after the time; none after the last
 
 
+def test_list_offsets_max_timestamp_answers_the_newest_record(agent):
+    """Kafka's OffsetSpec.maxTimestamp() (ListOffsets -3, KIP-734): the first record holding the
+    largest timestamp, wherever it sits in the partition; nothing for an empty partition."""
+    from confluent_kafka.admin import AdminClient, OffsetSpec
+
+    store = LogStore.open(agent.store, create=False)
+    with store.producer(linger_ms=0) as producer:
+        for i, ts in enumerate([1_000_000, 1_005_000, 1_002_000, 1_005_000, 1_001_000]):
+            producer.send("t", f"v{i}", partition=0, timestamp=ts).get()
+    admin = AdminClient({"bootstrap.servers": agent.bootstrap})
+    asked = {KafkaTP("t", 0): OffsetSpec.max_timestamp(), KafkaTP("t", 1): OffsetSpec.max_timestamp()}
+    answers = {tp.partition: info.result() for tp, info in admin.list_offsets(asked, request_timeout=10).items()}
+    assert (answers[0].offset, answers[0].timestamp) == (1, 1_005_000)
+    assert answers[1].offset == -1  # partition 1 holds no record
+
+
 def test_an_unknown_topic_is_refused_and_nothing_is_written(agent):
     store = LogStore.open(agent.store, create=False)
     version = store.log.latest_version()
