@@ -1,5 +1,6 @@
 """``lakelog groups``: kafka-consumer-groups, as subcommands (``groups describe --group G``) or
-Kafka's flags (``groups --describe --group G``, ``--reset-offsets``, ``--delete``, ``--list``)."""
+Kafka's flags (``groups --describe --group G``, ``--reset-offsets``, ``--delete``,
+``--delete-offsets``, ``--list``)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,13 @@ from lakelog.engine.errors import (
 )
 from lakelog.engine.offsets import TopicPartition
 
-ACTIONS = {"--list": "list", "--describe": "describe", "--reset-offsets": "reset-offsets", "--delete": "delete"}
+ACTIONS = {
+    "--list": "list",
+    "--describe": "describe",
+    "--reset-offsets": "reset-offsets",
+    "--delete": "delete",
+    "--delete-offsets": "delete-offsets",
+}
 RESET_SPECS = (
     "--to-earliest",
     "--to-latest",
@@ -358,15 +365,37 @@ def cmd_delete(args: argparse.Namespace, out: Out) -> None:
     out(f"Deletion of requested consumer groups ({quoted}) was successful.")
 
 
+def cmd_delete_offsets(args: argparse.Namespace, out: Out) -> None:
+    """kafka-consumer-groups --delete-offsets: one group, the partitions of --topic T[:P,P]."""
+    from lakelog.engine.group_admin import delete_offsets
+
+    if len(args.group) != 1:
+        raise InvalidConfigError("groups delete-offsets needs exactly one --group G")
+    specs = topic_specs(args.topic)
+    if not specs:
+        raise InvalidConfigError("groups delete-offsets needs --topic T (or T:0,1; repeatable)")
+    store = open_store(args)
+    partitions = []
+    for name, chosen in specs.items():
+        count = store.describe_topic(name).partitions
+        partitions += [TopicPartition(name, p) for p in (range(count) if chosen is None else chosen)]
+    group = args.group[0]
+    delete_offsets(store, group, partitions)
+    out(f"Request succeed for deleting offsets from group '{group}'.")
+    out(table(["TOPIC", "PARTITION", "STATUS"], [[tp.topic, tp.partition, "Successful"] for tp in partitions]))
+
+
 def add_parser(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
     groups = commands.add_parser(
         "groups",
         parents=parents,
         help="list, describe, reset offsets of, delete consumer groups (kafka-consumer-groups)",
         description="Subcommands (groups describe --group G ...) or kafka-consumer-groups' flags: --list, "
-        "--describe, --reset-offsets, --delete.",
+        "--describe, --reset-offsets, --delete, --delete-offsets.",
     )
-    sub = groups.add_subparsers(dest="action", required=True, metavar="{list,describe,reset-offsets,delete}")
+    sub = groups.add_subparsers(
+        dest="action", required=True, metavar="{list,describe,reset-offsets,delete,delete-offsets}"
+    )
     p = sub.add_parser("list", parents=parents, help="groups with their state and live member count (--list)")
     p.add_argument("--state", action="store_true", help="accepted: the state is always shown")
     p.set_defaults(func=cmd_list)
@@ -414,3 +443,12 @@ def add_parser(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("delete", parents=parents, help="delete a group's offsets and state; no live members (--delete)")
     which(p)
     p.set_defaults(func=cmd_delete)
+
+    p = sub.add_parser(
+        "delete-offsets",
+        parents=parents,
+        help="delete a group's committed offsets of topics no live member subscribes to (--delete-offsets)",
+    )
+    p.add_argument("--group", action="append", default=[], help="the group")
+    p.add_argument("--topic", action="append", default=[], metavar="T[:P,P]", help="T or T:0,1 (repeatable)")
+    p.set_defaults(func=cmd_delete_offsets)

@@ -228,6 +228,13 @@ class GroupIdNotFoundError(FatalError):
     exit_code = 6
 
 
+class GroupSubscribedToTopicError(FatalError):
+    """Deleting a group's offsets of a topic its live members are subscribed to (Kafka's
+    GROUP_SUBSCRIBED_TO_TOPIC, KIP-496): stop them or let them unsubscribe first."""
+
+    exit_code = 5
+
+
 class PartiallyCommittedError(FatalError):
     """Some records of one request were committed and the rest were not (the message says
     which were). Sending all of them again would duplicate the committed ones."""

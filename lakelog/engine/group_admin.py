@@ -42,6 +42,7 @@ from lakelog.engine.consumer_offsets import (
 from lakelog.engine.errors import (
     GroupIdNotFoundError,
     GroupNotEmptyError,
+    GroupSubscribedToTopicError,
     InvalidConfigError,
     InvalidOffsetError,
     UnknownTopicOrPartitionError,
@@ -394,6 +395,49 @@ def alter_group_offsets(store: LogStore, group_id: str, offsets: Mapping[TopicPa
 
     writer = store._new_writer(f"lakelog-group-admin-{os.getpid()}")
     writer.append(GroupRecordsBatch(log, "reset_offsets", plan), _POLICY)
+
+
+def delete_offsets(store: LogStore, group_id: str, partitions: Iterable[TopicPartition]) -> list[TopicPartition]:
+    """Delete the group's committed offsets of ``partitions``, as Kafka's OffsetDelete
+    (``AdminClient.deleteConsumerGroupOffsets``, KIP-496): tombstones in one commit, or
+    nothing. Returns the partitions whose offsets were deleted (a partition without a
+    committed offset is left as it is, as Kafka answers it without an error).
+
+    Raises GroupIdNotFoundError when the group has neither state nor offsets,
+    GroupSubscribedToTopicError when a live member is subscribed to one of the topics
+    (both checked inside the commit), UnknownTopicOrPartitionError for a partition that
+    does not exist.
+    """
+    _check_group_id(group_id)
+    wanted = sorted(set(partitions))
+    topics = store._latest_topics()
+    for tp in wanted:
+        meta = topics.get(tp.topic)
+        if meta is None or meta.internal or not 0 <= tp.partition < meta.partitions:
+            raise UnknownTopicOrPartitionError(f"{tp} does not exist")
+    offsets_partitions = _offsets_partitions(store)
+    if offsets_partitions is None:
+        raise GroupIdNotFoundError(f"consumer group {group_id!r} does not exist")
+    log = _group_log(store, group_id, offsets_partitions)
+    deleted: list[TopicPartition] = []
+
+    def plan(group: GroupRecords, view: TableState, now_ms: int) -> list[tuple[bytes, bytes | None]]:
+        if not _exists(group):
+            raise GroupIdNotFoundError(f"consumer group {group_id!r} does not exist")
+        live = _live(store, group, now_ms)
+        members = group.state.members if group.state is not None else {}
+        subscribed = sorted({t for m in live for t in members[m].topics} & {tp.topic for tp in wanted})
+        if subscribed:
+            raise GroupSubscribedToTopicError(
+                f"cannot delete the offsets of group {group_id!r} for topic {subscribed[0]!r}: "
+                f"{len(live)} live member(s) are subscribed to it; stop them first"
+            )
+        deleted[:] = [tp for tp in wanted if tp in group.offsets]
+        return [(offset_key(group_id, tp), None) for tp in deleted]
+
+    writer = store._new_writer(f"lakelog-group-admin-{os.getpid()}")
+    writer.append(GroupRecordsBatch(log, "delete_offsets", plan), _POLICY)
+    return list(deleted)
 
 
 def delete_group(store: LogStore, group_id: str) -> None:

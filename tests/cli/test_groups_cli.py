@@ -213,3 +213,45 @@ def test_a_group_with_a_live_member_is_not_reset(store, capsys, monkeypatch):
         assert code == 5 and "live member" in err
     finally:
         member.close()
+
+
+def test_delete_offsets_deletes_only_the_partitions_named(store, capsys, monkeypatch):
+    s = ("--store", store)
+    code, out, _ = run(capsys, monkeypatch, "groups", "--delete-offsets", "--group", "g", "--topic", "o:0,1", *s)
+    assert code == 0 and out.splitlines()[0] == "Request succeed for deleting offsets from group 'g'."
+    assert rows(out)[1:] == [["TOPIC", "PARTITION", "STATUS"], ["o", "0", "Successful"], ["o", "1", "Successful"]]
+    assert committed(store, "g") == [None, None, 6] and committed(store, "h") == [1, 1, 1]
+    # Every partition of the topic: the group has nothing left, so it is gone (as in Kafka).
+    assert run(capsys, monkeypatch, "groups", "delete-offsets", "--group", "h", "--topic", "o", *s)[0] == 0
+    assert committed(store, "h") == [None, None, None]
+    assert run(capsys, monkeypatch, "groups", "--describe", "--group", "h", *s)[0] == 6
+
+
+@pytest.mark.parametrize(
+    ("argv", "code", "message"),
+    [
+        (["--topic", "o"], 2, "exactly one --group"),
+        (["--group", "g", "--group", "h", "--topic", "o"], 2, "exactly one --group"),
+        (["--group", "g"], 2, "needs --topic"),
+        (["--group", "g", "--topic", "nope"], 6, "'nope' does not exist"),
+        (["--group", "g", "--topic", "o:7"], 6, "o-7 does not exist"),
+        (["--group", "missing", "--topic", "o"], 6, "'missing' does not exist"),
+    ],
+)
+def test_delete_offsets_refuses_bad_input_and_changes_nothing(store, capsys, monkeypatch, argv, code, message):
+    got, _, err = run(capsys, monkeypatch, "groups", "--delete-offsets", *argv, "--store", store)
+    assert got == code and message in err and "Traceback" not in err
+    assert committed(store, "g") == [4, 5, 6]
+
+
+def test_offsets_of_a_topic_live_members_subscribe_to_are_not_deleted(store, capsys, monkeypatch):
+    member = LogStore.open(store, create=False).consumer("g", client_id="worker", enable_auto_commit=False)
+    member.subscribe(["o"])
+    member.poll(timeout_ms=0)
+    try:
+        argv = ["groups", "--delete-offsets", "--group", "g", "--topic", "o:2", "--store", store]
+        code, _, err = run(capsys, monkeypatch, *argv)
+        assert code == 5 and "subscribed to it" in err
+        assert committed(store, "g") == [4, 5, 6]
+    finally:
+        member.close()
