@@ -216,7 +216,9 @@ def cmd_produce(args: argparse.Namespace, out: Out, stdin: IO[str] | None = None
         handle = stdin or sys.stdin
     try:
         store = open_store(args)
-        # Known before the first line is read, as the console producer learns from metadata.
+        # Known before the first line is read, as the console producer learns from metadata
+        # (whose request creates a missing topic when the store's auto.create.topics.enable is true).
+        store._auto_create_topics([topic])
         require_partition(topic, args.partition, store.describe_topic(topic).partitions)
         return _send_lines(store, topic, args, fmt, config, _Lines(handle, _file_size(handle)), out)
     finally:

@@ -101,6 +101,14 @@ CONSUMER_CONFIG_KEYS = key_table(
             "Where to start without a usable committed offset: earliest, latest, or none (raise).",
             choices=("earliest", "latest", "none"),
         ),
+        ConfigKey(
+            "allow.auto.create.topics",
+            "bool",
+            True,
+            "Whether subscribe() and assign() create a topic that does not exist (num.partitions, the "
+            "topic.* settings); only when the store's auto.create.topics.enable is true too, as Kafka's "
+            "broker decides. A pattern never creates one.",
+        ),
         ConfigKey("enable.auto.commit", "bool", True, "Commit positions every auto.commit.interval.ms from poll()."),
         ConfigKey("auto.commit.interval.ms", "long", 5000, "Interval of automatic commits.", minimum=0),
         ConfigKey("max.poll.records", "int", 500, "Most records one poll() returns.", minimum=1, maximum=INT_MAX),
@@ -251,7 +259,12 @@ class Consumer:
         """Subscribe to topic names or a ``re.Pattern`` (Kafka's subscribe / subscribePattern).
 
         Partitions are assigned by the group at the next ``poll``. Requires
-        ``group.id``; replaces any earlier subscription.
+        ``group.id``; replaces any earlier subscription. A named topic that
+        does not exist is created when both ``allow.auto.create.topics`` and the
+        store's ``auto.create.topics.enable`` are true (Kafka's consumer asks the
+        broker for its metadata, which creates it); otherwise the member gets its
+        partitions once it exists. Raises InvalidTopicError for a missing topic
+        whose name cannot be created.
         """
         self._check_open()
         if self.group_id is None:
@@ -264,17 +277,25 @@ class Consumer:
             topics = list(topics)
             if not topics or not all(isinstance(t, str) and t for t in topics):
                 raise UnknownTopicOrPartitionError(f"subscribe() needs topic names or a pattern, got {topics!r}")
+            self._auto_create(topics)
         self._subscription = topics
         self._protocol_version = -1
         self._listener = listener
         # A member whose subscription changed rejoins at its next poll (a rebalance).
 
     def assign(self, partitions: Iterable[Any]) -> None:
-        """Take exactly these partitions, outside any group rebalancing (Kafka's assign)."""
+        """Take exactly these partitions, outside any group rebalancing (Kafka's assign).
+
+        A topic that does not exist is created first (``num.partitions``) when both
+        ``allow.auto.create.topics`` and the store's ``auto.create.topics.enable`` are
+        true. Raises UnknownTopicOrPartitionError for a partition that does not exist
+        then, InvalidTopicError for a missing topic whose name cannot be created.
+        """
         self._check_open()
         if self._subscription is not None:
             raise IllegalStateError("assign() after subscribe(): call unsubscribe() first")
         tps = [_as_tp(p) for p in partitions]
+        self._auto_create([tp.topic for tp in tps])
         topics = self._store._latest_topics()
         for tp in tps:
             meta = topics.get(tp.topic)
@@ -282,6 +303,11 @@ class Consumer:
                 raise UnknownTopicOrPartitionError(f"partition {tp} does not exist")
         self._manual = True
         self._set_assignment(set(tps))
+
+    def _auto_create(self, names: list[str]) -> None:
+        """Create the missing topics of ``names`` if this consumer and the store allow it."""
+        if self._config["allow.auto.create.topics"]:
+            self._store._auto_create_topics(names)
 
     def unsubscribe(self) -> None:
         """Drop the subscription or manual assignment (leaving the group)."""

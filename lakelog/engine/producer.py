@@ -25,7 +25,9 @@ Guarantees:
 Per-record problems (unknown topic, partition out of range, a record over
 the topic's ``max.message.bytes``) fail that record's future and never hold
 back the rest of its batch, as in Kafka's Java client. Wrong argument types
-and a closed producer raise from ``send`` itself.
+and a closed producer raise from ``send`` itself. A topic that does not exist
+is created on first use when the store's ``auto.create.topics.enable`` is
+true, as Kafka's broker creates it for the producer's metadata request.
 """
 
 from __future__ import annotations
@@ -252,10 +254,17 @@ class Producer:
             self._topics = self._store._latest_topics()
             self._topics_read_at = time.monotonic()
             topic = self._topics.get(name)
+            # Kafka's producer learns a topic from a metadata request, which creates a missing
+            # one when the broker's auto.create.topics.enable allows it; the store's setting here.
+            if topic is None and self._store._auto_create_topics([name]):
+                self._topics = self._store._latest_topics()
+                topic = self._topics.get(name)
         return topic
 
     def partitions_for(self, topic: str) -> list[int]:
-        """The partition ids of ``topic`` (UnknownTopicOrPartitionError if it does not exist)."""
+        """The partition ids of ``topic``, created first if it does not exist and the store's
+        ``auto.create.topics.enable`` is true. Raises UnknownTopicOrPartitionError if it does not
+        exist (and was not created), InvalidTopicError for a name that cannot be created."""
         meta = self._topic(topic, None)
         if meta is None:
             raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
@@ -275,8 +284,12 @@ class Producer:
         """Queue a record; the future completes when its commit lands.
 
         Raises ProducerClosedError after close(), InvalidRecordError for
-        arguments of the wrong type. Unknown topics or partitions, and records
-        over ``max.message.bytes``, fail the returned future. Within
+        arguments of the wrong type. A topic that does not exist is created
+        first when the store's ``auto.create.topics.enable`` is true (Kafka's
+        broker setting: ``num.partitions`` and the ``topic.*`` settings);
+        otherwise it fails the returned future with UnknownTopicOrPartitionError,
+        as do unknown partitions, records over ``max.message.bytes`` and a
+        topic that cannot be created (InvalidTopicError). Within
         ``delivery.timeout.ms`` of this call the future completes or fails: a
         record still queued then fails with DeliveryTimeoutError and is never
         committed; one whose commit is under way learns that commit's outcome
@@ -287,9 +300,13 @@ class Producer:
             raise ProducerClosedError("cannot send: the producer is closed")
         if partition is not None and (isinstance(partition, bool) or not isinstance(partition, int)):
             raise UnknownTopicOrPartitionError(f"partition must be an int, got {partition!r}")
+        try:
+            meta = self._topic(topic, partition)
+        except LakelogError as exc:  # auto-creation refused the name or failed to commit
+            return RecordFuture(error=exc)
         record = outgoing_record(
             topic,
-            self._topic(topic, partition),
+            meta,
             value,
             key,
             partition,
@@ -338,17 +355,18 @@ class Producer:
         runs) and keep their order within each partition, after the records
         sent before the call. The batch is committed whole or not at all; its
         future gives every record's partition and offset (numpy arrays) once
-        the commit landed. What ``send`` refuses per record (unknown topic,
-        partition out of range, over ``max.message.bytes``) fails the whole
-        batch's future; wrong argument types and a closed producer raise.
+        the commit landed. A missing topic is auto-created as for ``send``.
+        What ``send`` refuses per record (unknown topic, partition out of range,
+        over ``max.message.bytes``) fails the whole batch's future; wrong
+        argument types and a closed producer raise.
         """
         if self._closing:
             raise ProducerClosedError("cannot send: the producer is closed")
         from lakelog.engine.placement import columns_for_batch, place_records
 
         table = columns_for_batch(topic, values, keys, partition, headers, timestamps)
-        meta = self._topic(topic, partition)
         try:
+            meta = self._topic(topic, partition)
             placed = place_records(self._store.log.latest(), [table]) if meta is not None else None
         except LakelogError as exc:
             return BatchFuture(error=exc)

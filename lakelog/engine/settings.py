@@ -56,10 +56,12 @@ STORE_KEYS = key_table(
             "auto.create.topics.enable",
             "bool",
             False,
-            'Whether df.write / writeStream .format("lakelog") creates a topic it is asked to write to that does '
-            "not exist (with num.partitions and the topic.* settings); false: the write fails with "
-            "UnknownTopicOrPartitionError. Kafka's broker default is true; lakelog's is false, as its producers "
-            "refuse unknown topics.",
+            "Whether a topic that does not exist is created when a client asks for it, as with Kafka's broker "
+            "setting: a producer's send, a consumer's subscribe/assign (if its allow.auto.create.topics), "
+            'df.write / writeStream .format("lakelog"), the console producer, and Metadata requests to '
+            "`lakelog serve` (not its Produce requests); with num.partitions and the topic.* settings. "
+            "false: nothing is created (a send or write fails with UnknownTopicOrPartitionError). Kafka's "
+            "default is true; lakelog's is false, so a mistyped name creates nothing.",
         ),
         ConfigKey(
             "jars.dir",

@@ -122,6 +122,33 @@ def commit_topic_creation(
     )
 
 
+def auto_create_topics(
+    committer: Committer, names: Iterable[str], settings: Settings, policy: RetryPolicy
+) -> list[str]:
+    """Create those of ``names`` that do not exist, as a Kafka broker with ``auto.create.topics.enable``
+    creates a topic a client asks for: ``num.partitions`` partitions and the ``topic.*`` settings.
+
+    The one place every lakelog client (producer, consumer, the Spark sink, ``lakelog serve``)
+    auto-creates topics. Nothing is created when ``settings`` disable it. A topic another
+    client created meanwhile is no error: both end with the one topic. Returns the names this
+    call created, in the order given; logs one INFO line for each. Raises InvalidTopicError
+    for a name :meth:`LogStore.create_topic` refuses (bad characters, reserved for internal
+    use, colliding with an existing topic) and what the commit raises (CommitConflictError,
+    StoreError); topics created before the failing name stay.
+    """
+    if not settings.auto_create_topics_enable:
+        return []
+    created = []
+    for name in dict.fromkeys(names):
+        try:
+            commit_topic_creation(committer, name, settings.num_partitions, settings.topic, policy)
+        except TopicExistsError:
+            continue  # another creator won the race; its topic is the one everybody uses
+        log.info("created topic %r (auto.create.topics.enable) with %d partition(s)", name, settings.num_partitions)
+        created.append(name)
+    return created
+
+
 class LogStore:
     """A store of Kafka-style topics in one Delta table. Thread-safe."""
 
@@ -269,6 +296,18 @@ class LogStore:
         config = {**self.settings.topic, **_config_mapping(config, "config")}
         commit_topic_creation(self._writer, name, partitions, config, RetryPolicy())
         return self.describe_topic(name)
+
+    def _auto_create_topics(self, names: Iterable[str]) -> bool:
+        """Create those of ``names`` that do not exist when the setting ``auto.create.topics.enable``
+        is true (:func:`auto_create_topics`); whether it is. True: each of ``names`` exists now
+        (unless deleted meanwhile). False: nothing was created. Raises as :func:`auto_create_topics`."""
+        if not self.settings.auto_create_topics_enable:
+            return False
+        known = self._latest_topics()
+        missing = [n for n in names if n not in known]
+        if missing:
+            auto_create_topics(self._writer, missing, self.settings, RetryPolicy())
+        return True
 
     def list_topics(self, include_internal: bool = False) -> list[str]:
         """Names of the topics, sorted."""

@@ -75,6 +75,9 @@ class ProxyMember:
             group_id,
             client_id=client_id or f"kafka-{uuid.uuid4().hex[:8]}",
             enable_auto_commit=False,
+            # The client's own Metadata requests create topics (when it allows it); Kafka's
+            # broker never creates one for a JoinGroup.
+            allow_auto_create_topics=False,
             partition_assignment_strategy=protocol,
             session_timeout_ms=session_timeout_ms,
             heartbeat_interval_ms=max(100, min(3000, session_timeout_ms // 3)),

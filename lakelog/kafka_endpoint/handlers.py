@@ -224,7 +224,8 @@ class Endpoint:
         names = sorted(n for n, t in topics.items() if not t.internal) if wanted is None else [t.name for t in wanted]
         missing = [n for n in names if n not in topics]
         refused: dict[str, BaseException] = {}
-        if missing and getattr(request.body, "allow_auto_topic_creation", True):
+        allowed = getattr(request.body, "allow_auto_topic_creation", True)  # no such field before v4
+        if missing and allowed and self.store.settings.auto_create_topics_enable:
             for name in missing:
                 try:
                     self.store._auto_create_topics([name])

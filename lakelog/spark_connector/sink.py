@@ -27,7 +27,6 @@ micro-batches are bounded by the source's rate limits.
 
 from __future__ import annotations
 
-import contextlib
 import io
 import logging
 from collections.abc import Iterator
@@ -43,12 +42,12 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import LongType, StructType
 
 from lakelog.engine.commit import AppendResult, AppTransaction, Committer, RetryPolicy, TableLog, TableState
-from lakelog.engine.errors import InvalidTopicError, StoreError, TopicExistsError, UnknownTopicOrPartitionError
+from lakelog.engine.errors import InvalidTopicError, StoreError, UnknownTopicOrPartitionError
 from lakelog.engine.object_store import StoreAccess
 from lakelog.engine.placement import RECORD_SCHEMA, PlacedBatch, place_records
 from lakelog.engine.schema import HEADERS_ARROW, check_sink_columns
 from lakelog.engine.settings import Settings, load_settings
-from lakelog.engine.store import commit_topic_creation
+from lakelog.engine.store import auto_create_topics
 from lakelog.engine.topics import validate_topic_name
 from lakelog.spark_connector.options import SinkOptions
 
@@ -147,7 +146,13 @@ def commit_records(
         return None
     missing = unknown_topics(view, tables)
     if missing:
-        create_topics(committer, missing, settings if settings is not None else load_settings())
+        settings = settings if settings is not None else load_settings()
+        if not settings.auto_create_topics_enable:
+            raise UnknownTopicOrPartitionError(
+                f"topic {missing[0]!r} does not exist; create it first (lakelog topics create) or set "
+                "auto.create.topics.enable=true to have the sink create it"
+            )
+        auto_create_topics(committer, missing, settings, POLICY)
         view = committer.latest()
     records = place_records(view, tables)
     if not len(records):
@@ -163,19 +168,6 @@ def unknown_topics(view: TableState, tables: list[pa.Table]) -> list[str]:
             if name is not None and name not in view.topics:
                 names.setdefault(name, None)
     return list(names)
-
-
-def create_topics(committer: Committer, names: list[str], settings: Settings) -> None:
-    """Create ``names`` as Kafka's ``auto.create.topics.enable`` does, or raise for the first."""
-    if not settings.auto_create_topics_enable:
-        raise UnknownTopicOrPartitionError(
-            f"topic {names[0]!r} does not exist; create it first (lakelog topics create) or set "
-            "auto.create.topics.enable=true to have the sink create it"
-        )
-    for name in names:
-        with contextlib.suppress(TopicExistsError):  # created by another writer meanwhile
-            commit_topic_creation(committer, name, settings.num_partitions, settings.topic, POLICY)
-        log.info("created topic %r (auto.create.topics.enable) with %d partitions", name, settings.num_partitions)
 
 
 class _Writing:
