@@ -230,11 +230,17 @@ def cmd_consume(args: argparse.Namespace, out: Out) -> int:
     fmt = formatter(args)
     config = consumer_config(args)
     store = open_store(args)
-    partitions = store.describe_topic(topic).partitions
-    require_partition(topic, args.partition, partitions)
+    consumer = store.consumer(**config)
+    try:
+        # The console consumer's metadata request: it creates a missing topic when the store's
+        # auto.create.topics.enable and the consumer's allow.auto.create.topics say so.
+        partitions = len(consumer.partitions_for_topic(topic))
+        require_partition(topic, args.partition, partitions)
+    except BaseException:
+        consumer.close(autocommit=False)
+        raise
     chosen = [args.partition] if args.partition is not None else list(range(partitions))
     tps = [TopicPartition(topic, p) for p in chosen]
-    consumer = store.consumer(**config)
     count = 0
     unprinted: dict[TopicPartition, int] = {}  # first offset polled but not printed
     committed: dict[TopicPartition, int] = {}  # what this run last committed

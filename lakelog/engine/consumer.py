@@ -304,6 +304,19 @@ class Consumer:
         self._manual = True
         self._set_assignment(set(tps))
 
+    def partitions_for_topic(self, topic: str) -> list[int]:
+        """The partition ids of ``topic`` (Kafka's ``partitionsFor``), created first when it does
+        not exist and both ``allow.auto.create.topics`` and the store's
+        ``auto.create.topics.enable`` are true, as Kafka's metadata request creates it. Raises
+        UnknownTopicOrPartitionError if it does not exist (and was not created),
+        InvalidTopicError for a name that cannot be created."""
+        self._check_open()
+        self._auto_create([topic])
+        meta = self._store._latest_topics().get(topic)
+        if meta is None:
+            raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
+        return list(range(meta.partitions))
+
     def _auto_create(self, names: list[str]) -> None:
         """Create the missing topics of ``names`` if this consumer and the store allow it."""
         if self._config["allow.auto.create.topics"]:

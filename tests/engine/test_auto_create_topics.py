@@ -188,3 +188,20 @@ def test_the_console_producer_creates_the_topic_when_the_store_allows(tmp_path, 
     opened = LogStore.open(store)
     assert opened.describe_topic("cli").partitions == 2
     assert sum(opened.end_offsets("cli").values()) == 2
+
+
+def test_the_console_consumer_creates_the_topic_when_the_store_and_the_consumer_allow(tmp_path, capsys, monkeypatch):
+    store = str(tmp_path / "s")
+    LogStore.open(store)
+    argv = ["--store", store, "consume", "cli", "--from-beginning", "--timeout-ms", "100"]
+    code, _, err = run(capsys, *argv, monkeypatch=monkeypatch)
+    assert code == 6 and err == "error: topic 'cli' does not exist\n"
+    monkeypatch.setenv("LAKELOG_AUTO_CREATE_TOPICS_ENABLE", "true")
+    monkeypatch.setenv("LAKELOG_CONSUMER_ALLOW_AUTO_CREATE_TOPICS", "false")
+    assert run(capsys, *argv, monkeypatch=monkeypatch)[0] == 6
+    assert LogStore.open(store).list_topics() == []
+    monkeypatch.delenv("LAKELOG_CONSUMER_ALLOW_AUTO_CREATE_TOPICS")
+    code, out, err = run(capsys, *argv, monkeypatch=monkeypatch)
+    assert code == 0 and out == "", err
+    assert LogStore.open(store).list_topics() == ["cli"]
+    assert LogStore.open(store).consumer(None).partitions_for_topic("cli") == [0]
