@@ -1,4 +1,4 @@
-"""``lakelog offsets``: GetOffsetShell (``--topic T --partitions 0,1 --time -1|-2|<ms>`` printing
+"""``lakelog offsets``: GetOffsetShell (``--topic T --partitions 0,1 --time -1|-2|-3|<ms>`` printing
 ``T:p:offset`` lines), and ``offsets T``: a table of each partition's earliest and latest offsets."""
 
 from __future__ import annotations
@@ -10,12 +10,12 @@ from lakelog.cli.arguments import Out, open_store
 from lakelog.cli.tables import table
 from lakelog.engine.errors import InvalidConfigError, UnknownTopicOrPartitionError
 
-LATEST_TIME, EARLIEST_TIME = -1, -2
-_NAMED_TIMES = {"latest": LATEST_TIME, "earliest": EARLIEST_TIME}
+LATEST_TIME, EARLIEST_TIME, MAX_TIMESTAMP_TIME = -1, -2, -3
+_NAMED_TIMES = {"latest": LATEST_TIME, "earliest": EARLIEST_TIME, "max-timestamp": MAX_TIMESTAMP_TIME}
 
 
 def parse_time(text: str) -> int:
-    """--time: -1 / latest, -2 / earliest, or ms since the epoch."""
+    """--time: -1 / latest, -2 / earliest, -3 / max-timestamp, or ms since the epoch (GetOffsetShell's)."""
     value = _NAMED_TIMES.get(text.strip().lower())
     if value is not None:
         return value
@@ -23,9 +23,10 @@ def parse_time(text: str) -> int:
         value = int(text)
     except ValueError:
         value = None
-    if value is None or value < EARLIEST_TIME:
+    if value is None or value < MAX_TIMESTAMP_TIME:
         raise InvalidConfigError(
-            f"--time must be -1 (latest), -2 (earliest) or a timestamp in ms since the epoch, got {text!r}"
+            "--time must be -1 (latest), -2 (earliest), -3 (max-timestamp) or a timestamp in ms since the "
+            f"epoch, got {text!r}"
         )
     return value
 
@@ -72,6 +73,9 @@ def _offsets(store: Any, topic: str, chosen: list[int] | None, time: int) -> lis
     if time == EARLIEST_TIME:
         begin = store.beginning_offsets(topic)
         return [(p, begin[p]) for p in wanted]
+    if time == MAX_TIMESTAMP_TIME:
+        newest = store.max_timestamp_offsets(topic)
+        return [(p, newest[p].offset) for p in wanted if newest[p] is not None]
     found = store.offsets_for_times(topic, dict.fromkeys(wanted, time))
     # No record at or after the time: Kafka's ListOffsets answers offset -1 and GetOffsetShell prints nothing.
     return [(p, found[p].offset) for p in wanted if found[p] is not None]
@@ -89,15 +93,16 @@ def add_parser(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
     p = commands.add_parser(
         "offsets",
         parents=parents,
-        help="offsets of a topic's partitions (GetOffsetShell: --topic T --time -1|-2|MS)",
+        help="offsets of a topic's partitions (GetOffsetShell: --topic T --time -1|-2|-3|MS)",
         description="`offsets T` prints a table of each partition's earliest and latest offset and record count. "
         "With --topic, --partitions or --time it answers as Kafka's GetOffsetShell: one T:PARTITION:OFFSET "
-        "line per partition (every topic without --topic); --time -1 (latest, the default), -2 (earliest) or "
-        "MS (the first offset whose timestamp is >= MS; partitions with none are left out).",
+        "line per partition (every topic without --topic); --time -1 (latest, the default), -2 (earliest), "
+        "-3 (max-timestamp: the record with the largest timestamp) or MS (the first offset whose timestamp is "
+        ">= MS); partitions with no such record are left out.",
     )
     p.add_argument("topic", nargs="?", help="the topic (a table of offsets)")
     p.add_argument("--topic", dest="topic_flag", metavar="TOPIC", help="the topic (GetOffsetShell lines)")
     p.add_argument("--partitions", metavar="P,P", help="only these partitions, e.g. 0,1")
-    p.add_argument("--time", help="-1 or latest, -2 or earliest, or a timestamp in ms")
+    p.add_argument("--time", help="-1 or latest, -2 or earliest, -3 or max-timestamp, or a timestamp in ms")
     p.add_argument("--exclude-internal-topics", action="store_true", help="without --topic: skip internal topics")
     p.set_defaults(func=cmd_offsets)

@@ -477,6 +477,21 @@ class LogStore:
             result[p] = None if found is None else OffsetAndTimestamp(*found)
         return result
 
+    def max_timestamp_offsets(self, topic: str) -> dict[int, OffsetAndTimestamp | None]:
+        """Per partition, the record with the largest timestamp (the earliest such offset on a
+        tie), or None for a partition with no record: Kafka's ``listOffsets`` with
+        ``OffsetSpec.maxTimestamp()`` (ListOffsets -3, KIP-734). Files are pruned by their
+        timestamp statistics; no Spark. Raises UnknownTopicOrPartitionError for a topic that
+        does not exist."""
+        meta = require_topic(self._latest_topics(), topic)
+        state = self.log.latest()
+        result: dict[int, OffsetAndTimestamp | None] = {}
+        for p in range(meta.partitions):
+            tp = TopicPartition(topic, p)
+            found = self._records.max_timestamp(state.files_of(tp), tp)
+            result[p] = None if found is None else OffsetAndTimestamp(*found)
+        return result
+
     # -- reading -------------------------------------------------------------
 
     def read(

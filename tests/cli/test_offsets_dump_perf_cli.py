@@ -41,6 +41,8 @@ def test_get_offset_shell_lines(store, capsys, monkeypatch):
     # The first offset whose timestamp is >= the time; partition 1 has none that late: left out.
     assert run(capsys, monkeypatch, "offsets", "--topic", "o", "--time", str(BASE + 2500), *s)[1] == "o:0:3\n"
     assert run(capsys, monkeypatch, "offsets", "--topic", "o", "--time", str(BASE), *s)[1] == "o:0:0\no:1:0\n"
+    # -3 / max-timestamp: the record with the largest timestamp (KIP-734).
+    assert run(capsys, monkeypatch, "offsets", "--topic", "o", "--time", "-3", *s)[1] == "o:0:5\no:1:1\n"
     assert run(capsys, monkeypatch, "offsets", *s)[1] == "o:0:6\no:1:2\n"  # every topic
     code, out, _ = run(capsys, monkeypatch, "offsets", "o", *s)  # the positional form: a table
     assert [line.split() for line in out.splitlines()] == [
@@ -51,11 +53,18 @@ def test_get_offset_shell_lines(store, capsys, monkeypatch):
     code, _, err = run(capsys, monkeypatch, "offsets", "--topic", "o", "--partitions", "2", *s)
     assert code == 6 and "partition 2 of topic 'o' does not exist" in err
     assert run(capsys, monkeypatch, "offsets", "--topic", "nope", *s)[0] == 6
+    with LogStore.open(store).producer() as producer:  # an older record last: the newest stays where it was
+        producer.send("o", "late", partition=1, timestamp=BASE - 1)
+    newest = run(capsys, monkeypatch, "offsets", "--topic", "o", "--time", "max-timestamp", "--partitions", "1", *s)
+    assert newest[1] == "o:1:1\n"
 
 
 @pytest.mark.parametrize(
     ("argv", "message"),
-    [(["--time", "-3"], "--time must be -1 (latest), -2 (earliest)"), (["--partitions", "a"], "--partitions must be")],
+    [
+        (["--time", "-4"], "--time must be -1 (latest), -2 (earliest), -3"),
+        (["--partitions", "a"], "--partitions must be"),
+    ],
 )
 def test_bad_offsets_arguments_exit_2_before_the_store_is_opened(tmp_path, capsys, monkeypatch, argv, message):
     code, _, err = run(capsys, monkeypatch, "offsets", "--topic", "o", *argv, "--store", str(tmp_path / "typo"))
