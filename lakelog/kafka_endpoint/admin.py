@@ -3,8 +3,8 @@
 DeleteTopics, CreatePartitions and IncrementalAlterConfigs are one Delta
 metadata commit each, as ``lakelog topics delete/alter`` make them;
 DescribeConfigs reads a topic's effective configuration; ListGroups,
-DescribeGroups and DeleteGroups read and tombstone ``__consumer_offsets`` as
-``lakelog groups`` does, so Kafka's ``kafka-consumer-groups`` and lakelog's
+DescribeGroups, DeleteGroups and OffsetDelete read and tombstone
+``__consumer_offsets`` as ``lakelog groups`` does, so Kafka's ``kafka-consumer-groups`` and lakelog's
 CLI see the same groups (lakelog's consumers as members, with their
 assignments in Kafka's consumer protocol encoding).
 """
@@ -21,12 +21,13 @@ from kio.schema.errors import ErrorCode
 from kio.serial import entity_writer
 
 from lakelog.engine.errors import GroupIdNotFoundError, InvalidConfigError, InvalidPartitionsError
-from lakelog.engine.group_admin import delete_group, describe_group, list_groups
+from lakelog.engine.group_admin import delete_group, delete_offsets, describe_group, list_groups
+from lakelog.engine.offsets import TopicPartition
 from lakelog.engine.topics import TOPIC_CONFIG_KEYS
 from lakelog.kafka_endpoint.messages import Request, build, response_class
 
 DELETE_TOPICS, CREATE_PARTITIONS, DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 20, 37, 32, 44
-LIST_GROUPS, DESCRIBE_GROUPS, DELETE_GROUPS = 16, 15, 42
+LIST_GROUPS, DESCRIBE_GROUPS, DELETE_GROUPS, OFFSET_DELETE = 16, 15, 42, 47
 
 VERSIONS: dict[int, tuple[int, int]] = {
     DELETE_TOPICS: (1, 5),  # v6 names topics by id
@@ -36,6 +37,7 @@ VERSIONS: dict[int, tuple[int, int]] = {
     LIST_GROUPS: (0, 4),
     DESCRIBE_GROUPS: (0, 5),
     DELETE_GROUPS: (0, 2),
+    OFFSET_DELETE: (0, 0),
 }
 
 TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
@@ -205,3 +207,31 @@ def delete_consumer_groups(store: Any, request: Request, error_code: Callable[[B
         for g in request.body.groups_names
     ]
     return build(response_class(DELETE_GROUPS, request.api_version), results=results)
+
+
+def delete_consumer_group_offsets(
+    store: Any, request: Request, error_code: Callable[[BaseException], ErrorCode]
+) -> Any:
+    """OffsetDelete (KIP-496): per topic, the group's offsets of the partitions that exist are
+    deleted in one commit, or the topic's partitions carry the error (GROUP_SUBSCRIBED_TO_TOPIC
+    while live members subscribe to it); a group that does not exist is a top-level
+    GROUP_ID_NOT_FOUND, as Kafka's coordinator answers."""
+    group_id = request.body.group_id
+    topics = store._latest_topics()
+    answers = []
+    for topic in request.body.topics:
+        meta = topics.get(topic.name)
+        count = 0 if meta is None or meta.internal else meta.partitions
+        asked = [int(p.partition_index) for p in topic.partitions]
+        codes = {p: ErrorCode.unknown_topic_or_partition for p in asked if not 0 <= p < count}
+        known = [TopicPartition(topic.name, p) for p in asked if p not in codes]
+        if known:
+            try:
+                delete_offsets(store, group_id, known)
+            except GroupIdNotFoundError as exc:
+                return build(response_class(OFFSET_DELETE, request.api_version), error_code=error_code(exc))
+            except Exception as exc:
+                codes.update(dict.fromkeys((tp.partition for tp in known), error_code(exc)))
+        partitions = [{"partition_index": p, "error_code": codes.get(p, ErrorCode.none)} for p in asked]
+        answers.append({"name": topic.name, "partitions": partitions})
+    return build(response_class(OFFSET_DELETE, request.api_version), error_code=ErrorCode.none, topics=answers)

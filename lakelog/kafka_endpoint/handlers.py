@@ -33,6 +33,7 @@ from lakelog.engine.errors import (
     CommitFailedError,
     GroupIdNotFoundError,
     GroupNotEmptyError,
+    GroupSubscribedToTopicError,
     InvalidConfigError,
     InvalidPartitionsError,
     InvalidRecordError,
@@ -120,6 +121,7 @@ ERROR_CODES: tuple[tuple[type[BaseException], ErrorCode], ...] = (
     (InvalidConfigError, ErrorCode.invalid_config),
     (GroupNotEmptyError, ErrorCode.non_empty_group),
     (GroupIdNotFoundError, ErrorCode.group_id_not_found),
+    (GroupSubscribedToTopicError, ErrorCode.group_subscribed_to_topic),
     (CommitFailedError, ErrorCode.illegal_generation),
     (OutOfOrderSequenceError, ErrorCode.out_of_order_sequence_number),
     (UnknownProducerError, ErrorCode.invalid_producer_id_mapping),
@@ -202,6 +204,7 @@ class Endpoint:
             admin.LIST_GROUPS: lambda r: admin.list_consumer_groups(self.store, r),
             admin.DESCRIBE_GROUPS: lambda r: admin.describe_consumer_groups(self.store, r),
             admin.DELETE_GROUPS: lambda r: admin.delete_consumer_groups(self.store, r, error_code),
+            admin.OFFSET_DELETE: lambda r: admin.delete_consumer_group_offsets(self.store, r, error_code),
         }[request.api_key]
         return handler(request)
 

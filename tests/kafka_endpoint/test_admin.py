@@ -16,6 +16,7 @@ from confluent_kafka.admin import (
 )
 
 from lakelog.engine import LogStore
+from lakelog.engine.offsets import TopicPartition
 
 
 def _admin(agent) -> AdminClient:
@@ -91,3 +92,37 @@ def test_groups_are_listed_described_and_deleted(agent):
     from lakelog.engine.group_admin import list_groups
 
     assert [g.group_id for g in list_groups(LogStore.open(agent.store, create=False))] == ["g2"]  # lakelog agrees
+
+
+def test_a_groups_offsets_are_deleted_per_partition_as_kafkas_offset_delete(agent):
+    """kafka-python's delete_group_offsets (OffsetDelete, KIP-496): unsubscribed partitions are
+    deleted, a topic live members subscribe to is GROUP_SUBSCRIBED_TO_TOPIC, an unknown group
+    is GROUP_ID_NOT_FOUND."""
+    from kafka import TopicPartition as PyTP
+    from kafka.admin import KafkaAdminClient
+    from kafka.errors import GroupIdNotFoundError, GroupSubscribedToTopicError, NoError, UnknownTopicOrPartitionError
+
+    store = LogStore.open(agent.store, create=False)
+    store.create_topic("u", partitions=1)
+    committer = store.consumer("g", enable_auto_commit=False)
+    committer.assign([("t", 0), ("t", 1), ("u", 0)])
+    committer.commit({("t", 0): 3, ("t", 1): 4, ("u", 0): 5})
+    committer.close()
+    admin = KafkaAdminClient(bootstrap_servers=agent.bootstrap)
+    try:
+        answer = admin.delete_group_offsets("g", [PyTP("t", 0), PyTP("t", 9)])
+        assert answer == {PyTP("t", 0): NoError, PyTP("t", 9): UnknownTopicOrPartitionError}
+        left = LogStore.open(agent.store, create=False).consumer("g").committed([("t", 0), ("t", 1)])
+        assert left[TopicPartition("t", 0)] is None and left[TopicPartition("t", 1)].offset == 4
+        member = store.consumer("g", enable_auto_commit=False)  # live, subscribed to t only
+        member.subscribe(["t"])
+        member.poll(timeout_ms=500)
+        try:
+            answer = admin.delete_group_offsets("g", [PyTP("t", 1), PyTP("u", 0)])
+            assert answer == {PyTP("t", 1): GroupSubscribedToTopicError, PyTP("u", 0): NoError}
+        finally:
+            member.close(autocommit=False)
+        with pytest.raises(GroupIdNotFoundError):
+            admin.delete_group_offsets("nobody", [PyTP("t", 0)])
+    finally:
+        admin.close()
