@@ -105,7 +105,8 @@ CONSUMER_CONFIG_KEYS = key_table(
             "allow.auto.create.topics",
             "bool",
             True,
-            "Whether subscribe() and assign() create a topic that does not exist (num.partitions, the "
+            "Whether subscribe(), assign() and partitions_for_topic() create a topic that does not exist "
+            "(num.partitions, the "
             "topic.* settings); only when the store's auto.create.topics.enable is true too, as Kafka's "
             "broker decides. A pattern never creates one.",
         ),

@@ -57,9 +57,10 @@ STORE_KEYS = key_table(
             "bool",
             False,
             "Whether a topic that does not exist is created when a client asks for it, as with Kafka's broker "
-            "setting: a producer's send, a consumer's subscribe/assign (if its allow.auto.create.topics), "
-            'df.write / writeStream .format("lakelog"), the console producer, and Metadata requests to '
-            "`lakelog serve` (not its Produce requests); with num.partitions and the topic.* settings. "
+            "setting: a producer's send (transactional too), a consumer's subscribe/assign/partitions_for_topic "
+            '(if its allow.auto.create.topics), df.write / writeStream .format("lakelog"), the console producer '
+            "and consumer, and Metadata requests to `lakelog serve` (not its Produce requests); with "
+            "num.partitions and the topic.* settings. "
             "false: nothing is created (a send or write fails with UnknownTopicOrPartitionError). Kafka's "
             "default is true; lakelog's is false, so a mistyped name creates nothing.",
         ),

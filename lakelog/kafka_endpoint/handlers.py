@@ -424,6 +424,10 @@ class Endpoint:
         if proxy is None:
             raise UnknownProducerError(f"producer id {first.producer_id} has no transaction here")
         proxy.check(first.producer_id, first.producer_epoch)
+        meta = self.store._latest_topics().get(topic)
+        if meta is None or not 0 <= partition < meta.partitions:
+            # Kafka's Produce never creates a topic (its Metadata request does), in a transaction too.
+            raise UnknownTopicOrPartitionError(f"partition {partition} of topic {topic!r} does not exist")
         proxy.send(topic, partition, batches)
         count = sum(len(b) for b in batches)
         return BatchMetadata(topic, np.full(count, partition), np.full(count, -1))  # offsets come at EndTxn

@@ -218,12 +218,25 @@ class TransactionalProducer:
         headers: Any = None,
         timestamp: Any = None,
     ) -> RecordFuture:
-        """Add a record to the open transaction; its future completes at commit (or fails at abort)."""
+        """Add a record to the open transaction; its future completes at commit (or fails at abort).
+
+        A topic that does not exist is created first when the store's
+        ``auto.create.topics.enable`` is true (as for :meth:`engine.producer.Producer.send`);
+        otherwise, or when it cannot be created, the future fails and so will the commit.
+        """
         with self._lock:
             self._require(TransactionState.IN_TRANSACTION, "send()")
+            meta = self._store._latest_topics().get(topic)
+            if meta is None and isinstance(topic, str):
+                try:
+                    if self._store._auto_create_topics([topic]):
+                        meta = self._store._latest_topics().get(topic)
+                except LakelogError as exc:  # the name was refused or the creation failed to commit
+                    self._send_error = self._send_error or exc
+                    return RecordFuture(error=exc)
             record = outgoing_record(
                 topic,
-                self._store._latest_topics().get(topic),
+                meta,
                 value,
                 key,
                 partition,

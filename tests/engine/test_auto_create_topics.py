@@ -205,3 +205,23 @@ def test_the_console_consumer_creates_the_topic_when_the_store_and_the_consumer_
     assert code == 0 and out == "", err
     assert LogStore.open(store).list_topics() == ["cli"]
     assert LogStore.open(store).consumer(None).partitions_for_topic("cli") == [0]
+
+
+def test_a_transactional_producer_creates_the_topic_its_transaction_writes(path):
+    store = auto_store(path)
+    producer = store.transactional_producer("tx")
+    producer.init_transactions()
+    producer.begin_transaction()
+    future = producer.send("in-txn", "v", partition=2)
+    producer.commit_transaction()
+    assert future.get(10).offset == 0
+    assert store.describe_topic("in-txn").partitions == 3
+    off = LogStore.open(path)
+    refused = off.transactional_producer("tx2")
+    refused.init_transactions()
+    refused.begin_transaction()
+    failed = refused.send("elsewhere", "v")
+    with pytest.raises(UnknownTopicOrPartitionError):
+        failed.get(10)
+    refused.abort_transaction()
+    assert sorted(off.list_topics()) == ["in-txn"]

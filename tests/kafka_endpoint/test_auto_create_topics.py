@@ -68,21 +68,45 @@ def test_with_the_setting_off_a_missing_topic_stays_unknown(path):
     assert LogStore.open(path).list_topics() == []
 
 
-def test_produce_to_a_missing_topic_is_refused_even_with_the_setting_on(endpoint):
+def _produce_unasked(endpoint: Endpoint, transactional_id: str | None = None, producer_id: int = -1, epoch: int = -1):
+    """A Produce of one record to the missing topic ``unasked``: its partition's error code."""
     from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
-    builder = DefaultRecordBatchBuilder(2, 0, False, -1, -1, -1, 2**20)
+    builder = DefaultRecordBatchBuilder(
+        2, 0, transactional_id is not None, producer_id, epoch, -1 if producer_id < 0 else 0, 2**20
+    )
     builder.append(0, 1_700_000_000_000, None, b"v", [])
     body = build(
         load_request_schema(PRODUCE, 9),
-        transactional_id=None,
+        transactional_id=transactional_id,
         acks=-1,
         timeout=30_000,
         topic_data=[{"name": "unasked", "partition_data": [{"index": 0, "records": bytes(builder.build())}]}],
     )
     response = endpoint.handle(Request(PRODUCE, 9, 1, "test", body))
     (answer,) = response.responses[0].partition_responses
-    assert answer.error_code == ErrorCode.unknown_topic_or_partition
+    return answer.error_code
+
+
+def test_produce_to_a_missing_topic_is_refused_even_with_the_setting_on(endpoint):
+    assert _produce_unasked(endpoint) == ErrorCode.unknown_topic_or_partition
+    assert endpoint.store.list_topics() == []
+
+
+def test_a_transactional_produce_to_a_missing_topic_is_refused_too(endpoint):
+    """Inside a transaction the records go through lakelog's transactional producer, which
+    auto-creates for its own users; Kafka's Produce still never creates."""
+    from datetime import timedelta
+
+    from lakelog.kafka_endpoint.handlers import INIT_PRODUCER_ID
+
+    init = build(
+        load_request_schema(INIT_PRODUCER_ID, 4), transactional_id="tx", transaction_timeout=timedelta(seconds=60)
+    )
+    ids = endpoint.handle(Request(INIT_PRODUCER_ID, 4, 1, "test", init))
+    assert ids.error_code == ErrorCode.none
+    code = _produce_unasked(endpoint, "tx", int(ids.producer_id), int(ids.producer_epoch))
+    assert code == ErrorCode.unknown_topic_or_partition
     assert endpoint.store.list_topics() == []
 
 
