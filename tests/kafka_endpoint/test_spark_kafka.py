@@ -1,6 +1,7 @@
 """Spark's own Kafka source and sink (``format("kafka")``, spark-sql-kafka-0-10 for the project's
-Spark) against ``lakelog serve``, unchanged but for ``kafka.bootstrap.servers``: a batch read sees
-the store's records with their offsets, a batch write lands in the store; and records produced
+Spark) against ``lakelog serve``, unchanged but for ``kafka.bootstrap.servers``: a batch read and
+a streaming query (availableNow, maxOffsetsPerTrigger) see the store's records with their offsets,
+a batch write lands in the store; and records produced
 through the agent are what ``store.read()``, ``format("lakelog")`` and delta-rs read, at the same
 offsets. In a Spark driver of its own (its class path needs the Kafka jars)."""
 
@@ -35,6 +36,17 @@ rows = (
     .option("startingOffsets", "earliest").load()
     .selectExpr("partition", "offset", "CAST(key AS STRING) AS key", "CAST(value AS STRING) AS value").collect()
 )
+# The streaming source too: one availableNow query over what is there, into a memory table.
+query = (
+    spark.readStream.format("kafka").option("kafka.bootstrap.servers", bootstrap).option("subscribe", "t")
+    .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", "5").load()
+    .selectExpr("partition", "offset", "CAST(key AS STRING) AS key", "CAST(value AS STRING) AS value")
+    .writeStream.format("memory").queryName("streamed").trigger(availableNow=True)
+    .option("checkpointLocation", sys.argv[4]).start()
+)
+query.awaitTermination(300)
+streamed = spark.sql("SELECT * FROM streamed").collect()
+batches = len([p for p in query.recentProgress if p["numInputRows"]])
 out = spark.createDataFrame([("k-new", "from-spark")], "key string, value string")
 out.write.format("kafka").option("kafka.bootstrap.servers", bootstrap).option("topic", "t").save()
 # What went in through the agent, as lakelog's Spark readers see it.
@@ -44,13 +56,15 @@ columns = ["partition", "offset", "CAST(key AS STRING) AS key", "CAST(value AS S
 lakelog_source = spark.read.format("lakelog").option("path", sys.argv[3]).option("subscribe", "t").load()
 print(json.dumps({
     "kafka": [r.asDict() for r in rows],
+    "streamed": [r.asDict() for r in streamed],
+    "stream_batches": batches,
     "store_read": [r.asDict() for r in store.read("t").selectExpr(*columns).collect()],
     "format_lakelog": [r.asDict() for r in lakelog_source.selectExpr(*columns).collect()],
 }))
 """
 
 
-def test_spark_format_kafka_reads_and_writes_a_store_through_the_agent(agent):
+def test_spark_format_kafka_reads_and_writes_a_store_through_the_agent(agent, tmp_path):
     from confluent_kafka import Producer
 
     store = LogStore.open(agent.store, create=False)
@@ -73,7 +87,7 @@ def test_spark_format_kafka_reads_and_writes_a_store_through_the_agent(agent):
     folder = ensure_kafka_jars() / SPARK_KAFKA_DIR
     jars = ",".join(str(p) for p in sorted(folder.glob("*.jar")) if p.name.startswith(NEEDED))
     done = subprocess.run(
-        [sys.executable, "-c", JOB, agent.bootstrap, jars, str(agent.store)],
+        [sys.executable, "-c", JOB, agent.bootstrap, jars, str(agent.store), str(tmp_path / "checkpoint")],
         cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
         capture_output=True,
@@ -83,6 +97,9 @@ def test_spark_format_kafka_reads_and_writes_a_store_through_the_agent(agent):
     assert done.returncode == 0, done.stderr[-3000:]
     seen = json.loads(done.stdout.strip().splitlines()[-1])
     assert {(r["partition"], r["offset"]): (r["key"], r["value"]) for r in seen["kafka"]} == sent
+    # The streaming source read the same 18 records once each, at most 5 a micro-batch.
+    streamed = [(r["partition"], r["offset"]) for r in seen["streamed"]]
+    assert sorted(streamed) == sorted(sent) and seen["stream_batches"] >= 4
     ends = LogStore.open(agent.store, create=False).log.latest()
     assert sum(ends.end_offset(TopicPartition("t", p)) for p in (0, 1)) == 19  # and Spark's one record
     for reader in ("store_read", "format_lakelog"):  # the same records at the same offsets
