@@ -74,7 +74,7 @@ def _offsets(store: Any, topic: str, chosen: list[int] | None, time: int) -> lis
         begin = store.beginning_offsets(topic)
         return [(p, begin[p]) for p in wanted]
     if time == MAX_TIMESTAMP_TIME:
-        newest = store.max_timestamp_offsets(topic)
+        newest = store.max_timestamp_offsets(topic, wanted)
         return [(p, newest[p].offset) for p in wanted if newest[p] is not None]
     found = store.offsets_for_times(topic, dict.fromkeys(wanted, time))
     # No record at or after the time: Kafka's ListOffsets answers offset -1 and GetOffsetShell prints nothing.

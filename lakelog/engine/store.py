@@ -65,6 +65,7 @@ from lakelog.engine.topic_admin import (
     plan_create_offsets_topic,
     plan_create_partitions,
     plan_delete,
+    require_partition,
     require_topic,
 )
 from lakelog.engine.topics import STORE_FORMAT_PROPERTY, STORE_FORMAT_VERSION, TopicMetadata
@@ -477,16 +478,22 @@ class LogStore:
             result[p] = None if found is None else OffsetAndTimestamp(*found)
         return result
 
-    def max_timestamp_offsets(self, topic: str) -> dict[int, OffsetAndTimestamp | None]:
-        """Per partition, the record with the largest timestamp (the earliest such offset on a
-        tie), or None for a partition with no record: Kafka's ``listOffsets`` with
-        ``OffsetSpec.maxTimestamp()`` (ListOffsets -3, KIP-734). Files are pruned by their
-        timestamp statistics; no Spark. Raises UnknownTopicOrPartitionError for a topic that
-        does not exist."""
-        meta = require_topic(self._latest_topics(), topic)
+    def max_timestamp_offsets(
+        self, topic: str, partitions: Iterable[int] | None = None
+    ) -> dict[int, OffsetAndTimestamp | None]:
+        """Per partition (every one, or those of ``partitions``), the record with the largest
+        timestamp (the earliest such offset on a tie), or None for a partition with no record:
+        Kafka's ``listOffsets`` with ``OffsetSpec.maxTimestamp()`` (ListOffsets -3, KIP-734).
+        Files are pruned by their timestamp statistics; no Spark. Raises
+        UnknownTopicOrPartitionError for a topic or partition that does not exist."""
+        topics = self._latest_topics()
+        meta = require_topic(topics, topic)
+        chosen = list(range(meta.partitions)) if partitions is None else list(partitions)
+        for p in chosen:
+            require_partition(topics, topic, p)
         state = self.log.latest()
         result: dict[int, OffsetAndTimestamp | None] = {}
-        for p in range(meta.partitions):
+        for p in chosen:
             tp = TopicPartition(topic, p)
             found = self._records.max_timestamp(state.files_of(tp), tp)
             result[p] = None if found is None else OffsetAndTimestamp(*found)

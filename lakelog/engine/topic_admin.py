@@ -42,6 +42,14 @@ def require_topic(topics: Mapping[str, TopicMetadata], name: str) -> TopicMetada
     return topic
 
 
+def require_partition(topics: Mapping[str, TopicMetadata], name: str, partition: int) -> TopicMetadata:
+    """The topic holding ``partition``; UnknownTopicOrPartitionError when either does not exist."""
+    topic = topics.get(name)
+    if topic is None or not 0 <= partition < topic.partitions:
+        raise UnknownTopicOrPartitionError(f"partition {partition} of topic {name!r} does not exist")
+    return topic
+
+
 def _with_topic(properties: Mapping[str, str], topic: TopicMetadata) -> dict[str, str]:
     updated = dict(properties)
     updated[topic_property_key(topic.name)] = encode_topic(topic)

@@ -50,6 +50,7 @@ from lakelog.engine.errors import (
 from lakelog.engine.offsets import TopicPartition
 from lakelog.engine.partition_reader import PartitionReader
 from lakelog.engine.placement import columns_for_batch, place_records
+from lakelog.engine.topic_admin import require_partition
 from lakelog.kafka_endpoint import admin
 from lakelog.kafka_endpoint.group_commit import GroupCommit
 from lakelog.kafka_endpoint.group_members import ProxyMember, UnknownMemberError, choose_protocol, subscribed_topics
@@ -346,9 +347,7 @@ class Endpoint:
                 raise InvalidRecordBatchError("the batches of one partition must continue one producer's sequence")
             expected += len(b)
         state = self.store.log.latest()
-        meta = state.topics.get(topic)
-        if meta is None or not 0 <= partition < meta.partitions:
-            raise UnknownTopicOrPartitionError(f"partition {partition} of topic {topic!r} does not exist")
+        meta = require_partition(state.topics, topic, partition)
         table = columns_for_batch(
             topic,
             [v for b in batches for v in b.values],
@@ -424,10 +423,8 @@ class Endpoint:
         if proxy is None:
             raise UnknownProducerError(f"producer id {first.producer_id} has no transaction here")
         proxy.check(first.producer_id, first.producer_epoch)
-        meta = self.store._latest_topics().get(topic)
-        if meta is None or not 0 <= partition < meta.partitions:
-            # Kafka's Produce never creates a topic (its Metadata request does), in a transaction too.
-            raise UnknownTopicOrPartitionError(f"partition {partition} of topic {topic!r} does not exist")
+        # Kafka's Produce never creates a topic (its Metadata request does), in a transaction too.
+        require_partition(self.store._latest_topics(), topic, partition)
         proxy.send(topic, partition, batches)
         count = sum(len(b) for b in batches)
         return BatchMetadata(topic, np.full(count, partition), np.full(count, -1))  # offsets come at EndTxn
