@@ -496,8 +496,13 @@ class Consumer:
         return pa.concat_tables(parts) if parts else _empty()
 
     def _read(self, snapshot: TableState, tp: TopicPartition) -> pa.Table:
+        # Up to the last stable offset: records a pending reservation holds back are not read yet.
         return self._records.read(
-            snapshot.files_of(tp), tp, self._positions[tp], max_records=self._config["fetch.min.records"]
+            snapshot.files_of(tp),
+            tp,
+            self._positions[tp],
+            snapshot.stable_end(tp),
+            max_records=self._config["fetch.min.records"],
         )
 
     # -- committing -------------------------------------------------------------

@@ -25,15 +25,12 @@ each end offset without gap or overlap before it commits.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from urllib.parse import quote, unquote
+from urllib.parse import unquote
 
-import pyarrow as pa
-from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
     ArrayType,
@@ -48,7 +45,7 @@ from pyspark.sql.types import (
 from lakelog.engine.commit import DataWriteError
 from lakelog.engine.commit.actions import AddFile
 from lakelog.engine.commit.state import TableState
-from lakelog.engine.data_files import FILE_PREFIX, DataFile, DataFileWriter
+from lakelog.engine.data_files import DataFile
 from lakelog.engine.errors import (
     InvalidRecordError,
     InvalidTopicError,
@@ -57,7 +54,7 @@ from lakelog.engine.errors import (
     error_from_text,
     marked,
 )
-from lakelog.engine.object_store import StoreAccess, filesystem, store_access
+from lakelog.engine.object_store import filesystem
 from lakelog.engine.offsets import TopicPartition
 from lakelog.engine.reads import sql_string
 from lakelog.engine.records import MAX_TIMESTAMP_MS
@@ -138,7 +135,9 @@ def _timestamp_refused(shown: str) -> str:
 
 
 class DataFrameAppend:
-    """One ``LogStore.write`` call, as an :class:`engine.commit.AppendBatch`."""
+    """One ``LogStore.write`` call, as an :class:`engine.commit.AppendBatch` for
+    :meth:`engine.commit.Committer.append_reserved`: counted by one Spark job, written by
+    another once its offsets are reserved."""
 
     operation = "write"
     app_transaction = None
@@ -154,15 +153,27 @@ class DataFrameAppend:
         # rows then fill one partition (the sticky idea at task granularity).
         self._keyless = topic is not None and "key" not in df.columns and "partition" not in df.columns
         self._source = normalize_sink_frame(df, topic)
-        self._tasks: int | None = None
-        # In the names of the files this write's tasks create, so that a failed job's are found.
-        self._label = f"write-{uuid.uuid4().hex[:12]}-"
+        self._counted: _Counted | None = None
 
-    def prepare(self, view: TableState) -> None:
-        """Counts are only known once Spark has written the files."""
+    def persist(self) -> None:
+        """Keep the input in Spark's cache, so that the count and the write see the same rows
+        (for an input whose plan is not deterministic); counting starts over."""
+        self._source = self._source.persist()
+        self._counted = None
+
+    def unpersist(self) -> None:
+        self._source.unpersist()
+
+    def prepare(self, view: TableState) -> dict[TopicPartition, int]:
+        """The record count per partition, from a Spark job that places every row (and
+        refuses the write, before anything is written, for a row the topics refuse)."""
         if self._topic is not None and self._topic not in view.topics:
             raise UnknownTopicOrPartitionError(f"topic {self._topic!r} does not exist")
-        return None
+        names = [self._topic] if self._topic is not None else sorted(view.topics)
+        shape = tuple((n, view.topics[n].partitions, view.topics[n].max_message_bytes) for n in names)
+        if self._counted is None or self._counted.shape != shape:
+            self._counted = self._count(view, names, shape)
+        return self._counted.totals()
 
     def check(self, committed_app_version: int, view: TableState) -> None:
         """A DataFrame write is never fenced."""
@@ -174,76 +185,44 @@ class DataFrameAppend:
     def build(
         self, ends: Mapping[TopicPartition, int], topics: Mapping[str, TopicMetadata], append_time_ms: int
     ) -> list[DataFile]:
-        """Number the rows and write them as data files on the executors; the files' descriptions."""
+        """Number the rows from ``ends`` and write them as data files with Delta's own writer
+        (Spark's Parquet writer on the executors); the files' descriptions. Nothing is committed."""
+        assert self._counted is not None, "prepare() counts the rows first"
         rows = self.numbered(ends, topics, append_time_ms)
-        writer = _FileWriterTask(self._uri, store_access(self._uri), self._label)
         try:
-            written = rows.mapInArrow(writer, "add STRING").collect()
+            return write_delta_files(self._spark, self._uri, rows)
         except Exception as exc:
-            # Tasks that finished before one failed wrote files nobody will commit.
-            self._discard_written(sorted({tp.topic for tp in ends}))
             message = _spark_message(exc)
             error = error_from_text(message)
             if error is not None:
                 raise error from None
             raise DataWriteError(f"writing data files failed, nothing was committed: {message}") from exc
-        files = []
-        for row in written:
-            add = AddFile.from_json(json.loads(row.add)["add"])
-            files.append(DataFile(add, add.file_stats(), _full_path(self._uri, add.path)))
-        return files
 
-    def _discard_written(self, topics: list[str]) -> None:
-        fs, root = filesystem(self._uri)
-        for topic in topics:
-            for path in fs.glob(f"{root}/topic={quote(topic, safe='')}/partition=*/{FILE_PREFIX}{self._label}*"):
-                with contextlib.suppress(FileNotFoundError):
-                    fs.rm(path)
+    # -- placing and counting -------------------------------------------------------------
 
-    def numbered(
-        self, ends: Mapping[TopicPartition, int], topics: Mapping[str, TopicMetadata], append_time_ms: int
-    ) -> DataFrame:
-        """The rows as log-table rows, each partition's numbered from its end offset in ``ends``."""
-        # Expressions go to Spark as SQL text: a few py4j calls per batch instead
-        # of one per Column operation.
-        names = sorted({tp.topic for tp in ends})
-        firsts = {
-            n: "array(" + ", ".join(f"{ends[TopicPartition(n, p)]}L" for p in range(topics[n].partitions)) + ")"
-            for n in names
-        }
-        first = f"element_at({_topic_lookup(firsts, 'ARRAY<BIGINT>')}, partition + 1)"
-        limit = _topic_lookup({n: str(topics[n].max_message_bytes) for n in names}, "INT")
-        if self._keyless:
-            if self._tasks is None:
-                self._tasks = self._source.rdd.getNumPartitions()
-            partitions = topics[self._topic].partitions
-            if self._tasks <= partitions:
-                numbered = self._sticky_numbering(ends, partitions, limit)
-                return self._final(numbered, first, names, topics, append_time_ms)
-        return self._final(self._shuffled_numbering(ends, topics, names, limit), first, names, topics, append_time_ms)
+    def _count(self, view: TableState, names: list[str], shape: tuple) -> _Counted:
+        placed = self._placed(view, names)
+        # The counts of the checked columns make Spark evaluate every check here: a column
+        # the job did not use would be pruned with the raise_error() inside it.
+        checked = [F.count(name).alias(f"_{name}") for name in ("value", "timestamp", "headers")]
+        counting = placed.groupBy("_task", "topic", "partition").agg(F.count(F.lit(1)).alias("count"), *checked)
+        try:
+            rows = counting.collect()
+        except Exception as exc:
+            message = _spark_message(exc)
+            error = error_from_text(message)
+            if error is not None:
+                raise error from None
+            raise
+        counts = {(int(r["_task"]), TopicPartition(r["topic"], int(r["partition"]))): int(r["count"]) for r in rows}
+        return _Counted(shape, placed, counts)
 
-    def _sticky_numbering(self, ends: Mapping[TopicPartition, int], partitions: int, limit: str) -> DataFrame:
-        """Keyless rows, at most as many Spark tasks as partitions: task i's rows fill
-        the i-th least-filled partition, numbered in task order. No shuffle."""
-        fill = sorted(range(partitions), key=lambda p: (ends[TopicPartition(self._topic, p)], p))
-        chosen = "array(" + ", ".join(str(p) for p in fill[: self._tasks]) + ")"
-        placed = self._source.selectExpr(
-            "topic",
-            f"element_at({chosen}, spark_partition_id() + 1) AS partition",
-            "key",
-            "value",
-            "headers",
-            "timestamp",
-            "monotonically_increasing_id() - shiftleft(CAST(spark_partition_id() AS BIGINT), 33) + 1 AS _n",
-        )
-        return placed.selectExpr("topic", "partition", "key", self._checked_value(limit), "headers", "timestamp", "_n")
-
-    def _shuffled_numbering(
-        self, ends: Mapping[TopicPartition, int], topics: Mapping[str, TopicMetadata], names: list[str], limit: str
-    ) -> DataFrame:
-        """Rows placed by partition column, key or round-robin, then shuffled so that each
-        partition's rows meet in one task and numbered there in input order."""
+    def _placed(self, view: TableState, names: list[str]) -> DataFrame:
+        """Every row checked and placed: the log table's data columns plus ``_task`` (the Spark
+        task it is in) and ``_seq`` (its position in the input). Refused rows fail the job."""
+        topics = view.topics
         count = _topic_lookup({n: str(topics[n].partitions) for n in names}, "INT")
+        limit = _topic_lookup({n: str(topics[n].max_message_bytes) for n in names}, "INT")
         null_topic = _fail(InvalidRecordError, "a row has a null topic")
         unknown_topic = _fail(UnknownTopicOrPartitionError, "topic '", "topic", "' does not exist")
         bad_partition = _fail(
@@ -256,10 +235,19 @@ class DataFrameAppend:
             f"CAST({count} AS STRING)",
             ")",
         )
+        sticky = self._sticky_partitions(view) if self._keyless else None
+        if sticky is not None:
+            # At most as many tasks as partitions: task i's rows fill the i-th least-filled one.
+            chosen = "array(" + ", ".join(str(p) for p in sticky) + ")"
+            placement = f"element_at({chosen}, spark_partition_id() + 1)"
+        else:
+            placement = (
+                f"coalesce(partition, CASE WHEN key IS NOT NULL THEN {KAFKA_PARTITION_FUNCTION}(key, {count}) "
+                f"ELSE CAST(pmod(monotonically_increasing_id(), {count}) AS INT) END)"
+            )
         # One projection; later items use earlier aliases (lateral column aliases).
-        checked = self._source.selectExpr(
-            f"coalesce(partition, CASE WHEN key IS NOT NULL THEN {KAFKA_PARTITION_FUNCTION}(key, {count}) "
-            f"ELSE CAST(pmod(monotonically_increasing_id(), {count}) AS INT) END) AS _p",
+        return self._source.selectExpr(
+            f"{placement} AS _p",
             f"CASE WHEN topic IS NULL THEN {null_topic} WHEN {count} IS NULL THEN {unknown_topic} "
             "ELSE topic END AS _topic",
             f"CASE WHEN _p IS NULL OR _p < 0 OR _p >= {count} THEN {bad_partition} ELSE _p END AS _partition",
@@ -267,17 +255,19 @@ class DataFrameAppend:
             self._checked_value(limit),
             "headers",
             "timestamp",
+            "spark_partition_id() AS _task",
             "monotonically_increasing_id() AS _seq",
         ).withColumnsRenamed({"_topic": "topic", "_partition": "partition"})
-        # A constant topic (topic=...) is folded away by the optimizer; keying
-        # the shuffle on it too would make Spark shuffle twice.
-        keys = ["partition"] if self._topic is not None else ["topic", "partition"]
-        tasks = max(1, min(len(ends), max(8, 4 * self._spark.sparkContext.defaultParallelism)))
-        return (
-            checked.repartition(tasks, *keys)
-            .sortWithinPartitions(*keys, "_seq")
-            .withColumn("_n", F.row_number().over(Window.partitionBy(*keys).orderBy("_seq")))
-        )
+
+    def _sticky_partitions(self, view: TableState) -> list[int] | None:
+        """For keyless rows of at most as many Spark tasks as partitions: the partitions the
+        tasks fill, least filled first; else None (rows go round-robin)."""
+        tasks = self._source.rdd.getNumPartitions()
+        partitions = view.topics[self._topic].partitions  # type: ignore[index]
+        if tasks > partitions:
+            return None
+        fill = sorted(range(partitions), key=lambda p: (view.end_offset(TopicPartition(self._topic, p)), p))  # type: ignore[arg-type]
+        return fill[:tasks]
 
     def _checked_value(self, limit: str) -> str:
         """``value``, failing the job on a record over its topic's max.message.bytes."""
@@ -293,18 +283,40 @@ class DataFrameAppend:
         )
         return f"CASE WHEN {size} > {limit} THEN {too_large} ELSE value END AS value"
 
-    @staticmethod
-    def _final(
-        numbered: DataFrame, first: str, names: list[str], topics: Mapping[str, TopicMetadata], append_time_ms: int
+    # -- numbering ----------------------------------------------------------------------
+
+    def numbered(
+        self, ends: Mapping[TopicPartition, int], topics: Mapping[str, TopicMetadata], append_time_ms: int
     ) -> DataFrame:
-        """The log table's columns; ``_n`` (1-based) numbers each partition's rows."""
+        """The rows as log-table rows, each partition's numbered from its offset in ``ends``.
+
+        No shuffle: the count job gave every (task, partition) its number of rows, so task
+        t's rows of partition p take the offsets after those of tasks before t. Within a
+        task the rows are sorted by (topic, partition, input position) -- the order Delta's
+        writer needs anyway -- and a row's offset is its position in that order plus one
+        lookup per (task, partition) in a broadcast table.
+        """
+        assert self._counted is not None
+        counted = self._counted
+        bases = counted.bases(ends)
+        names = sorted({tp.topic for _, tp in bases})
+        lookup = self._spark.createDataFrame(
+            [(task, tp.topic, tp.partition, base) for (task, tp), base in bases.items()],
+            "_task INT, topic STRING, partition INT, _base BIGINT",
+        )
+        ordered = counted.placed.sortWithinPartitions("topic", "partition", "_seq").withColumn(
+            "_pos", F.expr("monotonically_increasing_id() - shiftleft(CAST(spark_partition_id() AS BIGINT), 33)")
+        )
+        numbered = ordered.join(F.broadcast(lookup), ["_task", "topic", "partition"]).withColumn(
+            "offset", F.col("_pos") + F.col("_base")
+        )
         log_append = [sql_string(n) for n in names if topics[n].log_append_time]
         is_log_append = f"topic IN ({', '.join(log_append)})" if log_append else "false"
         append_ts = f"timestamp_micros({append_time_ms * 1000}L)"
         return numbered.selectExpr(
             "topic",
             "partition",
-            f"{first} + _n - 1 AS offset",
+            "offset",
             f"CASE WHEN {is_log_append} THEN {append_ts} ELSE coalesce(timestamp, {append_ts}) END AS timestamp",
             f"CASE WHEN {is_log_append} THEN {TIMESTAMP_TYPE_CODES['LogAppendTime']} "
             f"ELSE {TIMESTAMP_TYPE_CODES['CreateTime']} END AS timestamp_type",
@@ -315,6 +327,59 @@ class DataFrameAppend:
             "CAST(NULL AS INT) AS producer_epoch",
             "CAST(NULL AS INT) AS sequence",
         )
+
+
+@dataclass(frozen=True)
+class _Counted:
+    """What the count job found: rows per (Spark task, partition) of the placed input."""
+
+    shape: tuple
+    placed: DataFrame
+    counts: Mapping[tuple[int, TopicPartition], int]
+
+    def totals(self) -> dict[TopicPartition, int]:
+        totals: dict[TopicPartition, int] = {}
+        for (_, tp), n in self.counts.items():
+            totals[tp] = totals.get(tp, 0) + n
+        return totals
+
+    def bases(self, firsts: Mapping[TopicPartition, int]) -> dict[tuple[int, TopicPartition], int]:
+        """Per (task, partition), the offset of the task's first row of that partition minus
+        that row's position among the task's rows sorted by (topic, partition): the tasks'
+        rows of a partition follow each other in task order from ``firsts``."""
+        bases = {}
+        taken = dict(firsts)
+        for task, tp in sorted(self.counts, key=lambda k: (k[0], k[1])):
+            bases[(task, tp)] = taken[tp]
+            taken[tp] += self.counts[(task, tp)]
+        # Subtract each (task, partition)'s position within its task's sorted rows.
+        position: dict[int, int] = {}
+        for task, tp in sorted(self.counts, key=lambda k: (k[0], k[1])):
+            before = position.get(task, 0)
+            bases[(task, tp)] -= before
+            position[task] = before + self.counts[(task, tp)]
+        return bases
+
+
+def write_delta_files(spark: SparkSession, uri: str, rows: DataFrame) -> list[DataFile]:
+    """Write ``rows`` (the log table's columns) as data files of the table at ``uri`` with Delta's
+    own writer (``TransactionalWrite.writeFiles``: Spark's Parquet writer, Delta's statistics
+    and partition directories) without committing them; their descriptions.
+
+    Files of tasks that finished before a failed job are left behind unreferenced, as a
+    failed Delta write leaves them; VACUUM removes them.
+    """
+    delta_log = spark._jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, uri)  # type: ignore[union-attr]
+    actions = delta_log.startTransaction().writeFiles(rows._jdf)
+    files = []
+    found = actions.iterator()
+    while found.hasNext():
+        action = json.loads(found.next().json())
+        if "add" not in action:
+            continue
+        add = AddFile.from_json(action["add"])
+        files.append(DataFile(add, add.file_stats(), _full_path(uri, add.path)))
+    return files
 
 
 def _topic_lookup(values: Mapping[str, str], value_type: str) -> str:
@@ -346,22 +411,6 @@ def _record_size_sql(has_headers: bool) -> str:
         size += " + coalesce(aggregate(headers, 0L, (acc, h) -> acc + octet_length(h.key)"
         size += " + coalesce(length(h.value), 0)), 0)"
     return size
-
-
-@dataclass(frozen=True)
-class _FileWriterTask:
-    """What each Spark task of a ``LogStore.write`` runs: write its rows (grouped by
-    partition, in offset order) as data files; one ``add`` action per file back."""
-
-    uri: str
-    access: StoreAccess
-    label: str
-
-    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        self.access.install()  # an executor's environment need not know the store's endpoint
-        for written in DataFileWriter(self.uri).write_stream(batches, self.label):
-            text = json.dumps(written.add.to_json(), separators=(",", ":"))
-            yield pa.RecordBatch.from_pydict({"add": [text]})
 
 
 def _full_path(uri: str, path: str) -> str:

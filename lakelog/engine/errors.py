@@ -58,6 +58,13 @@ class DeliveryTimeoutError(RetriableError):
     """A record was not committed within ``delivery.timeout.ms``; it was not written."""
 
 
+class ReservationLostError(RetriableError):
+    """A write's offset reservation was aborted before its records were committed (its
+    deadline, ``transaction.timeout.ms`` after its last heartbeat, passed; or a repair
+    aborted it). Nothing of the write is visible and its offsets stay unused, as an
+    aborted Kafka transaction's; the write can be repeated."""
+
+
 class CommitStateUnknownError(LakelogError):
     """A commit was attempted and its outcome could not be determined.
 

@@ -48,7 +48,9 @@ import numpy as np
 from lakelog.engine.commit import MaintenanceChange, RetryPolicy
 from lakelog.engine.commit.actions import RemoveFile
 from lakelog.engine.commit.info import TAG_CLIENT, TAG_DETAILS, TAG_OPERATION, TAG_TOPIC
-from lakelog.engine.commit.state import PartitionFiles, TableState, lost_marker_id
+from lakelog.engine.commit.markers import aborted_marker_id, lost_marker_id
+from lakelog.engine.commit.reservations import expired
+from lakelog.engine.commit.state import PartitionFiles, TableState
 from lakelog.engine.data_files import written_by_lakelog
 from lakelog.engine.errors import CorruptLogError, DataLossError, UnknownTopicOrPartitionError
 from lakelog.engine.offsets import FileStats, TopicPartition
@@ -99,12 +101,16 @@ class PartitionReport:
     violations: list[Violation] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     lost: list[tuple[int, int]] = field(default_factory=list)  # recorded losses [first, end)
+    aborted: list[tuple[int, int]] = field(default_factory=list)  # aborted reservations [first, end)
+    pending: list[tuple[int, int]] = field(default_factory=list)  # reservations not yet filled
 
     def line(self) -> str:
         head = f"{self.tp.topic}/{self.tp.partition}: "
         span = f"offsets {self.start}..{self.end - 1}" if self.end > self.start else "empty"
         facts = [f"{span}, {self.records} records in {self.files} files"]
         facts += [f"lost (recorded) {a}..{b - 1}" for a, b in self.lost]
+        facts += [f"aborted (reserved, never written) {a}..{b - 1}" for a, b in self.aborted]
+        facts += [f"reserved by a write in progress {a}..{b - 1}" for a, b in self.pending]
         facts += [f"warning: {w}" for w in self.warnings]
         if not self.violations:
             return head + "ok, " + "; ".join(facts)
@@ -172,17 +178,24 @@ def _gaps(held: np.ndarray, start: int, end: int) -> list[tuple[int, int]]:
     return [(a, b) for a, b in gaps if a < b]
 
 
-def recorded_part(gap: tuple[int, int], lost_end: Callable[[int], int]) -> tuple[int, int]:
-    """How far from its first offset ``gap`` is covered by recorded losses: ``lost_end(a)`` is
-    the end of the loss recorded at ``a`` (-1 if none); losses recorded one after another
-    chain. Returns [gap start, covered end)."""
+def recorded_runs(gap: tuple[int, int], ends: Mapping[str, Callable[[int], int]]) -> list[tuple[int, int, str]]:
+    """The runs [a, b) of ``gap``, from its first offset on, that a recorded range covers:
+    ``ends[kind](a)`` is the end of the range of that kind recorded at ``a`` (-1 if none);
+    ranges recorded one after another chain. Each run is (a, b, kind)."""
+    runs = []
     position = gap[0]
     while position < gap[1]:
-        stop = lost_end(position)
-        if stop <= position:
+        found = next(((kind, stop) for kind, end in ends.items() if (stop := end(position)) > position), None)
+        if found is None:
             break
+        kind, stop = found
+        stop = min(stop, gap[1])
+        if runs and runs[-1][2] == kind:  # chained ranges of one kind read as one
+            runs[-1] = (runs[-1][0], stop, kind)
+        else:
+            runs.append((position, stop, kind))
         position = stop
-    return gap[0], min(position, gap[1])
+    return runs
 
 
 def check_partition(
@@ -194,10 +207,14 @@ def check_partition(
     *,
     compacted: bool,
     lost_end: Callable[[int], int] = lambda offset: -1,
+    aborted_end: Callable[[int], int] = lambda offset: -1,
+    pending_end: Callable[[int], int] = lambda offset: -1,
 ) -> PartitionReport:
     """Check one partition: ``files`` its live ``add`` statistics, ``contents`` what each file
     (by path) holds, ``start``/``end`` the recorded log start and end offsets (None where none
-    was recorded: then the smallest offset held, and one past the largest)."""
+    was recorded: then the smallest offset held, and one past the largest). A hole is no
+    violation where a range is recorded: lost by a repair (``lost_end``), reserved and
+    aborted (``aborted_end``) or reserved by a write still in progress (``pending_end``)."""
     violations: list[Violation] = []
     warnings: list[str] = []
     held_parts: list[np.ndarray] = []
@@ -259,19 +276,32 @@ def check_partition(
         if foreign:
             warnings.append(f"{foreign} offset(s) repeated by another writer's rows (left out)")
     covered = np.union1d(unique, np.concatenate(stats_ranges)) if stats_ranges else unique
-    lost: list[tuple[int, int]] = []
+    recorded: dict[str, list[tuple[int, int]]] = {"lost": [], "aborted": [], "pending": []}
     holes: list[tuple[int, int]] = []
+    ends = {"lost": lost_end, "aborted": aborted_end, "pending": pending_end}
     for gap in _gaps(covered, start, end):
-        a, b = recorded_part(gap, lost_end)
-        if b > a:
-            lost.append((a, b))
-        if b < gap[1]:
-            holes.append((b, gap[1]))
+        runs = recorded_runs(gap, ends)
+        for a, b, kind in runs:
+            recorded[kind].append((a, b))
+        covered_to = runs[-1][1] if runs else gap[0]
+        if covered_to < gap[1]:
+            holes.append((covered_to, gap[1]))
     if holes and not compacted:
         examples = ", ".join(f"{a}..{b - 1}" for a, b in holes[:EXAMPLES])
         missing_count = sum(b - a for a, b in holes)
         violations.append(Violation("offset_gap", tp, f"{missing_count} offset(s) held by no file: {examples}"))
-    return PartitionReport(tp, start, end, len(files), len(unique), violations, warnings, lost)
+    return PartitionReport(
+        tp,
+        start,
+        end,
+        len(files),
+        len(unique),
+        violations,
+        warnings,
+        recorded["lost"],
+        recorded["aborted"],
+        recorded["pending"],
+    )
 
 
 def stray_temporaries(listing: Iterable[tuple[str, float]], now: float, grace_s: float) -> list[str]:
@@ -358,7 +388,23 @@ def check_store(store: LogStore, topic: str | None = None, grace_s: float = DEFA
         def lost_end(offset: int, tp: TopicPartition = tp, topic_id: str = topic_id) -> int:
             return state.app_version(lost_marker_id(topic_id, tp.partition, offset))
 
-        reports.append(check_partition(tp, files, contents, pf.start, pf.end, compacted=compacted, lost_end=lost_end))
+        def aborted_end(offset: int, tp: TopicPartition = tp, topic_id: str = topic_id) -> int:
+            return state.app_version(aborted_marker_id(topic_id, tp.partition, offset))
+
+        pending = {r.first: r.end for r in state.pending_reservations(tp)}
+        reports.append(
+            check_partition(
+                tp,
+                files,
+                contents,
+                pf.start,
+                pf.end,
+                compacted=compacted,
+                lost_end=lost_end,
+                aborted_end=aborted_end,
+                pending_end=lambda offset, pending=pending: pending.get(offset, -1),
+            )
+        )
     stray = stray_temporaries(_listing(store), time.time(), grace_s)
     store_violations = [Violation("stray_temporary", None, path, path) for path in stray]
     return CheckReport(state.version, reports, store_violations)
@@ -388,9 +434,23 @@ def repair_store(
             except FileNotFoundError:
                 continue  # its writer or another repair removed it meanwhile
             done.append(f"repair: removed stray temporary {v.path}")
+    done += _abort_expired(store)
     if drop_missing_files:
         done += _drop_missing(store, report)
     return done
+
+
+def _abort_expired(store: LogStore) -> list[str]:
+    """Abort the offset reservations whose writer stopped renewing them before their deadline
+    (it died): safe, their offsets were never given to any record."""
+    found = expired(store.log.latest(), int(time.time() * 1000))
+    if not found:
+        return []
+    version = store._new_writer(REPAIR_CLIENT).abort_expired(REPAIR_POLICY)
+    return [
+        f"repair: {r.tp}: aborted the expired reservation of offsets {r.first}..{r.end - 1} at version {version}"
+        for r in found
+    ]
 
 
 def _drop_missing(store: LogStore, report: CheckReport) -> list[str]:

@@ -145,9 +145,11 @@ class PartitionReader:
         files = state.files_of(tp)
         offsets = self.read(files, tp, 0).column("offset")
         end = state.end_offset(tp)
-        if not len(offsets):
-            return PartitionBounds(end, end, len(files))
-        return PartitionBounds(int(offsets[0].as_py()), max(end, int(offsets[-1].as_py()) + 1), len(files))
+        if len(offsets):
+            end = max(end, int(offsets[-1].as_py()) + 1)
+        stable = min(end, state.stable_end(tp))  # a pending reservation holds readers back
+        start = int(offsets[0].as_py()) if len(offsets) else end
+        return PartitionBounds(min(start, stable), stable, len(files))
 
     def _pieces(
         self, held: FileStats, start: int, end: int | None, *, by_row_group: bool

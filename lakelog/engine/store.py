@@ -31,9 +31,12 @@ from lakelog.engine.commit import (
     is_delta_table,
     normalize_uri,
 )
+from lakelog.engine.commit.markers import Reservation
+from lakelog.engine.commit.reservations import DEFAULT_TIMEOUT_MS
 from lakelog.engine.consumer import Consumer
 from lakelog.engine.consumer_offsets import OFFSETS_TOPIC
 from lakelog.engine.errors import (
+    InconsistentWriteError,
     InvalidConfigError,
     InvalidOffsetError,
     InvalidRecordError,
@@ -163,6 +166,12 @@ class LogStore:
         self._records = PartitionReader(uri)
         self._lock = threading.Lock()
         self._admin: Committer | None = None
+        self.log.on_expired_reservations(self._abort_expired)
+
+    def _abort_expired(self, found: list[Reservation]) -> None:
+        """Abort offset reservations whose writer stopped renewing them (it died): readers
+        no longer wait at them, and their offsets are skipped."""
+        self._new_writer("lakelog-reservation-sweeper").abort_expired(RetryPolicy(retries=5, backoff_ms=20))
 
     @property
     def reader(self) -> TableLog:
@@ -414,21 +423,56 @@ class LogStore:
 
         return TransactionalProducer(self, transactional_id, {**self.settings.producer, **config})
 
-    def write(self, df: DataFrame, topic: str | None = None, *, retries: int = 10) -> WriteResult:
+    def write(
+        self,
+        df: DataFrame,
+        topic: str | None = None,
+        *,
+        retries: int = 10,
+        transaction_timeout_ms: int = DEFAULT_TIMEOUT_MS,
+    ) -> WriteResult:
         """Append a batch DataFrame with the Kafka sink's columns in one commit.
 
         ``value`` is required; ``key``, ``topic``, ``partition``, ``headers``
         and ``timestamp`` are optional; ``topic=`` overrides a topic column.
         Offsets are assigned inside Spark, per partition in each Spark task's
-        row order. All rows become visible at once or none do. Raises
-        InvalidRecordError / UnknownTopicOrPartitionError / RecordTooLargeError
-        before writing anything, CommitConflictError when ``retries``
-        conflicting attempts were used up.
+        row order. All rows become visible at once or none do, and the write
+        lands however busy the partitions are: one Spark job counts the rows,
+        their offsets are reserved in one small commit, a second job writes
+        the files (Delta's writer) numbered inside the reservation and one
+        commit adds them. Until then readers end at the reservation (Kafka's
+        last stable offset) while producers append after it; a writer that
+        dies leaves the reservation to expire ``transaction_timeout_ms`` (Kafka's
+        ``transaction.timeout.ms``) after its last heartbeat, and its offsets
+        are skipped. Raises InvalidRecordError / UnknownTopicOrPartitionError /
+        RecordTooLargeError before writing anything, CommitConflictError when
+        ``retries`` conflicting reservation attempts were used up,
+        ReservationLostError when the reservation expired before the files
+        were committed (nothing is visible either way).
         """
         from lakelog.engine.dataframe_append import DataFrameAppend
 
+        if (
+            isinstance(transaction_timeout_ms, bool)
+            or not isinstance(transaction_timeout_ms, int)
+            or transaction_timeout_ms <= 0
+        ):
+            raise InvalidConfigError(
+                f"transaction_timeout_ms must be a positive int (ms), got {transaction_timeout_ms!r}"
+            )
         batch = DataFrameAppend(self.spark, df, topic, self.uri)
-        result = self._writer.append(batch, RetryPolicy(retries=retries))
+        policy = RetryPolicy(retries=retries)
+        try:
+            result = self._writer.append_reserved(batch, policy, timeout_ms=transaction_timeout_ms)
+        except InconsistentWriteError:
+            # The input gave other rows to the write than to the count (a plan that is not
+            # deterministic): once more from Spark's cache, where both see the same rows.
+            log.info("the DataFrame changed between counting and writing; writing it again from a cached copy")
+            batch.persist()
+            try:
+                result = self._writer.append_reserved(batch, policy, timeout_ms=transaction_timeout_ms)
+            finally:
+                batch.unpersist()
         return WriteResult(result.version, result.ranges)
 
     # -- offsets -------------------------------------------------------------

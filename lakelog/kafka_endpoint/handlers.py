@@ -546,7 +546,9 @@ class Endpoint:
                     answer.update(error_code=ErrorCode.none)
                 else:
                     limit = min(part.partition_max_bytes, budget)
-                    rows = self._reader.read(state.files_of(tp), tp, part.fetch_offset, max_records=_rows_for(limit))
+                    rows = self._reader.read(
+                        state.files_of(tp), tp, part.fetch_offset, bounds.end, max_records=_rows_for(limit)
+                    )
                     rows = _within_bytes(rows, limit)
                     data = encode_batch(rows)
                     budget -= len(data)

@@ -15,18 +15,30 @@ from lakelog.engine.partition_reader import PartitionReader
 
 
 class Contended(DataFrameAppend):
-    """A DataFrame append during whose every attempt (up to ``times``) a rival commits first."""
+    """A DataFrame append during whose every reservation attempt (up to ``times``) a rival
+    commits first; with ``during_build``, during the writing of its files instead."""
 
-    def __init__(self, spark, df, topic, uri, rival, times):
+    def __init__(self, spark, df, topic, uri, rival, times, *, during_build=False):
         super().__init__(spark, df, topic, uri)
         self.rival = rival
         self.times = times
+        self.during_build = during_build
         self.attempts = 0
+        self.builds = 0
+
+    def prepare(self, view):
+        counts = super().prepare(view)
+        if not self.during_build:
+            self.attempts += 1
+            if self.attempts <= self.times:
+                self.rival(self.attempts)
+        return counts
 
     def build(self, ends, topics, append_time_ms):
-        self.attempts += 1
-        if self.attempts <= self.times:
-            self.rival(self.attempts)
+        self.builds += 1
+        if self.during_build:
+            for attempt in range(1, self.times + 1):
+                self.rival(attempt)
         return super().build(ends, topics, append_time_ms)
 
 
@@ -59,7 +71,7 @@ def test_retries_are_bounded_and_exhaustion_commits_nothing(store, spark):
     ours = spark.createDataFrame([("ours", 0)], "value string, partition int")
     batch = Contended(spark, ours, "t", store.uri, rival_writer(store, "t", 0), times=99)
     with pytest.raises(CommitConflictError, match="3 times") as caught:
-        store._writer.append(batch, RetryPolicy(retries=2, backoff_ms=1, backoff_max_ms=1))
+        store._writer.append_reserved(batch, RetryPolicy(retries=2, backoff_ms=1, backoff_max_ms=1))
     assert isinstance(caught.value, RetriableError) and caught.value.attempts == 3
     assert values(store, "t") == [(0, 0, "rival-1"), (0, 1, "rival-2"), (0, 2, "rival-3")]
 
@@ -69,9 +81,26 @@ def test_a_conflict_is_retried_after_the_rivals_offsets(store, spark):
     store.create_topic("t", partitions=2)
     ours = spark.createDataFrame([("ours", 0)], "value string, partition int")
     batch = Contended(spark, ours, "t", store.uri, rival_writer(store, "t", 0), times=1)
-    result = store._writer.append(batch, RetryPolicy(retries=2, backoff_ms=1))
+    result = store._writer.append_reserved(batch, RetryPolicy(retries=2, backoff_ms=1))
     assert result.attempts == 2
     assert values(store, "t") == [(0, 0, "rival-1"), (0, 1, "ours")]
+
+
+@pytest.mark.spark
+def test_commits_during_the_write_neither_retry_it_nor_rewrite_its_files(store, spark):
+    """Its offsets were reserved before its files were written: rivals append after them."""
+    store.create_topic("t", partitions=2)
+    ours = spark.createDataFrame([("ours-0", 0), ("ours-1", 0)], "value string, partition int")
+    batch = Contended(spark, ours, "t", store.uri, rival_writer(store, "t", 0), times=3, during_build=True)
+    result = store._writer.append_reserved(batch, RetryPolicy(retries=0))
+    assert result.attempts == 1 and batch.builds == 1
+    assert values(store, "t") == [
+        (0, 0, "ours-0"),
+        (0, 1, "ours-1"),
+        (0, 2, "rival-1"),
+        (0, 3, "rival-2"),
+        (0, 4, "rival-3"),
+    ]
 
 
 @pytest.mark.spark
@@ -79,7 +108,7 @@ def test_commits_to_other_partitions_do_not_conflict(store, spark):
     store.create_topic("t", partitions=2)
     ours = spark.createDataFrame([("ours", 0)], "value string, partition int")
     batch = Contended(spark, ours, "t", store.uri, rival_writer(store, "t", 1), times=1)
-    result = store._writer.append(batch, RetryPolicy(retries=0))
+    result = store._writer.append_reserved(batch, RetryPolicy(retries=0))
     assert result.attempts == 1
     assert values(store, "t") == [(0, 0, "ours"), (1, 0, "rival-1")]
 
@@ -90,7 +119,7 @@ def test_a_topic_change_during_a_commit_makes_it_retry_against_new_metadata(stor
     other = LogStore.open(store.uri)
     ours = spark.createDataFrame([("ours",)], "value string")
     batch = Contended(spark, ours, "t", store.uri, lambda _: other.create_partitions("t", 3), times=1)
-    result = store._writer.append(batch, RetryPolicy(retries=1, backoff_ms=1))
+    result = store._writer.append_reserved(batch, RetryPolicy(retries=1, backoff_ms=1))
     assert result.attempts == 2
     assert store.describe_topic("t").partitions == 3
 

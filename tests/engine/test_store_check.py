@@ -14,7 +14,7 @@ import numpy as np
 
 from lakelog.cli import main
 from lakelog.engine import LogStore
-from lakelog.engine.log_check import FileContents, check_partition, recorded_part, stray_temporaries
+from lakelog.engine.log_check import FileContents, check_partition, recorded_runs, stray_temporaries
 from lakelog.engine.offsets import FileStats, TopicPartition
 
 TP = TopicPartition("t", 0)
@@ -84,9 +84,18 @@ def test_dense_unique_offsets_pass_and_each_fault_is_named():
 
 def test_recorded_losses_cover_a_gap_and_chain():
     marks = {5: 7, 7: 9}
-    assert recorded_part((5, 9), lambda a: marks.get(a, -1)) == (5, 9)
-    assert recorded_part((5, 10), lambda a: marks.get(a, -1)) == (5, 9)  # 9 is a hole nobody recorded
-    assert recorded_part((4, 9), lambda a: marks.get(a, -1)) == (4, 4)
+
+    def lost(a):
+        return marks.get(a, -1)
+
+    assert recorded_runs((5, 9), {"lost": lost}) == [(5, 9, "lost")]
+    assert recorded_runs((5, 10), {"lost": lost}) == [(5, 9, "lost")]  # 9 is a hole nobody recorded
+    assert recorded_runs((4, 9), {"lost": lost}) == []
+    aborted = {9: 12}
+    assert recorded_runs((5, 12), {"lost": lost, "aborted": lambda a: aborted.get(a, -1)}) == [
+        (5, 9, "lost"),
+        (9, 12, "aborted"),
+    ]
     report = check_partition(
         TP,
         [_file("lakelog-a", 0, 4)],
@@ -97,6 +106,31 @@ def test_recorded_losses_cover_a_gap_and_chain():
         lost_end=lambda a: {5: 8}.get(a, -1),
     )
     assert report.violations == [] and report.lost == [(5, 8)]
+
+
+def test_aborted_and_pending_reservations_are_no_holes():
+    report = check_partition(
+        TP,
+        [_file("lakelog-a", 0, 2), _file("lakelog-b", 6, 7)],
+        {"lakelog-a": _held("lakelog-a", 0, 2), "lakelog-b": _held("lakelog-b", 6, 7)},
+        0,
+        12,
+        compacted=False,
+        aborted_end=lambda a: {3: 6}.get(a, -1),
+        pending_end=lambda a: {8: 12}.get(a, -1),
+    )
+    assert report.violations == []
+    assert (report.aborted, report.pending) == ([(3, 6)], [(8, 12)])
+    assert "aborted (reserved, never written) 3..5" in report.line() and "in progress 8..11" in report.line()
+    unrecorded = check_partition(
+        TP,
+        [_file("lakelog-a", 0, 2), _file("lakelog-b", 6, 7)],
+        {"lakelog-a": _held("lakelog-a", 0, 2), "lakelog-b": _held("lakelog-b", 6, 7)},
+        0,
+        8,
+        compacted=False,
+    )
+    assert [v.kind for v in unrecorded.violations] == ["offset_gap"]
 
 
 def test_only_old_temporaries_in_the_stores_own_directories_are_stray():

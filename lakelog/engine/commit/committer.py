@@ -67,18 +67,38 @@ from lakelog.engine.commit.conflicts import (
 )
 from lakelog.engine.commit.features import check_writable
 from lakelog.engine.commit.follower import TableLog
-from lakelog.engine.commit.info import TAG_CLIENT, TAG_OPERATION, append_tags, commit_info
+from lakelog.engine.commit.info import TAG_CLIENT, TAG_DETAILS, TAG_OPERATION, append_tags, commit_info
 from lakelog.engine.commit.log_files import LogFiles
+from lakelog.engine.commit.markers import (
+    Reservation,
+    end_marker_id,
+    is_reservation_id,
+    lost_marker_id,
+    start_marker_id,
+)
+from lakelog.engine.commit.reservations import (
+    DEFAULT_TIMEOUT_MS,
+    expired,
+    extend_actions,
+    fill_verdict,
+    holds,
+    plan_reservations,
+    release_verdict,
+    resolve_actions,
+)
 from lakelog.engine.commit.retry import RetryPolicy, retries_exhausted
-from lakelog.engine.commit.state import TableState, end_marker_id, lost_marker_id, start_marker_id
+from lakelog.engine.commit.state import TableState
 from lakelog.engine.data_files import DataFile, DataFileWriter
 from lakelog.engine.errors import (
+    CommitConflictError,
     CommitStateUnknownError,
     CorruptLogError,
+    DeliveryTimeoutError,
     InconsistentWriteError,
     InvalidTxnStateError,
     LakelogError,
     MaintenanceConflictError,
+    ReservationLostError,
     RetriableError,
     StoreAccessError,
     StoreError,
@@ -350,6 +370,7 @@ class Committer:
             metrics = {"numFiles": len(written), "numOutputRows": sum(counts.values())}
             relied = {tp: r.start for tp, r in plan.items()}
             app_ids = [] if app is None else [app.app_id]
+            markers = end_markers(state, relied)
             txn_id = str(uuid.uuid4())
 
             def info(
@@ -371,7 +392,9 @@ class Committer:
                     state.version,
                     actions,
                     info,
-                    lambda winner, relied=relied, app_ids=app_ids: append_verdict(winner, relied, app_ids),
+                    lambda winner, relied=relied, app_ids=app_ids, markers=markers: append_verdict(
+                        winner, relied, app_ids, markers
+                    ),
                     written,
                     policy,
                     started,
@@ -477,6 +500,302 @@ class Committer:
                 )
             raise retries_exhausted(policy, failures, started)
         time.sleep(policy.replan_delay_s(failures, self._rng) if replan else policy.delay_s(failures, self._rng))
+
+    # -- reserved appends ------------------------------------------------------------
+
+    def append_reserved(
+        self, batch: AppendBatch, policy: RetryPolicy, *, timeout_ms: int = DEFAULT_TIMEOUT_MS
+    ) -> AppendResult:
+        """Commit ``batch`` as :meth:`append` does, its offsets claimed before its files are written.
+
+        For batches whose files take long to write (Spark jobs): the batch's
+        record counts (``prepare`` must return them) are reserved in one small
+        commit (:mod:`engine.commit.reservations`), the files are written once,
+        numbered inside the reserved ranges, and one commit adds them. That
+        commit rebases over every other append, so the files are never
+        rewritten however busy the partitions are; readers end at the
+        reservation until it lands (Kafka's last stable offset). While the
+        files are written a heartbeat keeps the reservation alive; a failed
+        build aborts it (its offsets are skipped, as an aborted transaction's);
+        a writer that dies leaves it to expire ``timeout_ms`` after its last
+        heartbeat, when any client may abort it.
+
+        Raises what :meth:`append` raises, and ReservationLostError
+        (retriable, nothing committed) when the reservation was aborted
+        before the records landed.
+        """
+        started = time.monotonic()
+        taken = self._reserve(batch, policy, started, timeout_ms)
+        if taken is None:
+            return AppendResult(None, {}, 0, 1)
+        reservations, state, append_time_ms, attempts = taken
+        firsts = self._ends_for(state, batch.target_partitions(state))
+        firsts.update({r.tp: r.first for r in reservations})
+        expected = {r.tp: r.count for r in reservations}
+        try:
+            with _Heartbeat(Committer(self.log, self.client_id), reservations, timeout_ms, policy):
+                built = batch.build(firsts, state.topics, append_time_ms)
+            written = self._write(built, getattr(batch, "file_label", ""))
+        except BaseException:
+            self.release(reservations, policy, reason="its files could not be written")
+            raise
+        stats = [f.stats for f in written]
+        plan = plan_ranges(firsts, expected)
+        try:
+            counts = counts_by_partition(stats)
+            if counts != {tp: n for tp, n in expected.items() if n}:
+                raise InconsistentWriteError(
+                    f"reserved {dict(expected)} records per partition, the files hold {counts} "
+                    "(did the input change between the count and the write? persist() it)"
+                )
+            verify_written(plan, stats)
+        except InconsistentWriteError:
+            self._discard(written)
+            self.release(reservations, policy, reason="its files did not hold the reserved offsets")
+            raise
+        return self._fill(batch, reservations, written, plan, append_time_ms, policy, started, attempts)
+
+    def _reserve(
+        self, batch: AppendBatch, policy: RetryPolicy, started: float, timeout_ms: int
+    ) -> tuple[list[Reservation], TableState, int, int] | None:
+        """Take the batch's offsets in one commit: (reservations, the state they were planned
+        at, the append time, attempts), or None when there is nothing to commit."""
+        attempts = 0
+
+        def attempt() -> int:
+            nonlocal attempts, taken
+            attempts += 1
+            state = self._latest()
+            check_writable(state.protocol, state.metadata)
+            app = batch.app_transaction
+            committed_app = -1 if app is None else state.app_version(app.app_id)
+            app, expected, nothing = check_attempt(batch, committed_app, state)
+            if expected is None:
+                raise TypeError(f"{type(batch).__name__}.prepare must count its records to reserve offsets")
+            if nothing or not any(expected.values()):
+                taken = None
+                return -1
+            now_ms = int(time.time() * 1000)
+            ends = self._ends_for(state, [tp for tp, n in expected.items() if n])
+            try:
+                reservations, actions = plan_reservations(state, ends, expected, now_ms + timeout_ms, now_ms)
+            except ValueError as exc:
+                raise _Replan(Verdict(Resolution.REPLAN, str(exc))) from None
+            relied = {r.tp: r.first for r in reservations}
+            app_ids = [a.app_id for a in actions if is_reservation_id(a.app_id)]
+            if app is not None:
+                app_ids.append(app.app_id)
+            markers = end_markers(state, relied)
+            ranges = {r.tp: OffsetRange(r.tp, r.first, r.end) for r in reservations}
+            tags = {**append_tags("reserve", self.client_id, ranges), TAG_OPERATION: "reserve"}
+            tags[TAG_DETAILS] = _json({"until": now_ms + timeout_ms})
+            version = self._land(
+                state.version,
+                actions,
+                _marker_info("RESERVE OFFSETS", tags),
+                lambda winner: append_verdict(winner, relied, app_ids, markers),
+                [],
+                policy,
+                started,
+            )
+            taken = (reservations, state, now_ms, attempts)
+            return version
+
+        taken: tuple[list[Reservation], TableState, int, int] | None = None
+        self._replanning(
+            attempt,
+            policy,
+            started,
+            lambda version: (
+                f"an offset reservation put at version {version} had an unknown outcome; it expires "
+                f"{timeout_ms} ms after it was made if it landed"
+            ),
+        )
+        return taken
+
+    def _fill(
+        self,
+        batch: AppendBatch,
+        reservations: list[Reservation],
+        written: list[DataFile],
+        plan: dict[TopicPartition, OffsetRange],
+        append_time_ms: int,
+        policy: RetryPolicy,
+        started: float,
+        attempts: int,
+    ) -> AppendResult:
+        """Commit the files of ``reservations`` and resolve them; the files are never rewritten."""
+        app = batch.app_transaction
+        app_ids = [] if app is None else [app.app_id]
+        tags = append_tags(batch.operation, self.client_id, plan)
+        metrics = {"numFiles": len(written), "numOutputRows": sum(r.count for r in reservations)}
+
+        replans = -1
+
+        def attempt() -> int:
+            nonlocal replans
+            replans += 1
+            state = self._latest()
+            check_writable(state.protocol, state.metadata)
+            lost = [r for r in reservations if not holds(state, r)]
+            if lost:
+                self._discard(written)
+                raise ReservationLostError(
+                    f"the reservation of offsets {lost[0].first}..{lost[0].end - 1} of {lost[0].tp} was aborted "
+                    "before the write landed (its deadline passed); nothing was committed"
+                )
+            if app is not None and state.app_version(app.app_id) >= app.version:
+                raise _AlreadyCommitted()
+            now_ms = int(time.time() * 1000)
+            actions: list[Action] = [f.add for f in written]
+            actions += resolve_actions(reservations, now_ms)
+            if app is not None:
+                actions.append(Txn(app.app_id, app.version, now_ms))
+            txn_id = str(uuid.uuid4())
+
+            def info(version: int) -> CommitInfo:
+                return commit_info(
+                    "WRITE",
+                    version - 1,
+                    now_ms=int(time.time() * 1000),
+                    tags=tags,
+                    parameters={"mode": "Append"},
+                    metrics=metrics,
+                    txn_id=txn_id,
+                )
+
+            return self._land(
+                state.version,
+                actions,
+                info,
+                lambda winner: fill_verdict(winner, reservations, app_ids),
+                written,
+                policy,
+                started,
+            )
+
+        try:
+            version = self._replanning(
+                attempt,
+                policy,
+                started,
+                lambda version: (
+                    f"the commit of a reserved write put at version {version} had an unknown outcome; "
+                    "read the table's history to see whether it landed"
+                ),
+            )
+        except _AlreadyCommitted:
+            # Another run of the same batch (a replayed micro-batch) committed it first.
+            self._discard(written)
+            self.release(reservations, policy, reason=f"{app.app_id} version {app.version} is already committed")  # type: ignore[union-attr]
+            return AppendResult(None, {}, append_time_ms, attempts + replans)
+        except (CommitConflictError, DeliveryTimeoutError):
+            # Retries ran out (the files were deleted): give the offsets up rather than hold readers.
+            self.release(reservations, policy, reason="its commit ran out of retries")
+            raise
+        return AppendResult(version, plan, append_time_ms, attempts + replans)
+
+    def release(self, reservations: Sequence[Reservation], policy: RetryPolicy, *, reason: str) -> int | None:
+        """Abort ``reservations`` that are still pending: their offsets are never used (readers
+        skip them, as an aborted transaction's). Never raises: a reservation that cannot be
+        aborted now expires at its deadline. The version, or None when nothing was aborted."""
+        try:
+            return self._resolve(reservations, policy, reason=reason, expired_by=None)
+        except LakelogError as exc:
+            log.warning(
+                "%s: could not abort a reservation (%s): %s; it expires at its deadline", self.client_id, reason, exc
+            )
+            return None
+
+    def abort_expired(self, policy: RetryPolicy, now_ms: int | None = None) -> int | None:
+        """Abort every pending reservation whose deadline passed (a writer that died); the
+        version, or None when there was none. Raises what a commit raises."""
+        now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+        found = expired(self.log.latest(), now_ms)
+        if not found:
+            return None
+        log.warning(
+            "%s: aborting %d offset reservation(s) whose writer stopped renewing them, e.g. %s offsets %s..%s",
+            self.client_id,
+            len(found),
+            found[0].tp,
+            found[0].first,
+            found[0].end - 1,
+        )
+        return self._resolve(found, policy, reason="its deadline passed", expired_by=now_ms)
+
+    def extend(self, reservations: Sequence[Reservation], until_ms: int, policy: RetryPolicy) -> bool:
+        """Move the deadline of ``reservations`` to ``until_ms`` (a heartbeat); False when
+        one of them is no longer pending (nothing to keep alive)."""
+        started = time.monotonic()
+        alive = True
+
+        def attempt() -> int:
+            nonlocal alive
+            state = self._latest()
+            if not all(holds(state, r) for r in reservations):
+                alive = False
+                return -1
+            now_ms = int(time.time() * 1000)
+            actions = extend_actions(reservations, until_ms, now_ms)
+            tags = {TAG_OPERATION: "extend_reservation", TAG_CLIENT: self.client_id}
+            return self._land(
+                state.version,
+                actions,
+                _marker_info("EXTEND RESERVATION", tags),
+                lambda winner: release_verdict(winner, reservations),
+                [],
+                policy,
+                started,
+            )
+
+        self._replanning(
+            attempt,
+            policy,
+            started,
+            lambda version: f"a reservation heartbeat at version {version} had an unknown outcome",
+        )
+        return alive
+
+    def _resolve(
+        self, reservations: Sequence[Reservation], policy: RetryPolicy, *, reason: str, expired_by: int | None
+    ) -> int | None:
+        started = time.monotonic()
+        done: int | None = None
+
+        def attempt() -> int:
+            nonlocal done
+            state = self._latest()
+            live = [r for r in reservations if holds(state, r)]
+            if expired_by is not None:
+                # A heartbeat may have moved a deadline since it was judged.
+                now_pending = {
+                    (r.tp, r.slot): r.until_ms for tp in {r.tp for r in live} for r in state.pending_reservations(tp)
+                }
+                live = [r for r in live if now_pending.get((r.tp, r.slot), 0) < expired_by]
+            if not live:
+                return -1
+            now_ms = int(time.time() * 1000)
+            ranges = {r.tp: OffsetRange(r.tp, r.first, r.end) for r in live}
+            tags = {**append_tags("abort_reservation", self.client_id, ranges), TAG_DETAILS: _json({"reason": reason})}
+            done = self._land(
+                state.version,
+                resolve_actions(live, now_ms, aborted=True),
+                _marker_info("ABORT RESERVATION", tags),
+                lambda winner: release_verdict(winner, live),
+                [],
+                policy,
+                started,
+            )
+            return done
+
+        self._replanning(
+            attempt,
+            policy,
+            started,
+            lambda version: f"aborting a reservation at version {version} had an unknown outcome",
+        )
+        return done
 
     # -- topic changes --------------------------------------------------------------
 
@@ -778,6 +1097,66 @@ class Committer:
         interval = (state or self.log.current()).checkpoint_interval
         if version % interval == 0:
             _checkpoints.request(self.uri, version)
+
+
+class _AlreadyCommitted(Exception):
+    """The batch's app transaction was committed by another run of it."""
+
+
+class _Heartbeat:
+    """Keeps reservations alive while their files are written: every third of the timeout
+    their deadline moves to now + timeout (one small commit), until the block ends or they
+    are no longer pending."""
+
+    def __init__(
+        self, committer: Committer, reservations: Sequence[Reservation], timeout_ms: int, policy: RetryPolicy
+    ) -> None:
+        self._committer = committer
+        self._reservations = list(reservations)
+        self._timeout_ms = timeout_ms
+        self._policy = policy
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="lakelog-reservation-heartbeat", daemon=True)
+
+    def __enter__(self) -> _Heartbeat:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._timeout_ms / 3000):
+            try:
+                until_ms = int(time.time() * 1000) + self._timeout_ms
+                if not self._committer.extend(self._reservations, until_ms, self._policy):
+                    log.warning(
+                        "%s: a reservation is no longer pending; its write will fail", self._committer.client_id
+                    )
+                    return
+            except LakelogError as exc:  # the next beat tries again; the deadline is a third away at worst
+                log.warning("%s: reservation heartbeat failed: %s", self._committer.client_id, exc)
+
+
+def _marker_info(operation: str, tags: Mapping[str, str]) -> Callable[[int], CommitInfo]:
+    """The commitInfo of a commit that changes only txn markers (a reservation's), per version."""
+    txn_id = str(uuid.uuid4())
+
+    def info(version: int) -> CommitInfo:
+        return commit_info(operation, version - 1, now_ms=int(time.time() * 1000), tags=tags, txn_id=txn_id)
+
+    return info
+
+
+def end_markers(state: TableState, starts: Mapping[TopicPartition, int]) -> dict[str, int]:
+    """The end marker id of each partition in ``starts`` mapped to its start offset (what an
+    append's conflict rule checks a winner's markers against)."""
+    return {
+        end_marker_id(state.topics[tp.topic].topic_id, tp.partition): start
+        for tp, start in starts.items()
+        if tp.topic in state.topics
+    }
 
 
 class _PendingLanded(Exception):

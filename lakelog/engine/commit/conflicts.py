@@ -55,9 +55,16 @@ def _replan(reason: str) -> Verdict:
     return Verdict(Resolution.REPLAN, reason)
 
 
-def append_verdict(winner: Commit, ends: Mapping[TopicPartition, int], app_ids: Collection[str]) -> Verdict:
+def append_verdict(
+    winner: Commit,
+    ends: Mapping[TopicPartition, int],
+    app_ids: Collection[str],
+    end_markers: Mapping[str, int] | None = None,
+) -> Verdict:
     """An append that numbered partition ``tp``'s records from ``ends[tp]`` and sets or
-    reads ``app_ids``, after ``winner`` took its version."""
+    reads ``app_ids``, after ``winner`` took its version. ``end_markers`` maps the end
+    marker id of each of its partitions to that start: a winner that moved one past it
+    (a reservation takes offsets without adding a file) makes it re-plan too."""
     if winner.protocol is not None:
         return _replan("it changed the table protocol")
     if winner.metadata is not None:
@@ -65,6 +72,10 @@ def append_verdict(winner: Commit, ends: Mapping[TopicPartition, int], app_ids: 
     taken = sorted(set(app_ids) & set(winner.txns))
     if taken:
         return _replan(f"it set application transaction {taken[0]}")
+    for marker, start in (end_markers or {}).items():
+        moved = winner.txns.get(marker)
+        if moved is not None and moved > start:
+            return _replan(f"it took offsets up to {moved} ({marker})")
     for add in winner.adds:
         tp = add.tp
         if tp is None or tp not in ends:

@@ -20,6 +20,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 from urllib.parse import urlparse
 
 import pyarrow as pa
@@ -28,6 +29,8 @@ from lakelog.engine.commit.actions import Commit, Metadata, Protocol
 from lakelog.engine.commit.delta_table import open_delta_table
 from lakelog.engine.commit.features import check_readable
 from lakelog.engine.commit.log_files import LogFiles
+from lakelog.engine.commit.markers import Reservation
+from lakelog.engine.commit.reservations import expired
 from lakelog.engine.commit.state import AppVersions, TableState
 from lakelog.engine.object_store import delta_storage_options, is_s3, python_uri
 from lakelog.engine.offsets import FileStats, TopicPartition
@@ -38,6 +41,8 @@ log = logging.getLogger(__name__)
 _REPLAY_BEFORE_RELOAD = 500
 # How often an idle follower checks that log cleanup did not remove its next commit.
 _IDLE_CHECK_S = 60.0
+# How often latest() looks for offset reservations whose writer stopped renewing them.
+_SWEEP_INTERVAL_S = 1.0
 
 
 def normalize_uri(path: str) -> str:
@@ -171,6 +176,16 @@ class TableLog:
         self._lock = threading.Lock()
         self._state: TableState | None = None
         self._checked = time.monotonic()
+        self._expiry_handler: Callable[[list[Reservation]], None] | None = None
+        self._swept = 0.0
+        self._sweeping = threading.Lock()
+
+    def on_expired_reservations(self, handler: Callable[[list[Reservation]], None]) -> None:
+        """Have :meth:`latest` hand ``handler`` the pending offset reservations whose deadline
+        passed (their writer stopped renewing them), at most once per second; the handler
+        aborts them (Kafka's coordinator aborts timed-out transactions the same way). Its
+        errors are logged, never raised to the reader."""
+        self._expiry_handler = handler
 
     # -- the latest state -----------------------------------------------------
 
@@ -181,7 +196,25 @@ class TableLog:
             state = self._follow(state)
             self._state = state
         check_readable(state.protocol)
+        self._sweep(state)
         return state
+
+    def _sweep(self, state: TableState) -> None:
+        handler = self._expiry_handler
+        now = time.monotonic()
+        if handler is None or now - self._swept < _SWEEP_INTERVAL_S:
+            return
+        if not self._sweeping.acquire(blocking=False):
+            return  # the handler's own commits read the log too
+        try:
+            self._swept = now
+            found = expired(state, int(time.time() * 1000))
+            if found:
+                handler(found)
+        except Exception as exc:
+            log.warning("%s: could not abort expired offset reservations: %s", self.uri, exc)
+        finally:
+            self._sweeping.release()
 
     def current(self) -> TableState:
         """The newest state this process knows, without looking for new commits."""

@@ -35,26 +35,14 @@ from urllib.parse import unquote
 
 from lakelog.engine.commit.actions import Commit, Metadata, Protocol
 from lakelog.engine.commit.checksum import next_checksum
+from lakelog.engine.commit.markers import (
+    Reservation,
+    end_marker_id,
+    reservation_slots,
+    start_marker_id,
+)
 from lakelog.engine.offsets import FileStats, PartitionBounds, TopicPartition
 from lakelog.engine.topics import TopicMetadata, topics_from_properties
-
-
-def end_marker_id(topic_id: str, partition: int) -> str:
-    """The Delta app id whose version is the committed end offset of a partition of the
-    topic with id ``topic_id`` (a re-created topic has a new id, so its ends start over)."""
-    return f"lakelog.end.{topic_id}.{partition}"
-
-
-def start_marker_id(topic_id: str, partition: int) -> str:
-    """The Delta app id whose version is the log start offset retention last set for a
-    partition: rows below it are not records, whatever file holds them."""
-    return f"lakelog.start.{topic_id}.{partition}"
-
-
-def lost_marker_id(topic_id: str, partition: int, first: int) -> str:
-    """The Delta app id whose version is the end of the offset range starting at ``first`` that
-    a repair (``lakelog check --repair --drop-missing-files``) recorded as lost with its files."""
-    return f"lakelog.lost.{topic_id}.{partition}.{first}"
 
 
 def _order(f: FileStats) -> tuple[int, int, str]:
@@ -256,6 +244,23 @@ class TableState:
         marked = self.committed_end(tp)
         return self.ends.get(tp, 0) if marked is None else marked
 
+    def pending_reservations(self, tp: TopicPartition) -> list[Reservation]:
+        """The offset reservations of ``tp`` not yet filled or aborted, by first offset
+        (:mod:`engine.commit.reservations`)."""
+        topic = self.topics.get(tp.topic)
+        if topic is None:
+            return []
+        slots = reservation_slots(self.apps.get, tp, topic.topic_id)
+        return sorted((r for r in slots if r.pending), key=lambda r: r.first)
+
+    def stable_end(self, tp: TopicPartition) -> int:
+        """The partition's last stable offset (Kafka's LSO): the first offset of its oldest
+        pending reservation, else its end offset. Readers see no record at or past it;
+        producers append at :meth:`end_offset`."""
+        end = self.end_offset(tp)
+        pending = self.pending_reservations(tp)
+        return min(end, pending[0].first) if pending else end
+
     def committed_end(self, tp: TopicPartition) -> int | None:
         """The end offset lakelog's appends recorded for ``tp`` (:func:`end_marker_id`), or None."""
         return self._marked(tp, end_marker_id)
@@ -302,7 +307,11 @@ class TableState:
         return [f for tp, pf in self.partitions.items() if tp.topic == topic for f in pf.all()]
 
     def bounds(self, tp: TopicPartition) -> PartitionBounds | None:
-        """Log start and end offsets from statistics; None when a file lacks them."""
+        """Log start and readers' end offsets from statistics; None when a file lacks them.
+
+        The end is the last stable offset (:meth:`stable_end`): records a pending
+        reservation holds back are not readable yet.
+        """
         pf = self.files_of(tp)
         if pf.has_unknown:
             return None
@@ -311,7 +320,9 @@ class TableState:
         if start is not None and pf.start is not None:
             start = max(start, pf.start)  # a file below it holds only another writer's rows
         # A file starting at or past the committed end holds only another writer's rows.
-        return PartitionBounds(end if start is None or start >= end else start, end, len(pf))
+        start = end if start is None or start >= end else start
+        stable = self.stable_end(tp)
+        return PartitionBounds(min(start, stable), stable, len(pf))
 
     @property
     def checkpoint_interval(self) -> int:
