@@ -73,6 +73,7 @@ from lakelog.engine.commit.retry import RetryPolicy, retries_exhausted
 from lakelog.engine.commit.state import TableState, end_marker_id, lost_marker_id, start_marker_id
 from lakelog.engine.data_files import DataFile, DataFileWriter
 from lakelog.engine.errors import (
+    CommitNotDurableError,
     CommitStateUnknownError,
     CorruptLogError,
     InconsistentWriteError,
@@ -85,7 +86,7 @@ from lakelog.engine.errors import (
     StoreFullError,
     error_for_os_error,
 )
-from lakelog.engine.object_store import delta_storage_options, is_s3, python_uri
+from lakelog.engine.object_store import delta_storage_options, is_s3, make_directories, python_uri
 from lakelog.engine.offsets import (
     FileStats,
     OffsetRange,
@@ -703,6 +704,8 @@ class Committer:
             commit_info_ = info(version)
             try:
                 landed = self.log.files.put_commit(version, encode_actions([commit_info_]) + body)
+            except CommitNotDurableError:
+                raise  # visible but maybe not durable: never acknowledged, files kept
             except CommitStateUnknownError as exc:
                 landed = self._settle(version, commit_info_.txn_id or "", exc)
             except OSError as exc:
@@ -877,7 +880,9 @@ def create_table(
     """
     files = LogFiles(uri)
     if "://" not in uri:
-        os.makedirs(files.log_dir, exist_ok=True)
+        # The store root and _delta_log/ are synced into their parents: commit 0 must
+        # survive a power loss along with every directory entry leading to it.
+        make_directories(files.log_dir)
     now_ms = int(time.time() * 1000)
     metadata = Metadata(str(uuid.uuid4()), schema_string, tuple(partition_columns), dict(properties), now_ms)
     protocol = DeltaProtocol(1, 2)

@@ -124,9 +124,13 @@ class LogFiles:
     def put_commit(self, version: int, data: bytes) -> bool:
         """Create commit ``version`` holding ``data`` unless it exists; False if it does.
 
-        Raises OSError when nothing was created, CommitStateUnknownError when
-        the file may have been created (S3: the response was lost and the
-        object is not there yet).
+        When it returns True the commit is durable: locally the file was synced
+        before it was linked into place and ``_delta_log/`` after (a power loss
+        cannot take the version back and hand it out again); on S3 the PUT was
+        acknowledged. Raises OSError when nothing was created (no temporary file
+        is left), CommitStateUnknownError when the file may have been created
+        (S3: the response was lost and the object is not there yet),
+        CommitNotDurableError when it was created but could not be synced.
         """
         return put_if_absent(self.log_dir, commit_name(version), data)
 
