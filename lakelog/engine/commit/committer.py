@@ -56,7 +56,7 @@ from lakelog.engine.commit.actions import (
     encode_actions,
 )
 from lakelog.engine.commit.actions import Protocol as DeltaProtocol
-from lakelog.engine.commit.checksum import initial_checksum, next_checksum
+from lakelog.engine.commit.checksum import initial_checksum, next_checksum, state_disagreement
 from lakelog.engine.commit.conflicts import (
     Resolution,
     Verdict,
@@ -79,6 +79,7 @@ from lakelog.engine.errors import (
     InconsistentWriteError,
     InvalidTxnStateError,
     LakelogError,
+    LogListingRaceError,
     MaintenanceConflictError,
     RetriableError,
     StoreAccessError,
@@ -309,7 +310,7 @@ class Committer:
         failures = 0
         pending: _Pending | None = None
         while True:
-            state = self._latest(pending)
+            state = self._latest(pending, policy, started)
             if pending is not None and state.version >= pending.version:
                 landed = self._pending_landed(pending)
                 if landed is not None:
@@ -397,9 +398,19 @@ class Committer:
                 return earlier.result
             return AppendResult(version, plan, append_time_ms, failures + 1)
 
-    def _latest(self, pending: _Pending | None = None) -> TableState:
+    def _latest(self, pending: _Pending | None, policy: RetryPolicy, started: float) -> TableState:
+        # Loading a snapshot may have to outlast listing races: within what is left of the
+        # append's own time (delivery.timeout.ms for a producer), never a fixed few tries.
+        left_ms = None if policy.timeout_ms is None else policy.timeout_ms - int((time.monotonic() - started) * 1000)
         try:
-            return self.log.latest()
+            return self.log.latest(timeout_ms=left_ms)
+        except LogListingRaceError as exc:
+            if pending is not None:
+                raise CommitStateUnknownError(
+                    f"a commit put at version {pending.version} had an unknown outcome and the log could not be "
+                    f"listed to tell ({exc}); re-read it before retrying"
+                ) from exc
+            raise
         except OSError as exc:
             if pending is not None:
                 raise CommitStateUnknownError(
@@ -776,6 +787,8 @@ class Committer:
         if checksum is None:  # this process did not follow the chain: derive it from the file
             previous = self.log.files.read_checksum(version - 1)
             checksum = None if previous is None else next_checksum(previous, [a.to_json() for a in commit.actions])
+            if checksum is not None and state is not None and state_disagreement(checksum, state) is not None:
+                checksum = None  # derived from a .crc that disagrees with the log: never pass it on
         if checksum is not None:
             self.log.files.write_checksum(version, checksum)
         interval = (state or self.log.current()).checkpoint_interval
