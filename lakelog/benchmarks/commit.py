@@ -5,6 +5,11 @@ lakelog and its baseline run in the same process (or the same kind of
 process), interleaved round by round, on the same disk, with the same
 checkpoint interval and the same warm-up:
 
+* ``dir-sync``: one-record commits acknowledged through the producer with
+  the directory syncs that make them survive a power loss (``_delta_log/``
+  after the commit file is linked, a data file's directory) against the same
+  commits without them (a private hook of :mod:`engine.object_store`, never a
+  setting), alternating in rounds in one store: p50/p99 of each and the ratio;
 * ``latency``: one-record commits acknowledged through the producer
   (``linger.ms=0``) against delta-rs appending one row (``write_deltalake``,
   a blind append) to a Delta table with the log table's schema,
@@ -39,7 +44,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-SECTIONS = ("latency", "throughput", "contention", "first-ack", "growth")
+SECTIONS = ("latency", "dir-sync", "throughput", "contention", "first-ack", "growth")
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -112,6 +117,52 @@ def latency(work: str, commits: int, out: Callable[[str], None]) -> dict[str, fl
         f"p99 {figures['p99_ms']:.1f} ms; delta-rs blind append p50 {figures['delta_rs_p50_ms']:.1f} ms, "
         f"p99 {figures['delta_rs_p99_ms']:.1f} ms; p50 ratio lakelog/delta-rs "
         f"{figures['p50_ms'] / figures['delta_rs_p50_ms']:.2f}"
+    )
+    return figures
+
+
+# -- directory syncs ---------------------------------------------------------------
+
+DIR_SYNC_ROUND = 20  # commits per side and round
+
+
+def dir_sync(work: str, commits: int, out: Callable[[str], None]) -> dict[str, float]:
+    from lakelog.engine import object_store
+
+    store = _store(f"{work}/dir-sync-store")
+    synced: list[float] = []
+    unsynced: list[float] = []
+    with store.producer(linger_ms=0, client_id="perf-dir-sync") as producer:
+
+        def one() -> float:
+            started = time.perf_counter()
+            producer.send("t", b"x" * 100, partition=0).get()
+            return (time.perf_counter() - started) * 1000
+
+        for _ in range(10):  # warm-up
+            one()
+        rounds = max(1, commits // DIR_SYNC_ROUND)
+        for r in range(rounds):
+            # Alternate which side goes first, so neither always follows the other's flush.
+            for side in ("synced", "unsynced") if r % 2 == 0 else ("unsynced", "synced"):
+                if side == "synced":
+                    synced.extend(one() for _ in range(DIR_SYNC_ROUND))
+                else:
+                    with object_store._unsynced_directories():
+                        unsynced.extend(one() for _ in range(DIR_SYNC_ROUND))
+    figures = {
+        "p50_ms": percentile(synced, 0.5),
+        "p99_ms": percentile(synced, 0.99),
+        "unsynced_p50_ms": percentile(unsynced, 0.5),
+        "unsynced_p99_ms": percentile(unsynced, 0.99),
+    }
+    figures["p50_ratio"] = figures["p50_ms"] / figures["unsynced_p50_ms"]
+    figures["p99_ratio"] = figures["p99_ms"] / figures["unsynced_p99_ms"]
+    out(
+        f"dir-sync: {len(synced)} one-record commits per side, acknowledged, interleaved in rounds of "
+        f"{DIR_SYNC_ROUND}: with directory syncs p50 {figures['p50_ms']:.2f} ms, p99 {figures['p99_ms']:.2f} ms; "
+        f"without p50 {figures['unsynced_p50_ms']:.2f} ms, p99 {figures['unsynced_p99_ms']:.2f} ms; ratio "
+        f"p50 {figures['p50_ratio']:.2f}, p99 {figures['p99_ratio']:.2f} (target p50 <= 1.5)"
     )
     return figures
 
@@ -398,6 +449,8 @@ def perf_commit(
         for section in sections:
             if section == "latency":
                 figures[section] = latency(work, commits, out)
+            elif section == "dir-sync":
+                figures[section] = dir_sync(work, commits, out)
             elif section == "throughput":
                 figures[section] = throughput(work, records, record_size, 3, out)
             elif section == "contention":

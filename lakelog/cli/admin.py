@@ -7,7 +7,7 @@ import os
 import sys
 from typing import Any
 
-from lakelog.cli.arguments import CHECK_FAILED, STORE_ENV, Out, float_at_least, open_store
+from lakelog.cli.arguments import CHECK_FAILED, STORE_ENV, Out, float_at_least, open_store, store_path
 from lakelog.cli.tables import steps, table
 from lakelog.engine.errors import InvalidConfigError
 from lakelog.engine.settings import load_settings
@@ -71,16 +71,29 @@ def cmd_maintain(args: argparse.Namespace, out: Out) -> None:
 
 
 def cmd_check(args: argparse.Namespace, out: Out) -> int:
-    from lakelog.engine.log_check import check_store, repair_store
+    from lakelog.engine.commit import TableLog, normalize_uri
+    from lakelog.engine.errors import CorruptLogError
+    from lakelog.engine.log_check import check_log_table, check_store, repair_log, repair_store
 
     if args.drop_missing_files and not args.repair:
         raise InvalidConfigError("--drop-missing-files needs --repair")
-    store = open_store(args)
-    report = check_store(store, args.topic, grace_s=args.grace_seconds)
-    if args.repair and not report.ok:
-        for line in repair_store(store, report, drop_missing_files=args.drop_missing_files):
-            out(line)
+    try:
+        store = open_store(args)
+    except CorruptLogError:
+        # A log too damaged to open is what check is for: report it file by file (and repair
+        # what is safe) from the log alone.
+        table_log = TableLog(normalize_uri(store_path(args)))
+        report = check_log_table(table_log, args.topic, grace_s=args.grace_seconds)
+        if args.repair and not report.ok:
+            for line in repair_log(table_log, report):
+                out(line)
+            report = check_log_table(TableLog(table_log.uri), args.topic, grace_s=args.grace_seconds)
+    else:
         report = check_store(store, args.topic, grace_s=args.grace_seconds)
+        if args.repair and not report.ok:
+            for line in repair_store(store, report, drop_missing_files=args.drop_missing_files):
+                out(line)
+            report = check_store(store, args.topic, grace_s=args.grace_seconds)
     for line in report.lines():
         out(line)
     return 0 if report.ok else CHECK_FAILED
@@ -154,7 +167,12 @@ def add_parsers(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
         help="verify every partition: files present and readable, stats true, offsets dense and unique",
     )
     p.add_argument("--topic", help="only this topic (default: all, incl. internal)")
-    p.add_argument("--repair", action="store_true", help="remove stray temporary files, then check again")
+    p.add_argument(
+        "--repair",
+        action="store_true",
+        help="remove stray temporary files, bad checksums and a _last_checkpoint naming a missing checkpoint, "
+        "then check again (commit files are never changed)",
+    )
     p.add_argument(
         "--drop-missing-files",
         action="store_true",

@@ -440,10 +440,11 @@ def add_parser(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
     p = psub.add_parser(
         "commit",
         parents=parents,
-        help="commit latency, throughput, contention, time to first ack, growth (no Spark, no --store)",
+        help="commit latency, the cost of directory syncs, throughput, contention, time to first ack, growth "
+        "(no Spark, no --store)",
     )
-    p.add_argument("--sections", default="latency,throughput,contention,first-ack,growth")
-    p.add_argument("--commits", type=COUNT, default=300, help="one-record commits for latency")
+    p.add_argument("--sections", default="latency,dir-sync,throughput,contention,first-ack,growth")
+    p.add_argument("--commits", type=COUNT, default=300, help="one-record commits for latency and dir-sync")
     p.add_argument("--num-records", type=COUNT, default=1_000_000, help="records for throughput")
     p.add_argument("--record-size", type=COUNT, default=100)
     p.add_argument("--processes", type=COUNT, default=4, help="contending processes")

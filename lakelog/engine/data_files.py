@@ -20,7 +20,7 @@ import json
 import os
 import time
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from urllib.parse import quote
 
@@ -30,7 +30,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lakelog.engine.commit.actions import AddFile
-from lakelog.engine.object_store import filesystem, is_s3
+from lakelog.engine.object_store import filesystem, is_s3, make_directories, sync_all
 from lakelog.engine.offsets import FileStats, TopicPartition
 from lakelog.engine.schema import LOG_ARROW_SCHEMA, PARTITION_COLUMNS, STATS_COLUMNS
 
@@ -144,29 +144,40 @@ class DataFileWriter:
         action's write time (a rewrite keeps its sources' age, as Kafka's log
         cleaner keeps a cleaned segment's last-modified time); ``label`` goes
         into the file names after lakelog's prefix (:data:`OFFSETS_LABEL`).
+
+        Local files are synced, and so are their directories (new ones into
+        their parents too), before this returns: a commit is durable only if
+        the files it references are. Raises OSError; the files of a failed
+        call are deleted.
         """
-        return [
-            self._write_one(tp, table.slice(start, count), data_change, modification_time_ms, label)
-            for tp, start, count in partition_runs(table)
-        ]
+        written: list[DataFile] = []
+        try:
+            for tp, start, count in partition_runs(table):
+                written.append(self._write_one(tp, table.slice(start, count), data_change, modification_time_ms, label))
+            self._sync(written)
+        except BaseException:
+            self.discard(written)  # never committed: a failed write leaves nothing behind
+            raise
+        return written
 
     def write_stream(self, batches: Iterable[pa.RecordBatch], label: str = "") -> Iterator[DataFile]:
         """Files for a stream of log-column batches whose rows come grouped by partition
         (each partition's rows in one run, in offset order): one file per run, each
-        yielded when its run ends. What a Spark task writing a shuffled partition runs.
-        ``label`` goes into the file names after lakelog's prefix."""
+        yielded when its run ends (synced with its directory, as :meth:`write`). What a
+        Spark task writing a shuffled partition runs. ``label`` goes into the file names
+        after lakelog's prefix."""
         current: TopicPartition | None = None
         pending: list[pa.RecordBatch] = []
         for batch in batches:
             batch = batch.cast(LOG_ARROW_SCHEMA) if batch.schema != LOG_ARROW_SCHEMA else batch
             for tp, start, count in partition_runs(batch):
                 if current is not None and tp != current:
-                    yield self._write_one(current, pa.Table.from_batches(pending), True, None, label)
+                    yield self._durable(self._write_one(current, pa.Table.from_batches(pending), True, None, label))
                     pending = []
                 current = tp
                 pending.append(batch.slice(start, count))
         if current is not None and pending:
-            yield self._write_one(current, pa.Table.from_batches(pending), True, None, label)
+            yield self._durable(self._write_one(current, pa.Table.from_batches(pending), True, None, label))
 
     def _write_one(
         self, tp: TopicPartition, part: pa.Table, data_change: bool, modification_time_ms: int | None, label: str = ""
@@ -176,10 +187,15 @@ class DataFileWriter:
         full = f"{self._root}/{relative}"
         columns = part.select(_FILE_COLUMNS)
         if self._local:
-            os.makedirs(os.path.dirname(full), exist_ok=True)
-            pq.write_table(
-                columns, full, compression="snappy", row_group_size=ROW_GROUP_ROWS, write_statistics=_STATISTICS
-            )
+            make_directories(os.path.dirname(full))
+            try:
+                pq.write_table(
+                    columns, full, compression="snappy", row_group_size=ROW_GROUP_ROWS, write_statistics=_STATISTICS
+                )
+            except BaseException:
+                with contextlib.suppress(OSError):  # a part written before a full disk said no
+                    os.unlink(full)
+                raise
             size = os.path.getsize(full)
         else:
             self._fs.makedirs(full.rsplit("/", 1)[0], exist_ok=True)
@@ -197,6 +213,20 @@ class DataFileWriter:
             file_stats_json(part),
         )
         return DataFile(add, add.file_stats(), full)
+
+    def _sync(self, files: Sequence[DataFile]) -> None:
+        """Sync newly written local files and their directories (once each): their records and
+        their names must be on disk before a commit that references them is."""
+        if self._local:
+            sync_all([f.full_path for f in files], sorted({os.path.dirname(f.full_path) for f in files}))
+
+    def _durable(self, written: DataFile) -> DataFile:
+        try:
+            self._sync([written])
+        except BaseException:
+            self.discard([written])
+            raise
+        return written
 
     def discard(self, files: list[DataFile]) -> None:
         """Delete files that are certain never to have been committed."""

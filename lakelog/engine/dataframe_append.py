@@ -1,31 +1,37 @@
 """``LogStore.write(df)``: append a DataFrame with the Kafka sink's columns.
 
-Offsets are assigned inside Spark in one job, without collecting rows:
-each row is placed in its partition (explicit ``partition`` column, else
-murmur2 of the key, else round-robin), rows are shuffled so that each
-partition's rows meet in one task, and there a window numbers them in input
-order (``monotonically_increasing_id()`` taken before the shuffle) from the
-partition's end offset. The shuffle materializes the input once, so a
-nondeterministic source cannot hand two different versions of itself to
-the numbering.
+Two Spark jobs and two small commits (:meth:`engine.commit.Committer.append_reserved`),
+no shuffle and no Python worker:
 
-The same job writes the data files: each task receives its partitions'
-numbered rows (``mapInArrow``) and writes one Parquet file per partition with
-:meth:`engine.data_files.DataFileWriter.write_stream` -- the writer producers
-use -- returning only the files' ``add`` actions to the driver, which commits
-them through the commit core. No Delta transaction is involved.
+1. the count job places every row (explicit ``partition`` column, else
+   murmur2 of the key with lakelog's JVM function, bit-identical to Kafka's
+   and the producer's, else sticky per Spark task), checks it as ``send()``
+   would (unknown topic or partition, over ``max.message.bytes``, timestamp
+   out of range, null header key: ``raise_error`` fails the job before any
+   file exists, and the driver turns the marked message back into the
+   LakelogError) and counts the rows per (Spark task, partition);
+2. the offsets are reserved (one commit: producers append after them,
+   readers wait at them);
+3. the write job numbers the rows without a shuffle: each task sorts its
+   rows by (topic, partition, input position) -- the order Delta's writer
+   needs for partition directories anyway -- and a row's offset is its
+   position in that order plus a per-(task, partition) base looked up in a
+   broadcast table; Delta's own writer (``TransactionalWrite.writeFiles``)
+   writes the files with Delta's statistics, and the driver receives their
+   ``add`` actions. No Delta transaction commits;
+4. one commit adds the files; it rebases over other appends, so however
+   busy the partitions are, the files are written once.
 
-Unknown topics, partitions outside a topic and records over
-``max.message.bytes`` fail the job (``raise_error``) before anything is
-committed; the driver turns the marked message back into the right
-LakelogError. How many records each partition got is read from the written
-files' statistics, and the commit loop checks they tile the offsets from
-each end offset without gap or overlap before it commits.
+Both jobs must see the same rows per task: the commit checks the files tile
+the reserved ranges exactly, and a write whose input changed in between (a
+plan that is not deterministic) is aborted and written again from Spark's
+cache (``LogStore.write``).
 """
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import unquote
@@ -54,7 +60,7 @@ from lakelog.engine.errors import (
     error_from_text,
     marked,
 )
-from lakelog.engine.object_store import filesystem
+from lakelog.engine.object_store import filesystem, is_s3, sync_all
 from lakelog.engine.offsets import TopicPartition
 from lakelog.engine.reads import sql_string
 from lakelog.engine.records import MAX_TIMESTAMP_MS
@@ -379,6 +385,11 @@ def write_delta_files(spark: SparkSession, uri: str, rows: DataFrame) -> list[Da
             continue
         add = AddFile.from_json(action["add"])
         files.append(DataFile(add, add.file_stats(), _full_path(uri, add.path)))
+    if not is_s3(uri) and "://" not in uri:
+        # Spark's writer does not sync: the records and their names (partition directories
+        # Delta created, and their parents) reach the disk before a commit references them.
+        partitions = {os.path.dirname(f.full_path) for f in files}
+        sync_all([f.full_path for f in files], sorted(partitions | {os.path.dirname(d) for d in partitions} | {uri}))
     return files
 
 

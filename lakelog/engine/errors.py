@@ -65,6 +65,12 @@ class ReservationLostError(RetriableError):
     aborted Kafka transaction's; the write can be repeated."""
 
 
+class LogListingRaceError(RetriableError):
+    """Listing the Delta log kept racing concurrent writers (delta-kernel's "found gap" /
+    "CRC file version ... is newer than log segment version") until the client's timeout ran
+    out. Nothing is wrong with the log and nothing was committed; repeat the call."""
+
+
 class CommitStateUnknownError(LakelogError):
     """A commit was attempted and its outcome could not be determined.
 
@@ -73,6 +79,12 @@ class CommitStateUnknownError(LakelogError):
     """
 
     exit_code = 4
+
+
+class CommitNotDurableError(CommitStateUnknownError):
+    """A commit file was created and is visible, but the storage failed to sync it to disk
+    (fsync of the file's directory failed): it may not survive a power loss. Not
+    acknowledged; the storage is failing, as Kafka and PostgreSQL treat a failed fsync."""
 
 
 class FatalError(LakelogError):

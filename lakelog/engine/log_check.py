@@ -15,13 +15,29 @@ version:
 * the store holds no stray temporary file (``stray_temporary``): the
   ``.<name>.<id>.tmp`` files a writer killed midway leaves under
   ``_delta_log/`` or ``_lakelog/``, once older than a grace period (a writer
-  in flight is not disturbed).
+  in flight is not disturbed);
+* the Delta log itself is whole: every commit file decodes to at least one
+  Delta action (``corrupt_commit``: empty, not UTF-8, not JSON actions), no
+  commit is missing where readers must replay (``missing_commit``),
+  ``_last_checkpoint`` names a checkpoint that exists (``missing_checkpoint``),
+  no checksum is empty or unreadable (``corrupt_checksum``) or belongs to a
+  version that has no commit (``orphan_checksum``), and the newest checksum
+  at or below the latest version -- the one delta-kernel takes protocol and
+  metadata from -- agrees with the log (``checksum_mismatch``). These are checked
+  first, and also when the log is too damaged to load a snapshot (then no
+  partition is checked).
 
 Rows another writer added (a second row at an offset lakelog committed, rows
 past a partition's end) are warnings, not violations: readers leave them out
 (:class:`engine.errors.ForeignRowsWarning`).
 
-``--repair`` removes stray temporaries; with ``--drop-missing-files`` it
+``--repair`` removes stray temporaries and what in the log can be derived
+again or is only a hint: a ``_last_checkpoint`` naming a missing checkpoint
+(readers, delta-rs and Spark then list the log and use an older checkpoint or
+the JSON commits; a new checkpoint is written), an empty, orphaned or
+disagreeing checksum. A damaged or missing commit is reported, never
+replaced: an empty commit in its place would let a new append take the
+offsets it held. With ``--drop-missing-files`` it
 also removes the ``add`` actions of missing files in one Delta commit
 (operation ``FSCK``, as Delta's ``FSCK REPAIR TABLE``), which records the
 offset ranges they held: in its commitInfo and, per partition, as Delta
@@ -45,14 +61,29 @@ from urllib.parse import unquote
 
 import numpy as np
 
-from lakelog.engine.commit import MaintenanceChange, RetryPolicy
+from lakelog.engine.commit import MaintenanceChange, RetryPolicy, TableLog
 from lakelog.engine.commit.actions import RemoveFile
+from lakelog.engine.commit.follower import checksum_problem
 from lakelog.engine.commit.info import TAG_CLIENT, TAG_DETAILS, TAG_OPERATION, TAG_TOPIC
+from lakelog.engine.commit.log_files import (
+    HINT,
+    LogFiles,
+    LogListing,
+    checksum_name,
+    commit_name,
+    listing_problems,
+)
 from lakelog.engine.commit.markers import aborted_marker_id, lost_marker_id
 from lakelog.engine.commit.reservations import expired
 from lakelog.engine.commit.state import PartitionFiles, TableState
 from lakelog.engine.data_files import written_by_lakelog
-from lakelog.engine.errors import CorruptLogError, DataLossError, UnknownTopicOrPartitionError
+from lakelog.engine.errors import (
+    CorruptLogError,
+    DataLossError,
+    LakelogError,
+    UnknownTopicOrPartitionError,
+    one_line,
+)
 from lakelog.engine.offsets import FileStats, TopicPartition
 from lakelog.engine.partition_reader import PartitionReader
 
@@ -64,6 +95,7 @@ if TYPE_CHECKING:
 TEMPORARY = re.compile(r"^\..+\.tmp$")
 # Directories of the store where writers create temporaries; data directories hold none.
 TEMPORARY_DIRS = ("_delta_log", "_lakelog")
+LOG_DIR = "_delta_log"
 DEFAULT_GRACE_S = 3600.0
 REPAIR_CLIENT = "lakelog-check"
 REPAIR_POLICY = RetryPolicy(retries=20, backoff_ms=20, backoff_max_ms=500)
@@ -75,7 +107,10 @@ EXAMPLES = 5
 class Violation:
     """One way the store breaks the invariant; ``tp`` is None for store-wide findings."""
 
-    kind: str  # missing_file, unreadable_file, wrong_stats, duplicate_offset, offset_gap, stray_temporary
+    # missing_file, unreadable_file, wrong_stats, duplicate_offset, offset_gap, stray_temporary, and the
+    # log's own: corrupt_commit, missing_commit, missing_checkpoint, corrupt_checksum, orphan_checksum,
+    # checksum_mismatch, unreadable_log
+    kind: str
     tp: TopicPartition | None
     detail: str
     path: str | None = None
@@ -351,10 +386,10 @@ def _partitions(state: TableState, topic: str | None) -> list[TopicPartition]:
     return [TopicPartition(n, p) for n in names for p in range(state.topics[n].partitions)]
 
 
-def _listing(store: LogStore) -> list[tuple[str, float]]:
+def _listing(uri: str) -> list[tuple[str, float]]:
     from lakelog.engine.object_store import filesystem
 
-    fs, root = filesystem(store.uri)
+    fs, root = filesystem(uri)
     found = []
     for directory in TEMPORARY_DIRS:
         try:
@@ -372,11 +407,69 @@ def _mtime(info: Mapping[str, Any]) -> float:
     return value.timestamp() if hasattr(value, "timestamp") else float(value or 0)
 
 
+def _log_violation(kind: str, name: str, detail: str) -> Violation:
+    return Violation(kind, None, detail, f"{LOG_DIR}/{name}")
+
+
+def check_log(files: LogFiles) -> tuple[list[Violation], LogListing]:
+    """The faults of the Delta log itself, and the listing they were found in.
+
+    Reads every commit file the log holds (what history, time travel and the streaming
+    source may read, not only what the latest snapshot replays), lists the directory
+    once and reads ``_last_checkpoint``; writes nothing."""
+    listing = files.listing()
+    found = [_log_violation(p.kind, p.name, p.detail) for p in listing_problems(listing, files.last_checkpoint())]
+    for version in sorted(listing.commits):
+        try:
+            files.read_commit(version)
+        except CorruptLogError as exc:
+            found.append(_log_violation("corrupt_commit", commit_name(version), str(exc)))
+    return found, listing
+
+
+def _checksum_violation(uri: str, files: LogFiles, listing: LogListing, latest: int) -> Violation | None:
+    """A fault of the newest ``.crc`` at or below ``latest``: delta-kernel takes the protocol
+    and metadata of the latest snapshot from it (Delta Spark from the latest version's)."""
+    version = max((v for v, size in listing.checksums.items() if v <= latest and size), default=None)
+    if version is None:
+        return None
+    checksum = files.read_checksum(version)
+    if checksum is None:
+        name = checksum_name(version)
+        return _log_violation("corrupt_checksum", name, f"{name} is not a JSON checksum")
+    problem = checksum_problem(uri, version, checksum)
+    if problem is None:
+        return None
+    name = checksum_name(version)
+    return _log_violation("checksum_mismatch", name, f"{name} disagrees with the log: {problem}")
+
+
 def check_store(store: LogStore, topic: str | None = None, grace_s: float = DEFAULT_GRACE_S) -> CheckReport:
-    """Check ``store`` (one topic with ``topic``) at its latest version. Reads every live data
-    file's offsets; writes nothing. Raises UnknownTopicOrPartitionError for an unknown topic."""
-    state = store.log.latest()
-    reader = PartitionReader(store.uri)
+    """Check ``store`` (one topic with ``topic``) at its latest version: :func:`check_log_table`."""
+    return check_log_table(store.log, topic, grace_s)
+
+
+def check_log_table(table_log: TableLog, topic: str | None = None, grace_s: float = DEFAULT_GRACE_S) -> CheckReport:
+    """Check the log table ``table_log`` follows (one topic with ``topic``) at its latest
+    version: the Delta log (:func:`check_log`), then every partition from the latest
+    snapshot; a log too damaged to load one is reported as it is, with no partition
+    checked. Reads every live data file's offsets; writes nothing. Raises
+    UnknownTopicOrPartitionError for an unknown topic."""
+    uri = table_log.uri
+    log_violations, listing = check_log(table_log.files)
+    stray = stray_temporaries(_listing(uri), time.time(), grace_s)
+    store_violations = log_violations + [Violation("stray_temporary", None, path, path) for path in stray]
+    try:
+        state = table_log.latest()
+    except CorruptLogError as exc:
+        named = {v.path for v in log_violations if v.path is not None}
+        if not any(path in str(exc) for path in named):
+            store_violations.append(Violation("unreadable_log", None, str(exc)))
+        return CheckReport(max(listing.commits, default=-1), [], store_violations)
+    mismatch = _checksum_violation(uri, table_log.files, listing, state.version)
+    if mismatch is not None:
+        store_violations.append(mismatch)
+    reader = PartitionReader(uri)
     reports = []
     for tp in _partitions(state, topic):
         pf: PartitionFiles = state.files_of(tp)
@@ -405,9 +498,52 @@ def check_store(store: LogStore, topic: str | None = None, grace_s: float = DEFA
                 pending_end=lambda offset, pending=pending: pending.get(offset, -1),
             )
         )
-    stray = stray_temporaries(_listing(store), time.time(), grace_s)
-    store_violations = [Violation("stray_temporary", None, path, path) for path in stray]
     return CheckReport(state.version, reports, store_violations)
+
+
+# What a repair may delete in the log: hints and files derived from the commits, never a commit.
+_REMOVABLE = {"corrupt_checksum", "orphan_checksum", "checksum_mismatch"}
+
+
+def repair_log(table_log: TableLog, report: CheckReport) -> list[str]:
+    """Repair the store-wide findings of ``report`` that are safe to repair: remove stray
+    temporaries (only those, only inside the store), empty, orphaned or disagreeing checksums,
+    and a ``_last_checkpoint`` naming a missing checkpoint (then write a checkpoint of the
+    latest version, so readers need not replay the whole log). Commit files are never
+    touched. Returns what was done, a line each."""
+    from deltalake.exceptions import DeltaError
+
+    from lakelog.engine.commit.committer import write_checkpoint
+    from lakelog.engine.object_store import filesystem
+
+    done = []
+    fs, root = filesystem(table_log.uri)
+    files = table_log.files
+    for v in report.store_violations:
+        if v.path is None:
+            continue
+        name = v.path.rsplit("/", 1)[-1]
+        if v.kind == "stray_temporary":
+            try:
+                fs.rm(f"{root}/{v.path}")
+            except FileNotFoundError:
+                continue  # its writer or another repair removed it meanwhile
+            done.append(f"repair: removed stray temporary {v.path}")
+        elif v.kind in _REMOVABLE and files.remove(name):
+            done.append(f"repair: removed {v.path} ({v.kind}; Delta readers derive the state from the log)")
+    hint = [v for v in report.store_violations if v.kind == "missing_checkpoint"]
+    if hint and files.remove(HINT):
+        done.append(
+            f"repair: removed {LOG_DIR}/{HINT}, which named the missing {hint[0].path}: readers list the log "
+            "and start from an older checkpoint or the JSON commits"
+        )
+        try:
+            version = table_log.latest().version
+            write_checkpoint(table_log.uri, version)
+            done.append(f"repair: wrote a checkpoint of version {version}")
+        except (LakelogError, OSError, DeltaError) as exc:  # the hint is gone: readers manage without
+            done.append(f"repair: no new checkpoint written ({one_line(str(exc), 200)})")
+    return done
 
 
 def repair_store(
@@ -416,24 +552,14 @@ def repair_store(
     *,
     drop_missing_files: bool = False,
 ) -> list[str]:
-    """Repair what ``report`` found: remove its stray temporaries (only those, only inside the
-    store) and, with ``drop_missing_files``, commit the removal of every missing file's
-    ``add`` action, one commit per topic (operation FSCK) recording the offset ranges lost.
-    Returns what was done, a line each. Unreadable files, wrong statistics, duplicates and
-    gaps are reported, never changed. Raises MaintenanceConflictError when a concurrent
-    commit removed one of those files first (run check again), and the commit core's
-    errors otherwise."""
-    from lakelog.engine.object_store import filesystem
-
-    done = []
-    fs, root = filesystem(store.uri)
-    for v in report.store_violations:
-        if v.kind == "stray_temporary" and v.path is not None:
-            try:
-                fs.rm(f"{root}/{v.path}")
-            except FileNotFoundError:
-                continue  # its writer or another repair removed it meanwhile
-            done.append(f"repair: removed stray temporary {v.path}")
+    """Repair what ``report`` found: the store-wide findings :func:`repair_log` can repair
+    and, with ``drop_missing_files``, commit the removal of every missing file's ``add``
+    action, one commit per topic (operation FSCK) recording the offset ranges lost.
+    Returns what was done, a line each. Damaged or missing commits, unreadable files,
+    wrong statistics, duplicates and gaps are reported, never changed. Raises
+    MaintenanceConflictError when a concurrent commit removed one of those files first
+    (run check again), and the commit core's errors otherwise."""
+    done = repair_log(store.log, report)
     done += _abort_expired(store)
     if drop_missing_files:
         done += _drop_missing(store, report)

@@ -28,18 +28,20 @@ SQL OPTIMIZE) exclude each other.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlparse
 
 import fsspec
 
-from lakelog.engine.errors import CommitStateUnknownError
+from lakelog.engine.errors import CommitNotDurableError, CommitStateUnknownError
 
 S3_SCHEMES = frozenset({"s3", "s3a", "s3n"})
 
@@ -278,10 +280,14 @@ def put_if_absent(directory: str, name: str, data: bytes, *, durable: bool = Tru
     """Create ``directory/name`` holding ``data`` atomically; False if it already exists.
 
     Raises OSError when the write certainly did not happen (nothing was
-    created), CommitStateUnknownError when it may have happened. Locally the
-    file is synced to disk before it appears unless ``durable`` is False (data
-    that can be derived again, such as a checksum). Its mode is what the
-    process umask gives, as for any file the process creates.
+    created, and no temporary file is left behind: also on ENOSPC),
+    CommitStateUnknownError when it may have happened, CommitNotDurableError
+    when the file was created but could not be synced. Locally, unless
+    ``durable`` is False (data that can be derived again, such as a checksum),
+    the file is synced before it appears and ``directory`` after it appeared,
+    so that a True return survives a power loss (:func:`sync_directory`). On
+    S3 a PUT is durable when it is acknowledged. Its mode is what the process
+    umask gives, as for any file the process creates.
     """
     if is_s3(directory):
         bucket, prefix = bucket_and_key(directory)
@@ -290,20 +296,144 @@ def put_if_absent(directory: str, name: str, data: bytes, *, durable: bool = Tru
 
 
 def _local_put_if_absent(directory: str, name: str, data: bytes, durable: bool = True) -> bool:
+    final = os.path.join(directory, name)
     temp = os.path.join(directory, f".{name}.{uuid.uuid4().hex}.tmp")
-    with open(temp, "wb") as handle:
-        handle.write(data)
-        if durable:
-            handle.flush()
-            os.fsync(handle.fileno())
     try:
-        os.link(temp, os.path.join(directory, name))
-        return True
-    except FileExistsError:
-        return False
+        with open(temp, "wb") as handle:
+            handle.write(data)
+            if durable:
+                handle.flush()
+                os.fsync(handle.fileno())
+        try:
+            os.link(temp, final)
+        except FileExistsError:
+            return False
     finally:
+        # Also when writing or syncing the temporary file failed (a full disk): nothing of
+        # a failed put stays behind.
         with contextlib.suppress(OSError):
             os.unlink(temp)
+    if durable:
+        try:
+            sync_directory(directory)
+        except OSError as exc:
+            # Visible to every reader now, so not "nothing was created"; whether it survives
+            # a crash cannot be told (after a failed fsync Linux may already have dropped
+            # the dirty pages: PostgreSQL's "fsyncgate").
+            raise CommitNotDurableError(
+                f"{final} was created but {directory} could not be synced to disk: {exc}; "
+                "it may not survive a power loss"
+            ) from exc
+    return True
+
+
+# Benchmarks only (lakelog perf commit): whether directories are synced. Never a user setting.
+_sync_directories = True
+
+
+@contextlib.contextmanager
+def _unsynced_directories() -> Iterator[None]:
+    """Skip directory syncs while inside (the "without" side of ``lakelog perf commit``'s
+    directory-sync figure); file syncs are unchanged."""
+    global _sync_directories
+    _sync_directories = False
+    try:
+        yield
+    finally:
+        _sync_directories = True
+
+
+def sync_directory(path: str) -> None:
+    """fsync the local directory ``path``, so the entries created in it (a linked commit file,
+    a new data file or subdirectory) survive a power loss.
+
+    A file's own fsync does not make its name durable: the name is data of the
+    directory (fsync(2): "Calling fsync() does not necessarily ensure that the
+    entry in the directory containing the file has also reached disk. For that
+    an explicit fsync() on a file descriptor for the directory is also
+    needed."). Kafka (``Utils.flushDir`` after creating a segment or renaming
+    a file), etcd (``fileutil.Fsync`` of the WAL directory) and SQLite
+    (``unixSync`` of the directory after creating a journal) do the same.
+    Raises OSError.
+    """
+    if not _sync_directories:
+        return
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def sync_file(path: str) -> None:
+    """fsync the local file ``path`` (written by a library that does not sync, such as
+    pyarrow's Parquet writer). Raises OSError."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+_syncs: ThreadPoolExecutor | None = None
+_syncs_pid = -1
+_SYNC_THREADS = 8
+
+
+def sync_all(files: Sequence[str], directories: Sequence[str]) -> None:
+    """fsync local ``files`` and ``directories`` (:func:`sync_file`, :func:`sync_directory`),
+    all at once. Raises the first OSError after every sync finished.
+
+    Issued together, the syncs share one journal commit and one disk cache flush
+    on a journaling file system (ext4's jbd2 and XFS batch concurrent fsyncs into
+    one commit; a directory synced after its file was would flush the disk cache
+    a second time). Safe because nothing references the files before this
+    returns: a crash in between leaves at most an unreferenced file.
+    """
+    global _syncs
+    work: list[Callable[[], None]] = [functools.partial(sync_file, f) for f in files]
+    if _sync_directories:
+        work += [functools.partial(sync_directory, d) for d in directories]
+    if len(work) <= 1:
+        for sync in work:
+            sync()
+        return
+    with _lock:
+        if _syncs is None or _syncs_pid != os.getpid():
+            _start_sync_threads()
+        pool = _syncs
+    assert pool is not None
+    errors = [f.exception() for f in [pool.submit(sync) for sync in work]]
+    first = next((e for e in errors if e is not None), None)
+    if first is not None:
+        raise first
+
+
+def _start_sync_threads() -> None:
+    # A forked child (Spark's Python workers fork) has no copy of the parent's threads.
+    global _syncs, _syncs_pid
+    _syncs = ThreadPoolExecutor(max_workers=_SYNC_THREADS, thread_name_prefix="lakelog-sync")
+    _syncs_pid = os.getpid()
+
+
+def make_directories(path: str) -> None:
+    """``os.makedirs(path, exist_ok=True)`` for a local path, durably: the parent of every
+    directory it creates is synced (:func:`sync_directory`), up to the parent of the topmost
+    one, so a file later created and synced inside is reachable after a power loss.
+    Directories that already existed are left as they are. Raises OSError."""
+    created = []
+    probe = os.path.abspath(path)
+    while not os.path.isdir(probe):
+        created.append(probe)
+        parent = os.path.dirname(probe)
+        if parent == probe:
+            break
+        probe = parent
+    if not created:
+        return
+    os.makedirs(path, exist_ok=True)
+    for directory in reversed(created):  # the topmost new directory's parent first
+        sync_directory(os.path.dirname(directory))
 
 
 # S3 answers 409 ConditionalRequestConflict when a conditional write races

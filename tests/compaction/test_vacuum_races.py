@@ -13,9 +13,9 @@ from deltalake.exceptions import DeltaError
 from lakelog.compaction import maintain
 from lakelog.engine import LogStore, TopicPartition
 from lakelog.engine.commit import RetryPolicy
-from lakelog.engine.commit.delta_table import LISTING_ATTEMPTS, with_listing_retries
+from lakelog.engine.commit.delta_table import with_listing_retries
 from lakelog.engine.commit.log_files import LogFiles
-from lakelog.engine.errors import StoreError
+from lakelog.engine.errors import LogListingRaceError, RetriableError, StoreError
 
 GAP = "Generic delta kernel error: Expected contiguous commit files, but found gap"
 
@@ -39,10 +39,12 @@ def test_a_listing_race_is_tried_again_and_other_errors_are_not():
     with pytest.raises(DeltaError, match="Truncated"):
         with_listing_retries(action)
     assert len(calls) == 1
-    action, calls = _failing([DeltaError(GAP)] * LISTING_ATTEMPTS)
-    with pytest.raises(DeltaError, match="found gap"):
-        with_listing_retries(action)
-    assert len(calls) == LISTING_ATTEMPTS
+    # Tried for as long as the caller's timeout allows, then retriable: never a fatal StoreError.
+    action, calls = _failing([DeltaError(GAP)] * 1000)
+    with pytest.raises(LogListingRaceError, match="kept racing concurrent writers") as raised:
+        with_listing_retries(action, timeout_ms=300)
+    assert isinstance(raised.value, RetriableError) and not isinstance(raised.value, StoreError)
+    assert 3 < len(calls) < 30
 
 
 def _store_with_records(plain_store):

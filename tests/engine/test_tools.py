@@ -25,9 +25,10 @@ def test_perf_commit_prints_every_section_with_its_baseline(tmp_path, capsys):
     argv += ["--small-versions", "10", "--large-versions", "120", "--work-dir", str(tmp_path)]
     assert main(argv) == 0
     out = capsys.readouterr().out
-    for section in ("latency:", "throughput:", "contention:", "first-ack:", "growth:"):
+    for section in ("latency:", "dir-sync:", "throughput:", "contention:", "first-ack:", "growth:"):
         assert section in out
     assert "delta-rs blind append p50" in out and "pyarrow write_table of the same rows" in out
+    assert "with directory syncs p50" in out and "without p50" in out and "ratio p50" in out
     assert "0 DeliveryTimeoutError(s)" in out
     assert list(tmp_path.iterdir()) == []  # its temporary stores are gone
 

@@ -2,7 +2,10 @@
 
 * :mod:`engine.commit.actions` -- typed Delta actions, the one encoder/decoder of commit files;
 * :mod:`engine.commit.log_files` -- the ``_delta_log`` directory: commit files (put-if-absent),
-  checksums, the checkpoint hint; nothing else reads or writes them;
+  checksums, the checkpoint hint, listings and the faults they show; nothing else reads or
+  writes them;
+* :mod:`engine.commit.delta_table` -- delta-rs loads that outlast listing races and read past a
+  lost checkpoint;
 * :mod:`engine.commit.state` / :mod:`engine.commit.follower` -- the table at a version, followed
   commit by commit;
 * :mod:`engine.commit.conflicts` -- what a commit does when another took its version (pure);

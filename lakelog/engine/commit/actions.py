@@ -444,8 +444,24 @@ class Commit:
 
 
 def decode_commit(data: bytes | str) -> Commit:
-    """Parse a commit file. Raises CorruptCommitError for anything but JSON action lines."""
-    text = data.decode("utf-8") if isinstance(data, bytes | bytearray) else data
+    """Parse a commit file. Raises CorruptCommitError for anything but UTF-8 JSON action lines,
+    and for a file holding no action at all.
+
+    An empty commit file is corruption (a file system that lost its contents, a
+    truncation to zero), never "a commit that changed nothing": every writer of the
+    log table writes at least a ``commitInfo`` (lakelog always does, and so do Delta
+    Spark and delta-rs), and reading it as nothing would let a new commit take the
+    offsets the lost one had acknowledged. Delta's protocol makes commit files
+    newline-delimited JSON, and JSON text is UTF-8 (RFC 8259, section 8.1).
+    """
+    if isinstance(data, bytes | bytearray):
+        try:
+            text = bytes(data).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            line = data.count(b"\n", 0, exc.start) + 1
+            raise CorruptCommitError(f"line {line} is not UTF-8 (byte {exc.start}: {exc.reason})") from exc
+    else:
+        text = data
     actions = []
     for number, line in enumerate(text.splitlines(), 1):
         line = line.strip()
@@ -455,6 +471,8 @@ def decode_commit(data: bytes | str) -> Commit:
             actions.append(decode_action(json.loads(line)))
         except (ValueError, KeyError, TypeError) as exc:
             raise CorruptCommitError(f"line {number} is not a Delta action: {exc}") from exc
+    if not actions:
+        raise CorruptCommitError("it holds no action (empty)" if not text.strip() else "it holds no action")
     return Commit(tuple(actions))
 
 

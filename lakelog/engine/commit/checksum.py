@@ -31,8 +31,11 @@ from __future__ import annotations
 import bisect
 import uuid
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
+
+if TYPE_CHECKING:
+    from lakelog.engine.commit.state import TableState
 
 # Delta's default spark.databricks.delta.allFilesInCrc.thresholdNumFiles.
 ALL_FILES_THRESHOLD = 50
@@ -168,3 +171,70 @@ def _uses_deletion_vectors(protocol: Mapping[str, Any]) -> bool:
 def _in_commit_timestamps(metadata: Mapping[str, Any]) -> bool:
     configuration = metadata.get("configuration") or {}
     return str(configuration.get("delta.enableInCommitTimestamps", "false")).lower() == "true"
+
+
+def checksum_disagreement(
+    checksum: Mapping[str, Any],
+    *,
+    num_files: int,
+    table_size_bytes: int,
+    metadata: Mapping[str, Any],
+    protocol: Mapping[str, Any],
+) -> str | None:
+    """How ``checksum`` (a version's ``.crc``) disagrees with the state of that version as the
+    log itself gives it (live file count and bytes, the ``metaData`` and ``protocol``
+    actions in force), or None when it agrees. Pure.
+
+    Readers must not trust a checksum that disagrees (it was damaged, or derived from one
+    that was). Delta Spark compares a checksum with its own state reconstruction the same
+    way and reports a mismatch as corruption (``ValidateChecksum.validateChecksum`` in
+    delta-io/delta ``Checksum.scala``). Compared: ``numFiles``,
+    ``tableSizeBytes``, the metadata's id, partition columns and configuration, the
+    protocol's versions and features.
+    """
+    try:
+        if int(checksum["numFiles"]) != num_files:
+            return f"numFiles {checksum['numFiles']}, the log has {num_files} live files"
+        if int(checksum["tableSizeBytes"]) != table_size_bytes:
+            return f"tableSizeBytes {checksum['tableSizeBytes']}, the log's live files hold {table_size_bytes}"
+    except (KeyError, TypeError, ValueError) as exc:
+        return f"not a checksum ({type(exc).__name__}: {exc})"
+    theirs = checksum.get("metadata")
+    if isinstance(theirs, Mapping):
+        for key in ("id", "partitionColumns"):
+            if theirs.get(key) != metadata.get(key):
+                return f"metadata {key} {theirs.get(key)!r}, the log has {metadata.get(key)!r}"
+        if _configuration(theirs) != _configuration(metadata):
+            return "metadata configuration differs from the log's"
+    elif theirs is not None:
+        return "its metadata is not an object"
+    if checksum.get("protocol") is not None and _protocol(checksum["protocol"]) != _protocol(protocol):
+        return f"protocol {checksum['protocol']}, the log has {dict(protocol)}"
+    return None
+
+
+def _configuration(metadata: Mapping[str, Any]) -> dict[str, str]:
+    return {str(k): str(v) for k, v in (metadata.get("configuration") or {}).items() if v is not None}
+
+
+def _protocol(protocol: Any) -> tuple[Any, ...]:
+    if not isinstance(protocol, Mapping):
+        return (protocol,)
+    return (
+        protocol.get("minReaderVersion"),
+        protocol.get("minWriterVersion"),
+        frozenset(protocol.get("readerFeatures") or ()),
+        frozenset(protocol.get("writerFeatures") or ()),
+    )
+
+
+def state_disagreement(checksum: Mapping[str, Any], state: TableState) -> str | None:
+    """:func:`checksum_disagreement` of ``checksum`` against ``state`` (the version it is for)."""
+    files = state.files
+    return checksum_disagreement(
+        checksum,
+        num_files=len(files),
+        table_size_bytes=sum(f.size or 0 for f in files),
+        metadata=state.metadata.to_json()["metaData"],
+        protocol=state.protocol.to_json()["protocol"],
+    )

@@ -56,7 +56,7 @@ from lakelog.engine.commit.actions import (
     encode_actions,
 )
 from lakelog.engine.commit.actions import Protocol as DeltaProtocol
-from lakelog.engine.commit.checksum import initial_checksum, next_checksum
+from lakelog.engine.commit.checksum import initial_checksum, next_checksum, state_disagreement
 from lakelog.engine.commit.conflicts import (
     Resolution,
     Verdict,
@@ -91,12 +91,14 @@ from lakelog.engine.commit.state import TableState
 from lakelog.engine.data_files import DataFile, DataFileWriter
 from lakelog.engine.errors import (
     CommitConflictError,
+    CommitNotDurableError,
     CommitStateUnknownError,
     CorruptLogError,
     DeliveryTimeoutError,
     InconsistentWriteError,
     InvalidTxnStateError,
     LakelogError,
+    LogListingRaceError,
     MaintenanceConflictError,
     ReservationLostError,
     RetriableError,
@@ -105,7 +107,7 @@ from lakelog.engine.errors import (
     StoreFullError,
     error_for_os_error,
 )
-from lakelog.engine.object_store import delta_storage_options, is_s3, python_uri
+from lakelog.engine.object_store import delta_storage_options, is_s3, make_directories, python_uri
 from lakelog.engine.offsets import (
     FileStats,
     OffsetRange,
@@ -328,7 +330,7 @@ class Committer:
         failures = 0
         pending: _Pending | None = None
         while True:
-            state = self._latest(pending)
+            state = self._latest(pending, policy, started)
             if pending is not None and state.version >= pending.version:
                 landed = self._pending_landed(pending)
                 if landed is not None:
@@ -419,9 +421,19 @@ class Committer:
                 return earlier.result
             return AppendResult(version, plan, append_time_ms, failures + 1)
 
-    def _latest(self, pending: _Pending | None = None) -> TableState:
+    def _latest(self, pending: _Pending | None, policy: RetryPolicy, started: float) -> TableState:
+        # Loading a snapshot may have to outlast listing races: within what is left of the
+        # append's own time (delivery.timeout.ms for a producer), never a fixed few tries.
+        left_ms = None if policy.timeout_ms is None else policy.timeout_ms - int((time.monotonic() - started) * 1000)
         try:
-            return self.log.latest()
+            return self.log.latest(timeout_ms=left_ms)
+        except LogListingRaceError as exc:
+            if pending is not None:
+                raise CommitStateUnknownError(
+                    f"a commit put at version {pending.version} had an unknown outcome and the log could not be "
+                    f"listed to tell ({exc}); re-read it before retrying"
+                ) from exc
+            raise
         except OSError as exc:
             if pending is not None:
                 raise CommitStateUnknownError(
@@ -565,7 +577,7 @@ class Committer:
         def attempt() -> int:
             nonlocal attempts, taken
             attempts += 1
-            state = self._latest()
+            state = self._latest(None, policy, started)
             check_writable(state.protocol, state.metadata)
             app = batch.app_transaction
             committed_app = -1 if app is None else state.app_version(app.app_id)
@@ -635,7 +647,7 @@ class Committer:
         def attempt() -> int:
             nonlocal replans
             replans += 1
-            state = self._latest()
+            state = self._latest(None, policy, started)
             check_writable(state.protocol, state.metadata)
             lost = [r for r in reservations if not holds(state, r)]
             if lost:
@@ -732,7 +744,7 @@ class Committer:
 
         def attempt() -> int:
             nonlocal alive
-            state = self._latest()
+            state = self._latest(None, policy, started)
             if not all(holds(state, r) for r in reservations):
                 alive = False
                 return -1
@@ -765,7 +777,7 @@ class Committer:
 
         def attempt() -> int:
             nonlocal done
-            state = self._latest()
+            state = self._latest(None, policy, started)
             live = [r for r in reservations if holds(state, r)]
             if expired_by is not None:
                 # A heartbeat may have moved a deadline since it was judged.
@@ -1022,6 +1034,8 @@ class Committer:
             commit_info_ = info(version)
             try:
                 landed = self.log.files.put_commit(version, encode_actions([commit_info_]) + body)
+            except CommitNotDurableError:
+                raise  # visible but maybe not durable: never acknowledged, files kept
             except CommitStateUnknownError as exc:
                 landed = self._settle(version, commit_info_.txn_id or "", exc)
             except OSError as exc:
@@ -1092,6 +1106,8 @@ class Committer:
         if checksum is None:  # this process did not follow the chain: derive it from the file
             previous = self.log.files.read_checksum(version - 1)
             checksum = None if previous is None else next_checksum(previous, [a.to_json() for a in commit.actions])
+            if checksum is not None and state is not None and state_disagreement(checksum, state) is not None:
+                checksum = None  # derived from a .crc that disagrees with the log: never pass it on
         if checksum is not None:
             self.log.files.write_checksum(version, checksum)
         interval = (state or self.log.current()).checkpoint_interval
@@ -1256,7 +1272,9 @@ def create_table(
     """
     files = LogFiles(uri)
     if "://" not in uri:
-        os.makedirs(files.log_dir, exist_ok=True)
+        # The store root and _delta_log/ are synced into their parents: commit 0 must
+        # survive a power loss along with every directory entry leading to it.
+        make_directories(files.log_dir)
     now_ms = int(time.time() * 1000)
     metadata = Metadata(str(uuid.uuid4()), schema_string, tuple(partition_columns), dict(properties), now_ms)
     protocol = DeltaProtocol(1, 2)

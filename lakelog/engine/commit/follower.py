@@ -20,20 +20,27 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 import pyarrow as pa
 
 from lakelog.engine.commit.actions import Commit, Metadata, Protocol
-from lakelog.engine.commit.delta_table import open_delta_table
+from lakelog.engine.commit.checksum import checksum_disagreement
+from lakelog.engine.commit.delta_table import load_delta_table
 from lakelog.engine.commit.features import check_readable
-from lakelog.engine.commit.log_files import LogFiles
+from lakelog.engine.commit.log_files import LogFiles, checksum_name, commit_name
 from lakelog.engine.commit.markers import Reservation
 from lakelog.engine.commit.reservations import expired
 from lakelog.engine.commit.state import AppVersions, TableState
+from lakelog.engine.errors import CorruptLogError
 from lakelog.engine.object_store import delta_storage_options, is_s3, python_uri
 from lakelog.engine.offsets import FileStats, TopicPartition
+
+if TYPE_CHECKING:
+    from deltalake import DeltaTable
 
 log = logging.getLogger(__name__)
 
@@ -63,39 +70,35 @@ def is_delta_table(uri: str) -> bool:
     return DeltaTable.is_deltatable(python_uri(uri), storage_options=delta_storage_options(uri))
 
 
-def load_state(uri: str, files: LogFiles, version: int | None = None) -> TableState:
+def load_state(uri: str, files: LogFiles, version: int | None = None, *, timeout_ms: int | None = None) -> TableState:
     """The table at ``version`` (the latest when None), reconstructed by delta-rs.
 
-    Raises StoreError when there is no Delta table at ``uri`` or its log cannot be read,
-    CorruptLogError naming a commit file that is not valid (truncated or overwritten).
+    The commit files delta-rs replayed after its checkpoint are decoded again here: delta-rs
+    reads an empty commit file as a commit of nothing, which would hide the records it held
+    and hand their offsets out again. The version's ``.crc`` is used only when it agrees with
+    the snapshot (file count, size, metadata, protocol); one that disagrees is logged and
+    ignored, so nothing is derived from it. Raises StoreError when there is no Delta table at
+    ``uri`` or its log cannot be read, CorruptLogError naming a commit file that is empty,
+    not UTF-8 or not Delta actions (or a log damaged beyond a lost checkpoint),
+    LogListingRaceError when listing the log kept racing writers for ``timeout_ms``
+    (:func:`engine.commit.delta_table.load_delta_table`).
     """
-    table = open_delta_table(uri, version)
-    loaded = table.version()
-    adds = pa.table(table.get_add_actions(flatten=True))
+    snapshot = _Snapshot.load(uri, files, version, timeout_ms)
+    table, loaded, metadata, protocol = snapshot.table, snapshot.version, snapshot.metadata, snapshot.protocol
     checksum = files.read_checksum(loaded)
+    if checksum is not None:
+        disagreement = snapshot.disagreement(checksum)
+        if disagreement is not None:
+            name = checksum_name(loaded)
+            log.warning("%s/%s disagrees with the log (%s): not used", files.log_dir, name, disagreement)
+            checksum = None
     if checksum and checksum.get("metadata") and checksum.get("protocol"):
-        # The checksum holds the actions exactly as written.
-        metadata = Metadata.from_json(checksum["metadata"])
-        protocol = Protocol.from_json(checksum["protocol"])
+        if not snapshot.from_log:
+            # It agrees, and holds the actions exactly as written (delta-rs rebuilds the schema string).
+            metadata = Metadata.from_json(checksum["metadata"])
+            protocol = Protocol.from_json(checksum["protocol"])
     else:
         checksum = None
-        meta = table.metadata()
-        metadata = Metadata(
-            meta.id,
-            table.schema().to_json(),
-            tuple(meta.partition_columns),
-            dict(meta.configuration),
-            meta.created_time,
-            meta.name,
-            meta.description,
-        )
-        p = table.protocol()
-        protocol = Protocol(
-            p.min_reader_version,
-            p.min_writer_version,
-            None if p.reader_features is None else tuple(p.reader_features),
-            None if p.writer_features is None else tuple(p.writer_features),
-        )
     lock = threading.Lock()
 
     def base_app_version(app_id: str) -> int:
@@ -104,8 +107,102 @@ def load_state(uri: str, files: LogFiles, version: int | None = None) -> TableSt
         return -1 if found is None else int(found)
 
     return TableState.build(
-        loaded, protocol, metadata, files_from_add_actions(adds), AppVersions(base_app_version), checksum
+        loaded, protocol, metadata, files_from_add_actions(snapshot.adds), AppVersions(base_app_version), checksum
     )
+
+
+def checksum_problem(uri: str, version: int, checksum: Mapping[str, Any]) -> str | None:
+    """How ``checksum`` (the ``.crc`` of ``version``) disagrees with the log at ``version``
+    (:func:`engine.commit.checksum.checksum_disagreement`), or None when it agrees. Raises
+    what :func:`load_state` raises."""
+    return _Snapshot.load(uri, LogFiles(uri), version, None).disagreement(checksum)
+
+
+@dataclass(frozen=True)
+class _Snapshot:
+    """A version as delta-rs loaded it, with protocol and metadata from the log itself."""
+
+    table: DeltaTable
+    version: int
+    adds: pa.Table
+    metadata: Metadata
+    protocol: Protocol
+    from_log: bool  # protocol and metadata came from commits or a checkpoint, not from delta-rs
+
+    @classmethod
+    def load(cls, uri: str, files: LogFiles, version: int | None, timeout_ms: int | None) -> _Snapshot:
+        loaded_table = load_delta_table(uri, version, timeout_ms=timeout_ms)
+        table = loaded_table.table
+        loaded = table.version()
+        # delta-rs reads an empty commit file as a commit of nothing: decode what it replayed.
+        replayed = {v: files.read_commit(v) for v in range(loaded_table.replayed_from, loaded + 1)}
+        if any(commit is None for commit in replayed.values()):
+            # Gone since delta-rs read it (log cleanup, below a checkpoint), or never there:
+            # the listing tells which.
+            gaps = [p for p in files.problems() if p.kind == "missing_commit" and p.name <= commit_name(loaded)]
+            if gaps:
+                raise CorruptLogError(f"{files.log_dir}/{gaps[0].detail}")
+        # delta-kernel takes protocol and metadata from the newest .crc at or below the version
+        # when there is one: they come from the log itself here (the commits replayed, else the
+        # checkpoint below them), so that a damaged checksum can neither hide topics nor pass.
+        metadata, protocol = _logged_metadata_and_protocol(files, replayed, loaded_table.replayed_from)
+        from_log = metadata is not None and protocol is not None
+        if metadata is None or protocol is None:
+            from_delta_rs = _metadata_and_protocol(table)
+            metadata, protocol = metadata or from_delta_rs[0], protocol or from_delta_rs[1]
+        adds = pa.table(table.get_add_actions(flatten=True))
+        return cls(table, loaded, adds, metadata, protocol, from_log)
+
+    def disagreement(self, checksum: Mapping[str, Any]) -> str | None:
+        return checksum_disagreement(
+            checksum,
+            num_files=self.adds.num_rows,
+            table_size_bytes=sum(size or 0 for size in add_action_column(self.adds, "size_bytes")),
+            metadata=self.metadata.to_json()["metaData"],
+            protocol=self.protocol.to_json()["protocol"],
+        )
+
+
+def _logged_metadata_and_protocol(
+    files: LogFiles, replayed: Mapping[int, Commit | None], first: int
+) -> tuple[Metadata | None, Protocol | None]:
+    """The newest ``metaData`` and ``protocol`` actions of the log itself: from the commits
+    delta-rs replayed (``replayed``, from version ``first``), else from the checkpoint below
+    them; None for what neither holds."""
+    metadata = protocol = None
+    for version in sorted(replayed, reverse=True):
+        commit = replayed[version]
+        if commit is not None:
+            metadata = metadata or commit.metadata
+            protocol = protocol or commit.protocol
+    if (metadata is None or protocol is None) and first > 0:
+        meta_body, protocol_body = files.checkpoint_actions(first - 1)
+        if metadata is None and meta_body is not None:
+            metadata = Metadata.from_json(meta_body)
+        if protocol is None and protocol_body is not None:
+            protocol = Protocol.from_json(protocol_body)
+    return metadata, protocol
+
+
+def _metadata_and_protocol(table: DeltaTable) -> tuple[Metadata, Protocol]:
+    meta = table.metadata()
+    metadata = Metadata(
+        meta.id,
+        table.schema().to_json(),
+        tuple(meta.partition_columns),
+        dict(meta.configuration),
+        meta.created_time,
+        meta.name,
+        meta.description,
+    )
+    p = table.protocol()
+    protocol = Protocol(
+        p.min_reader_version,
+        p.min_writer_version,
+        None if p.reader_features is None else tuple(p.reader_features),
+        None if p.writer_features is None else tuple(p.writer_features),
+    )
+    return metadata, protocol
 
 
 def files_from_add_actions(actions: pa.Table) -> list[FileStats]:
@@ -189,11 +286,17 @@ class TableLog:
 
     # -- the latest state -----------------------------------------------------
 
-    def latest(self) -> TableState:
-        """The state after the newest commit (reads the commits this process has not seen)."""
+    def latest(self, *, timeout_ms: int | None = None) -> TableState:
+        """The state after the newest commit (reads the commits this process has not seen).
+
+        Raises CorruptLogError naming a commit file that is empty, not UTF-8 or not Delta
+        actions; LogListingRaceError when a snapshot had to be loaded and listing the log
+        kept racing writers for ``timeout_ms`` (default: Kafka's default.api.timeout.ms);
+        StoreError when the log cannot be read.
+        """
         with self._lock:
-            state = self._state if self._state is not None else load_state(self.uri, self.files)
-            state = self._follow(state)
+            state = self._state or load_state(self.uri, self.files, timeout_ms=timeout_ms)
+            state = self._follow(state, timeout_ms)
             self._state = state
         check_readable(state.protocol)
         self._sweep(state)
@@ -234,7 +337,7 @@ class TableLog:
                 state = self._state = state.apply(version, commit)
             return state if state.version == version else None
 
-    def _follow(self, state: TableState) -> TableState:
+    def _follow(self, state: TableState, timeout_ms: int | None = None) -> TableState:
         replayed = 0
         while True:
             commit = self.files.read_commit(state.version + 1)
@@ -245,7 +348,7 @@ class TableLog:
             if replayed == _REPLAY_BEFORE_RELOAD:
                 checkpoint = self.files.last_checkpoint()
                 if checkpoint is not None and checkpoint > state.version:
-                    return self._follow(load_state(self.uri, self.files))
+                    return self._follow(load_state(self.uri, self.files, timeout_ms=timeout_ms), timeout_ms)
         now = time.monotonic()
         if replayed:
             self._checked = now
@@ -255,7 +358,7 @@ class TableLog:
             if checkpoint is not None and checkpoint > state.version:
                 # Log cleanup removed commits this state never read: start from the checkpoint.
                 log.info("%s: version %s is gone from the log, reloading", self.uri, state.version + 1)
-                return self._follow(load_state(self.uri, self.files))
+                return self._follow(load_state(self.uri, self.files, timeout_ms=timeout_ms), timeout_ms)
         return state
 
     def latest_version(self) -> int:

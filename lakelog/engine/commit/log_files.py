@@ -15,6 +15,9 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from lakelog.engine.commit.actions import Commit, CorruptCommitError, decode_commit
@@ -30,6 +33,102 @@ def commit_name(version: int) -> str:
 
 def checksum_name(version: int) -> str:
     return f"{version:020d}.crc"
+
+
+def checkpoint_name(version: int) -> str:
+    """The name of a classic single-file checkpoint (the kind delta-rs writes here)."""
+    return f"{version:020d}.checkpoint.parquet"
+
+
+HINT = "_last_checkpoint"
+# Commit files, checksums and every checkpoint layout of the Delta protocol (classic, multi-part
+# <v>.checkpoint.<part>.<parts>.parquet, V2 <v>.checkpoint.<uuid>.json|parquet).
+_COMMIT = re.compile(r"^(\d{20})\.json$")
+_CHECKSUM = re.compile(r"^(\d{20})\.crc$")
+_CHECKPOINT = re.compile(r"^(\d{20})\.checkpoint(\.[^/]+)?\.(parquet|json)$")
+
+
+@dataclass(frozen=True)
+class LogListing:
+    """What one listing of ``_delta_log`` found: versions of commit files, checkpoints and
+    checksums (with each checksum's size)."""
+
+    commits: frozenset[int] = frozenset()
+    checkpoints: frozenset[int] = frozenset()
+    checksums: Mapping[int, int] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, entries: Iterable[tuple[str, int]]) -> LogListing:
+        """From (file name, size) pairs; names that are not the log's are ignored."""
+        commits, checkpoints, checksums = set(), set(), {}
+        for name, size in entries:
+            if found := _COMMIT.match(name):
+                commits.add(int(found.group(1)))
+            elif found := _CHECKSUM.match(name):
+                checksums[int(found.group(1))] = size
+            elif found := _CHECKPOINT.match(name):
+                checkpoints.add(int(found.group(1)))
+        return cls(frozenset(commits), frozenset(checkpoints), checksums)
+
+
+@dataclass(frozen=True)
+class LogProblem:
+    """A fault of the log a listing shows: ``kind`` (missing_commit, missing_checkpoint,
+    orphan_checksum, corrupt_checksum), the file ``name`` in ``_delta_log`` it concerns."""
+
+    kind: str
+    name: str
+    detail: str
+
+
+def listing_problems(listing: LogListing, hint_version: int | None) -> list[LogProblem]:
+    """The faults of the log in ``listing`` (pure); ``hint_version`` is the version
+    ``_last_checkpoint`` names, if it is readable.
+
+    * ``missing_commit``: a version between the newest checkpoint (or version 0 when
+      there is none) and the newest commit has no commit file: no reader can replay past
+      it. Log cleanup only removes commits a checkpoint covers, and put-if-absent only
+      creates version V+1 after V exists, so in a complete listing this never happens.
+    * ``missing_checkpoint``: ``_last_checkpoint`` names a checkpoint that is not there.
+    * ``orphan_checksum``: a ``.crc`` for a version past the newest commit (a checksum is
+      written after its commit, so its commit was lost); delta-kernel refuses such a log.
+    * ``corrupt_checksum``: an empty ``.crc``.
+    """
+    problems = []
+    newest = max(listing.commits, default=-1)
+    covered = [v for v in listing.checkpoints if v <= newest]
+    first = max(covered) + 1 if covered else 0
+    missing = [v for v in range(first, newest + 1) if v not in listing.commits]
+    for version in missing:
+        problems.append(
+            LogProblem(
+                "missing_commit",
+                commit_name(version),
+                f"{commit_name(version)} is missing: commits after it cannot be replayed"
+                + ("" if covered else " (no checkpoint covers it)"),
+            )
+        )
+    if hint_version is not None and hint_version not in listing.checkpoints:
+        problems.append(
+            LogProblem(
+                "missing_checkpoint",
+                checkpoint_name(hint_version),
+                f"{HINT} names the checkpoint of version {hint_version}, which is missing",
+            )
+        )
+    for version, size in sorted(listing.checksums.items()):
+        if version > newest:
+            problems.append(
+                LogProblem(
+                    "orphan_checksum",
+                    checksum_name(version),
+                    f"{checksum_name(version)} is a checksum of version {version}, which has no commit file",
+                )
+            )
+        elif size == 0:
+            name = checksum_name(version)
+            problems.append(LogProblem("corrupt_checksum", name, f"{name} is empty"))
+    return problems
 
 
 class LogFiles:
@@ -114,19 +213,88 @@ class LogFiles:
     def last_checkpoint(self) -> int | None:
         """The version ``_last_checkpoint`` names, or None (no checkpoint yet, or unreadable)."""
         try:
-            data = self._read("_last_checkpoint")
+            data = self._read(HINT)
             return None if data is None else int(json.loads(data)["version"])
         except (OSError, ValueError, KeyError, TypeError):
             return None
+
+    def checkpoint_actions(self, version: int) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+        """The ``metaData`` and ``protocol`` actions the classic checkpoint of ``version`` holds,
+        as JSON bodies; (None, None) when there is no such checkpoint or it cannot be read."""
+        import pyarrow.parquet as pq
+
+        name = checkpoint_name(version)
+        try:
+            if self._local:
+                table = pq.read_table(os.path.join(self.log_dir, name), columns=["metaData", "protocol"])
+            else:
+                assert self._fs is not None
+                with self._fs.open(f"{self._root}/{name}", "rb") as handle:
+                    table = pq.read_table(handle, columns=["metaData", "protocol"])
+        except (OSError, ValueError) as exc:  # absent, or not a checkpoint of this layout
+            log.debug("checkpoint %s unreadable: %s", name, exc)
+            return None, None
+        metadata = next((m for m in table.column("metaData").to_pylist() if m), None)
+        protocol = next((p for p in table.column("protocol").to_pylist() if p), None)
+        if metadata is not None:
+            # Parquet maps come back as (key, value) pairs; the JSON action holds objects.
+            metadata = {**metadata, "configuration": dict(metadata.get("configuration") or ())}
+            if metadata.get("format"):
+                metadata["format"] = {**metadata["format"], "options": dict(metadata["format"].get("options") or ())}
+            metadata = {k: v for k, v in metadata.items() if v is not None}
+        if protocol is not None:
+            protocol = {k: v for k, v in protocol.items() if v is not None}
+        return metadata, protocol
+
+    def listing(self) -> LogListing:
+        """One listing of ``_delta_log`` (a LIST on S3). Raises OSError."""
+        if self._local:
+            try:
+                with os.scandir(self.log_dir) as entries:
+                    found = [(e.name, e.stat().st_size) for e in entries if e.is_file()]
+            except FileNotFoundError:
+                found = []
+            return LogListing.of(found)
+        assert self._fs is not None
+        try:
+            listed = self._fs.ls(self._root, detail=True, refresh=True)
+        except FileNotFoundError:
+            listed = []
+        return LogListing.of(
+            (str(e["name"]).rsplit("/", 1)[-1], int(e.get("size") or 0)) for e in listed if e.get("type") != "directory"
+        )
+
+    def problems(self) -> list[LogProblem]:
+        """The faults a listing of the log shows now (:func:`listing_problems`). Raises OSError."""
+        return listing_problems(self.listing(), self.last_checkpoint())
+
+    def remove(self, name: str) -> bool:
+        """Delete the file ``name`` of ``_delta_log`` (a repair: only files that can be derived
+        again or are only hints); False if it was not there. Raises OSError."""
+        if name.endswith(".json") and _COMMIT.match(name):
+            raise ValueError(f"a commit file is never removed by a repair: {name}")
+        try:
+            if self._local:
+                os.unlink(os.path.join(self.log_dir, name))
+            else:
+                assert self._fs is not None
+                self._fs.rm(f"{self._root}/{name}")
+        except FileNotFoundError:
+            return False
+        return True
 
     # -- writing ---------------------------------------------------------------
 
     def put_commit(self, version: int, data: bytes) -> bool:
         """Create commit ``version`` holding ``data`` unless it exists; False if it does.
 
-        Raises OSError when nothing was created, CommitStateUnknownError when
-        the file may have been created (S3: the response was lost and the
-        object is not there yet).
+        When it returns True the commit is durable: locally the file was synced
+        before it was linked into place and ``_delta_log/`` after (a power loss
+        cannot take the version back and hand it out again); on S3 the PUT was
+        acknowledged. Raises OSError when nothing was created (no temporary file
+        is left), CommitStateUnknownError when the file may have been created
+        (S3: the response was lost and the object is not there yet),
+        CommitNotDurableError when it was created but could not be synced.
         """
         return put_if_absent(self.log_dir, commit_name(version), data)
 
