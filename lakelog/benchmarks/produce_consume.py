@@ -116,8 +116,20 @@ def perf_produce_dataframe(
     plain_path: str,
     warmup_batches: int = 1,
     progress: Callable[[str], None] = lambda _: None,
+    beside_rate: float = 0.0,
+    beside: PerfResult | None = None,
+    work_dir: str = "",
 ) -> tuple[PerfResult, PerfResult | None]:
-    """Append ``num_records`` with ``LogStore.write`` in batches, optionally interleaved with plain Delta."""
+    """Append ``num_records`` with ``LogStore.write`` in batches, optionally interleaved with plain Delta.
+
+    With ``beside_rate``, each batch is also written a second time while another process
+    commits ``beside_rate`` one-record commits per second to the same topic's partitions
+    (:class:`benchmarks.paced.PacedProducer`); those timings go to ``beside``.
+    """
+    from pathlib import Path
+
+    from lakelog.benchmarks.paced import PacedProducer
+
     spark = store.spark
     register_functions(spark)
     ours = PerfResult("lakelog", 0, 0)
@@ -134,6 +146,14 @@ def perf_produce_dataframe(
         elapsed = time.perf_counter() - t0
         if i >= 0:
             _add(ours, count, count * record_size, elapsed)
+        if beside_rate > 0 and beside is not None:
+            neighbour = PacedProducer(store.uri, topic, list(range(partitions)), beside_rate, Path(work_dir))
+            with neighbour:
+                t0 = time.perf_counter()
+                store.write(df, topic=topic)
+                elapsed_beside = time.perf_counter() - t0
+            if i >= 0:
+                _add(beside, count, count * record_size, elapsed_beside)
         if plain is not None:
             rows = _plain_rows(df, topic, partitions)
             t0 = time.perf_counter()

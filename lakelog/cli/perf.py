@@ -149,6 +149,8 @@ def cmd_perf_produce(args: argparse.Namespace, out: Out) -> None:
     if args.throughput is not None and args.throughput == 0:
         raise InvalidConfigError("--throughput must be positive, or -1 for no limit")
     spark_side = args.api == "dataframe" or args.compare_plain
+    if args.beside_producer_rate and args.api != "dataframe":
+        raise InvalidConfigError("--beside-producer-rate applies to --api dataframe")
     if spark_side and (config or (args.throughput or -1) > 0 or args.payload_file):
         raise InvalidConfigError(
             "--producer-props, --producer.config, --throughput and --payload-file apply to --api producer "
@@ -170,7 +172,9 @@ def cmd_perf_produce(args: argparse.Namespace, out: Out) -> None:
     landed = sum(store.end_offsets(args.topic).values()) - before
     # The warm-up batches of the Spark side are written too, and not counted in its figures.
     warmup = args.warmup_batches * min(args.batch_size, args.num_records) if spark_side else 0
-    if landed != args.num_records + warmup:
+    if args.beside_producer_rate:
+        pass  # every batch was written twice and the neighbour's records landed too
+    elif landed != args.num_records + warmup:
         note(f"note: {landed} records landed in {args.topic} during the run (other writers?)")
     elif warmup:
         note(f"note: {warmup} warm-up records also landed in {args.topic} (not counted above)")
@@ -217,10 +221,12 @@ def _perf_produce(
 
 
 def _perf_produce_spark(store: Any, args: argparse.Namespace, partitions: int, out: Out) -> None:
-    from lakelog.benchmarks.produce_consume import perf_produce_dataframe, perf_produce_producer, ratio
+    from lakelog.benchmarks.produce_consume import PerfResult, perf_produce_dataframe, perf_produce_producer, ratio
 
     progress = (lambda msg: print(msg, file=sys.stderr)) if args.progress else (lambda _msg: None)
-    with _baseline_dir(args, "produce", args.compare_plain) as work:
+    beside = PerfResult("beside a producer", 0, 0) if args.beside_producer_rate else None
+    needs_work_dir = args.compare_plain or bool(args.beside_producer_rate)
+    with _baseline_dir(args, "produce", needs_work_dir) as work:
         workload = {
             "num_records": args.num_records,
             "record_size": args.record_size,
@@ -234,11 +240,22 @@ def _perf_produce_spark(store: Any, args: argparse.Namespace, partitions: int, o
         if args.api == "producer":
             ours, plain = perf_produce_producer(store, args.topic, **workload)
         else:
-            ours, plain = perf_produce_dataframe(store, args.topic, partitions=partitions, **workload)
+            ours, plain = perf_produce_dataframe(
+                store,
+                args.topic,
+                partitions=partitions,
+                beside_rate=args.beside_producer_rate,
+                beside=beside,
+                work_dir=str(work or ""),
+                **workload,
+            )
     out(f"lakelog:     {ours.producer_summary()}")
     if plain is not None:
         out(f"plain delta: {plain.producer_summary()}")
         out(f"throughput ratio lakelog/plain delta: {ratio(ours, plain):.2f}")
+    if beside is not None:
+        out(f"beside a producer at {args.beside_producer_rate:g} commits/s: {beside.producer_summary()}")
+        out(f"time ratio beside/alone: {ratio(ours, beside):.2f}")
 
 
 def cmd_perf_consume(args: argparse.Namespace, out: Out) -> None:
@@ -417,6 +434,14 @@ def add_parser(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
     p.add_argument("--compare-plain", action="store_true", help="Spark side: also append the rows with plain Delta")
     p.add_argument(
         "--warmup-batches", type=NON_NEGATIVE, default=0, help="Spark side: batches written first and not counted"
+    )
+    p.add_argument(
+        "--beside-producer-rate",
+        type=float,
+        default=0.0,
+        metavar="COMMITS_PER_S",
+        help="dataframe: also write each batch while another process commits this many one-record commits per "
+        "second to the topic, and report the time ratio",
     )
     p.add_argument("--progress", action="store_true", help="Spark side: a line per batch on stderr")
     p.add_argument("--work-dir", help=WORK_DIR_HELP)

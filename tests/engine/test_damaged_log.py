@@ -255,3 +255,18 @@ assert "pyspark" not in sys.modules
     done = run_without_jvm(script, root)
     assert done.returncode == 0, done.stderr
     assert "corrupt_commit" in done.stdout and "removed _delta_log/_last_checkpoint" in done.stdout
+
+
+@pytest.mark.parametrize("damage", sorted(DAMAGE))
+def test_no_checkpoint_is_ever_written_over_a_damaged_commit(tmp_path, damage):
+    """delta-rs reads an empty commit as one without actions: a checkpoint built over it would
+    drop the commit's files for every reader for good, and no repair could tell."""
+    from lakelog.engine.commit.committer import write_checkpoint
+
+    store, _ = _store(tmp_path / "store")
+    newest = _commits(tmp_path / "store")[-1]
+    version = int(newest.stem)
+    newest.write_bytes(DAMAGE[damage])
+    with pytest.raises(CorruptLogError, match=newest.name):
+        write_checkpoint(store.uri, version)
+    assert not list((tmp_path / "store" / "_delta_log").glob("*.checkpoint.parquet"))

@@ -1244,9 +1244,23 @@ _checkpoints = _Checkpointer()
 
 
 def write_checkpoint(uri: str, version: int) -> None:
-    """A checkpoint of ``version``, written by delta-rs (classic single-file Parquet)."""
+    """A checkpoint of ``version``, written by delta-rs (classic single-file Parquet).
+
+    Raises CorruptLogError, writing nothing, when a commit since the newest checkpoint is
+    damaged or missing: delta-rs reads an empty commit file as a commit without actions,
+    and a checkpoint built over one would drop that commit's files for every reader, for
+    good (the damage must stay visible until it is repaired).
+    """
     from deltalake import DeltaTable
 
+    files = LogFiles(uri)
+    previous = files.last_checkpoint()
+    first = 0 if previous is None or previous > version else previous + 1
+    for v in range(first, version + 1):
+        if files.read_commit(v) is None:  # raises CorruptLogError for a damaged one
+            raise CorruptLogError(
+                f"{files.log_dir}/{v:020d}.json is missing; no checkpoint of version {version} written"
+            )
     DeltaTable(python_uri(uri), version=version, storage_options=delta_storage_options(uri)).create_checkpoint()
 
 
