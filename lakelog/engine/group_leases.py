@@ -34,6 +34,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import quote, unquote
 
+from lakelog.engine.errors import error_for_os_error
 from lakelog.engine.group_state import Member
 from lakelog.engine.object_store import filesystem, is_s3
 
@@ -52,6 +53,7 @@ class LeaseStore:
 
     def __init__(self, uri: str, group_id: str) -> None:
         self.uri = uri
+        self.group_id = group_id
         self._fs, root = filesystem(uri)
         self._local = not is_s3(uri) and "://" not in uri
         self.group_directory = f"{root}/{LEASES_DIR}/{quote(group_id, safe='')}"
@@ -61,23 +63,34 @@ class LeaseStore:
     def _path(self, member_id: str, directory: str | None = None) -> str:
         return f"{directory or self.directory}/{quote(member_id, safe='')}.json"
 
-    def _put(self, directory: str, member_id: str, document: Mapping) -> None:
+    def _put(self, directory: str, member_id: str, document: Mapping, what: str) -> None:
         body = json.dumps(document).encode()
         path = self._path(member_id, directory)
-        if self._local:
-            os.makedirs(directory, exist_ok=True)
-            temp = f"{directory}/.{uuid.uuid4().hex}.tmp"
-            with open(temp, "wb") as handle:
-                handle.write(body)
-            os.replace(temp, path)  # atomic: a reader sees the old object or the new one
-        else:
-            with self._fs.open(path, "wb") as handle:
-                handle.write(body)
+        try:
+            if self._local:
+                os.makedirs(directory, exist_ok=True)
+                temp = f"{directory}/.{uuid.uuid4().hex}.tmp"
+                try:
+                    with open(temp, "wb") as handle:
+                        handle.write(body)
+                    os.replace(temp, path)  # atomic: a reader sees the old object or the new one
+                except BaseException:
+                    # A full disk fails the write after the file was created: leave nothing behind.
+                    with contextlib.suppress(OSError):
+                        os.unlink(temp)
+                    raise
+            else:
+                with self._fs.open(path, "wb") as handle:
+                    handle.write(body)
+        except OSError as exc:
+            raise error_for_os_error(exc, f"writing {what} of member {member_id!r} of group {self.group_id!r}") from exc
 
     def renew(self, member_id: str, instance_id: str | None) -> None:
-        """Write (or overwrite) the member's lease. Raises OSError when it could not be written."""
+        """Write (or overwrite) the member's lease. Raises StoreFullError (no space),
+        StoreAccessError (refused) or StoreError when it could not be written; then no
+        temporary file is left and an earlier lease of the member is unchanged."""
         document = {"member_id": member_id, "instance_id": instance_id, "renewed_ms": int(time.time() * 1000)}
-        self._put(self.directory, member_id, document)
+        self._put(self.directory, member_id, document, "the lease")
 
     def remove(self, member_id: str) -> None:
         """Drop the member's lease (it left); nothing if there is none."""
@@ -90,10 +103,10 @@ class LeaseStore:
             self._fs.rm(self.group_directory, recursive=True)
 
     def announce(self, member: Member) -> None:
-        """Announce that ``member`` is joining (until :meth:`withdraw`). Raises OSError when it
-        could not be written."""
+        """Announce that ``member`` is joining (until :meth:`withdraw`). Raises as :meth:`renew`
+        when it could not be written."""
         document = {"member": member.to_dict(), "announced_ms": int(time.time() * 1000)}
-        self._put(self.joining, member.member_id, document)
+        self._put(self.joining, member.member_id, document, "the join announcement")
 
     def withdraw(self, member_id: str) -> None:
         """Drop the member's announcement (its join landed, or failed); nothing if there is none."""
