@@ -49,7 +49,7 @@ import pyarrow as pa
 from lakelog.engine.assignors import parse_strategy
 from lakelog.engine.commit import Committer, RetryPolicy, TableState
 from lakelog.engine.config import INT_MAX, ConfigKey, key_table, resolve_config
-from lakelog.engine.consumer_offsets import OffsetAndMetadata, current_offsets
+from lakelog.engine.consumer_offsets import OffsetAndMetadata, check_group_id, current_offsets
 from lakelog.engine.errors import (
     CommitFailedError,
     DataLossError,
@@ -221,7 +221,7 @@ class Consumer:
         if cfg["heartbeat.interval.ms"] >= cfg["session.timeout.ms"]:
             raise InvalidConfigError("heartbeat.interval.ms must be lower than session.timeout.ms")
         self._store = store
-        self.group_id: str | None = cfg["group.id"] or None
+        self.group_id: str | None = check_group_id(cfg["group.id"]) if cfg["group.id"] else None
         self.client_id = cfg["client.id"] or f"consumer-{uuid.uuid4().hex[:8]}"
         self._records = PartitionReader(store.uri)
         self._writer: Committer | None = None

@@ -35,6 +35,7 @@ from lakelog.engine.consumer_offsets import (
     OFFSETS_TOPIC,
     GroupRecords,
     OffsetAndMetadata,
+    check_group_id,
     fold_groups,
     group_key,
     offset_key,
@@ -161,11 +162,6 @@ def _read_group(store: LogStore, group_id: str) -> GroupRecords:
     return _group_log(store, group_id, partitions).latest()
 
 
-def _check_group_id(group_id: str) -> None:
-    if not isinstance(group_id, str) or not group_id:
-        raise InvalidConfigError(f"a group id must be a non-empty string, got {group_id!r}")
-
-
 # -- reading -------------------------------------------------------------------
 
 
@@ -206,7 +202,7 @@ def describe_group(store: LogStore, group_id: str) -> GroupDescription:
     GroupIdNotFoundError when the group has neither a state record nor
     committed offsets.
     """
-    _check_group_id(group_id)
+    check_group_id(group_id, "group id")
     group = _read_group(store, group_id)
     if not _exists(group):
         raise GroupIdNotFoundError(f"consumer group {group_id!r} does not exist")
@@ -330,7 +326,7 @@ def reset_offsets(
     InvalidConfigError / InvalidOffsetError for bad arguments. A group that
     does not exist yet is created with these offsets, as in Kafka.
     """
-    _check_group_id(group_id)
+    check_group_id(group_id, "group id")
     names = [topics] if isinstance(topics, str) else list(topics)
     if not names:
         raise InvalidConfigError("reset_offsets needs at least one topic")
@@ -361,14 +357,14 @@ def reset_offsets(
 def list_group_offsets(store: LogStore, group_id: str) -> dict[TopicPartition, int]:
     """The group's committed offsets, as Kafka's ``AdminClient.listConsumerGroupOffsets`` (empty for a
     group that never committed)."""
-    _check_group_id(group_id)
+    check_group_id(group_id, "group id")
     return {tp: o.offset for tp, o in _read_group(store, group_id).offsets.items()}
 
 
 def require_inactive_group(store: LogStore, group_id: str, action: str = "reset the offsets of") -> None:
     """Raise GroupNotEmptyError if the group has live members now (a check before planning; the
     binding one is inside :func:`alter_group_offsets`' commit)."""
-    _check_group_id(group_id)
+    check_group_id(group_id, "group id")
     _require_inactive(store, _read_group(store, group_id), _now_ms(), action)
 
 
@@ -380,7 +376,7 @@ def alter_group_offsets(store: LogStore, group_id: str, offsets: Mapping[TopicPa
     member joining concurrently makes it refuse rather than race) and UnknownTopicOrPartitionError
     when a topic is unknown or was deleted meanwhile. A group that does not exist yet is created with
     these offsets, as in Kafka. Offsets are taken as given (callers clamp them into the log)."""
-    _check_group_id(group_id)
+    check_group_id(group_id, "group id")
     names = sorted({tp.topic for tp in offsets})
     partitions = store._ensure_offsets_topic()
     log = _group_log(store, group_id, partitions)
@@ -408,7 +404,7 @@ def delete_offsets(store: LogStore, group_id: str, partitions: Iterable[TopicPar
     (both checked inside the commit), UnknownTopicOrPartitionError for a partition that
     does not exist.
     """
-    _check_group_id(group_id)
+    check_group_id(group_id, "group id")
     wanted = sorted(set(partitions))
     topics = store._latest_topics()
     for tp in wanted:
@@ -447,7 +443,7 @@ def delete_group(store: LogStore, group_id: str) -> None:
     GroupNotEmptyError while it has live members (both checked inside the
     commit against the records it replaces; nothing is written then).
     """
-    _check_group_id(group_id)
+    check_group_id(group_id, "group id")
     partitions = _offsets_partitions(store)
     if partitions is None:  # no group ever existed; do not create the topic to say so
         raise GroupIdNotFoundError(f"consumer group {group_id!r} does not exist")

@@ -24,6 +24,7 @@ from lakelog.engine.consumer_offsets import (
     OFFSETS_TOPIC,
     GroupRecords,
     OffsetAndMetadata,
+    check_group_id,
     group_key,
     is_group_record,
     offset_key,
@@ -51,7 +52,7 @@ class GroupLog:
     """
 
     def __init__(self, reader: TableLog, records: PartitionReader, group_id: str, partitions: int) -> None:
-        self.group_id = group_id
+        self.group_id = check_group_id(group_id, "group id")
         self.uri = reader.uri
         self.tp = TopicPartition(OFFSETS_TOPIC, partition_for_group(group_id, partitions))
         self._reader = reader

@@ -26,8 +26,10 @@ the others leave that join to the member that announced first
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
+import re
 import time
 import uuid
 from collections.abc import Mapping
@@ -39,6 +41,26 @@ from lakelog.engine.group_state import Member
 from lakelog.engine.object_store import filesystem, is_s3
 
 LEASES_DIR = "_lakelog/groups"
+# Group and member ids name directories and files. A path component may be 255 bytes on POSIX file
+# systems (NAME_MAX) and a whole S3 key 1,024 bytes, while Kafka's ids may be 32,767 bytes (client.id
+# goes into a member id): an id whose quoted name is longer than this is named by a readable prefix
+# and its SHA-256 instead (:func:`file_name`), so every id Kafka accepts works on every store.
+NAME_MAX_CHARS = 120
+_PREFIX_CHARS = 48
+_HASHED = "="  # quote(..., safe="") escapes "=": no quoted name contains it
+
+
+def file_name(identifier: str) -> str:
+    """The path component naming ``identifier``: its percent-quoted form (as always) when that
+    has at most :data:`NAME_MAX_CHARS` characters, else ``<quoted prefix>=<sha256 hex>`` (at most
+    113 ASCII characters). Distinct ids get distinct names."""
+    quoted = quote(identifier, safe="")
+    if len(quoted) <= NAME_MAX_CHARS:
+        return quoted
+    digest = hashlib.sha256(identifier.encode("utf-8", "surrogatepass")).hexdigest()
+    # Cut before a split escape so the prefix stays readable.
+    prefix = re.sub(r"%[0-9A-F]?$", "", quoted[:_PREFIX_CHARS])
+    return f"{prefix}{_HASHED}{digest}"
 
 
 @dataclass(frozen=True)
@@ -46,6 +68,11 @@ class Lease:
     member_id: str
     modified_ms: int  # when it was last written, by the storage's clock (for display only)
     token: str  # changes with every renewal (modification time, or the object's ETag)
+
+
+def _shown(identifier: str) -> str:
+    """``identifier`` quoted for a message, cut short when it is long."""
+    return repr(identifier if len(identifier) <= 80 else identifier[:77] + "...")
 
 
 class LeaseStore:
@@ -56,12 +83,12 @@ class LeaseStore:
         self.group_id = group_id
         self._fs, root = filesystem(uri)
         self._local = not is_s3(uri) and "://" not in uri
-        self.group_directory = f"{root}/{LEASES_DIR}/{quote(group_id, safe='')}"
+        self.group_directory = f"{root}/{LEASES_DIR}/{file_name(group_id)}"
         self.directory = f"{self.group_directory}/members"
         self.joining = f"{self.group_directory}/joining"
 
     def _path(self, member_id: str, directory: str | None = None) -> str:
-        return f"{directory or self.directory}/{quote(member_id, safe='')}.json"
+        return f"{directory or self.directory}/{file_name(member_id)}.json"
 
     def _put(self, directory: str, member_id: str, document: Mapping, what: str) -> None:
         body = json.dumps(document).encode()
@@ -83,7 +110,9 @@ class LeaseStore:
                 with self._fs.open(path, "wb") as handle:
                     handle.write(body)
         except OSError as exc:
-            raise error_for_os_error(exc, f"writing {what} of member {member_id!r} of group {self.group_id!r}") from exc
+            raise error_for_os_error(
+                exc, f"writing {what} of member {_shown(member_id)} of group {_shown(self.group_id)}"
+            ) from exc
 
     def renew(self, member_id: str, instance_id: str | None) -> None:
         """Write (or overwrite) the member's lease. Raises StoreFullError (no space),
@@ -158,7 +187,10 @@ class LeaseStore:
             name = entry["name"].rsplit("/", 1)[-1]
             if not name.endswith(".json") or name.startswith("."):
                 continue
-            member_id = unquote(name[: -len(".json")])
+            stem = name[: -len(".json")]
+            member_id = unquote(stem) if _HASHED not in stem else self._member_of(entry["name"])
+            if member_id is None:
+                continue
             modified = entry.get("mtime") or entry.get("LastModified") or entry.get("created")
             if hasattr(modified, "timestamp"):
                 modified_ms = int(modified.timestamp() * 1000)
@@ -167,6 +199,13 @@ class LeaseStore:
             token = str(entry.get("ETag") or entry.get("mtime") or modified_ms)
             leases[member_id] = Lease(member_id, modified_ms, token)
         return leases
+
+    def _member_of(self, path: str) -> str | None:
+        """The member id a lease under a hashed name holds (None when it was removed meanwhile)."""
+        try:
+            return json.loads(self._fs.cat_file(path))["member_id"]
+        except FileNotFoundError:
+            return None
 
 
 class Liveness:
