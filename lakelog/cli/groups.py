@@ -14,6 +14,7 @@ from typing import Any
 
 from lakelog.cli.arguments import Out, integer, note, open_store
 from lakelog.cli.tables import table
+from lakelog.engine.consumer_offsets import MIN_LONG, check_offset
 from lakelog.engine.errors import (
     GroupIdNotFoundError,
     InvalidConfigError,
@@ -178,10 +179,11 @@ def _reset_spec(args: argparse.Namespace) -> tuple[str, Any]:
         return "latest", None
     if args.to_current:
         return "current", None
+    # Kafka's tool parses both as Java longs; an offset is clamped into the log afterwards.
     if args.to_offset is not None:
-        return "offset", args.to_offset
+        return "offset", check_offset(args.to_offset, "--to-offset", low=MIN_LONG)
     if args.shift_by is not None:
-        return "shift", args.shift_by
+        return "shift", check_offset(args.shift_by, "--shift-by", low=MIN_LONG)
     if args.to_datetime is not None:
         try:
             return "datetime", datetime.fromisoformat(args.to_datetime)
@@ -224,6 +226,7 @@ def read_offsets_file(path: str) -> dict[str | None, dict[TopicPartition, int]]:
             ) from None
         if tp.partition < 0 or value < 0:
             raise InvalidConfigError(f"--from-file {path} line {number}: negative partition or offset in {row!r}")
+        check_offset(value, f"--from-file {path} line {number}: offset")
         result.setdefault(group, {})[tp] = value
     return result
 

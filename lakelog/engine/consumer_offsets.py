@@ -23,7 +23,7 @@ import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from lakelog.engine.errors import InvalidConfigError
+from lakelog.engine.errors import InvalidConfigError, InvalidOffsetError
 from lakelog.engine.group_state import GroupState
 from lakelog.engine.offsets import TopicPartition
 
@@ -34,6 +34,23 @@ OFFSETS_TOPIC_CONFIG = {"cleanup.policy": "compact"}
 # (Kafka protocol guide, "Protocol Primitive Types"). A longer id could not be named by any Kafka
 # client, nor listed through lakelog serve (ListGroups could not encode it).
 GROUP_ID_MAX_BYTES = 32_767
+
+
+# Kafka's offsets are Java longs; its OffsetAndMetadata refuses a negative one ("Invalid negative offset").
+MAX_OFFSET = 2**63 - 1
+MIN_LONG = -(2**63)
+
+
+def check_offset(offset: object, what: str, low: int = 0) -> int:
+    """``offset`` if it is an int in [``low``, :data:`MAX_OFFSET`] (by default a valid Kafka offset;
+    ``MIN_LONG`` for any Java long, as a reset target that is clamped afterwards); else
+    InvalidOffsetError naming ``what``, the value and the range."""
+    if isinstance(offset, bool) or not isinstance(offset, int):
+        raise InvalidOffsetError(f"{what} must be an int, got {offset!r}")
+    if not low <= offset <= MAX_OFFSET:
+        kind = "non-negative Java longs" if low == 0 else "Java longs"
+        raise InvalidOffsetError(f"{what} {offset} is outside {low}..{MAX_OFFSET} (Kafka's offsets are {kind})")
+    return offset
 
 
 def check_group_id(group_id: object, key: str = "group.id") -> str:

@@ -32,10 +32,12 @@ from typing import TYPE_CHECKING, Literal
 
 from lakelog.engine.commit.state import TableState
 from lakelog.engine.consumer_offsets import (
+    MIN_LONG,
     OFFSETS_TOPIC,
     GroupRecords,
     OffsetAndMetadata,
     check_group_id,
+    check_offset,
     fold_groups,
     group_key,
     offset_key,
@@ -53,6 +55,7 @@ from lakelog.engine.group_leases import LeaseStore, fresh
 from lakelog.engine.group_state import EMPTY
 from lakelog.engine.offsets import TopicPartition
 from lakelog.engine.partition_reader import PartitionReader
+from lakelog.engine.records import check_lookup_timestamp
 from lakelog.engine.topic_admin import require_topic
 
 if TYPE_CHECKING:
@@ -273,9 +276,7 @@ def _to_ms(value: object) -> int:
         return max(0, int(value.timestamp() * 1000))
     if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidOffsetError(f"a reset to a datetime needs ms since the epoch or a datetime, got {value!r}")
-    if value < 0:
-        raise InvalidOffsetError(f"a reset to a datetime needs a non-negative time, got {value!r}")
-    return value
+    return check_lookup_timestamp(value, "a reset to a datetime")
 
 
 def _plan_reset(store: LogStore, topics: list[str], to: str, value: object) -> dict[TopicPartition, int]:
@@ -334,8 +335,9 @@ def reset_offsets(
         raise InvalidConfigError(f"reset target {to!r} is not one of {', '.join(RESET_TARGETS)}")
     if to in ("earliest", "latest") and value is not None:
         raise InvalidConfigError(f"a reset to {to} takes no value, got {value!r}")
-    if to == "offset" and (isinstance(value, bool) or not isinstance(value, int)):
-        raise InvalidOffsetError(f"a reset to an offset needs an int offset, got {value!r}")
+    if to == "offset":
+        # Any Java long, as Kafka's --to-offset: clamped into the log below.
+        check_offset(value, "a reset to an offset", low=MIN_LONG)
     if to == "datetime":
         _to_ms(value)  # fail on a bad value before any work
     known = store._latest_topics()
@@ -375,8 +377,11 @@ def alter_group_offsets(store: LogStore, group_id: str, offsets: Mapping[TopicPa
     Raises GroupNotEmptyError while the group has live members (checked inside the commit, so a
     member joining concurrently makes it refuse rather than race) and UnknownTopicOrPartitionError
     when a topic is unknown or was deleted meanwhile. A group that does not exist yet is created with
-    these offsets, as in Kafka. Offsets are taken as given (callers clamp them into the log)."""
+    these offsets, as in Kafka. Offsets are taken as given (callers clamp them into the log); one
+    that is not an int in 0..2**63-1 is InvalidOffsetError, before anything is read or written."""
     check_group_id(group_id, "group id")
+    for tp, offset in offsets.items():
+        check_offset(offset, f"offset for {tp}")
     names = sorted({tp.topic for tp in offsets})
     partitions = store._ensure_offsets_topic()
     log = _group_log(store, group_id, partitions)

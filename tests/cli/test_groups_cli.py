@@ -192,6 +192,14 @@ def test_export_and_from_file_round_trip(store, tmp_path, capsys, monkeypatch):
         (["--group", "g", "--topic", "o", "--to-datetime", "May 1"], "--to-datetime must be ISO 8601"),
         (["--group", "g", "--from-file", "/nonexistent.csv"], "--from-file: cannot read"),
         (["--group", "g", "--topic", "o", "--shift-by", "x"], "must be an integer"),
+        (
+            ["--group", "g", "--topic", "o", "--to-offset", "9223372036854775808"],
+            "--to-offset 9223372036854775808 is outside -9223372036854775808..9223372036854775807",
+        ),
+        (
+            ["--group", "g", "--topic", "o", "--shift-by", "-9223372036854775809"],
+            "--shift-by -9223372036854775809 is outside -9223372036854775808..9223372036854775807",
+        ),
     ],
 )
 def test_bad_reset_arguments_exit_2_before_the_store_is_opened(tmp_path, capsys, monkeypatch, argv, message):

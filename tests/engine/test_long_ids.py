@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from lakelog.engine import LogStore, TopicPartition
+from lakelog.engine import TopicPartition
 from lakelog.engine.errors import InvalidConfigError
 from lakelog.engine.group_admin import (
     alter_group_offsets,
@@ -15,19 +15,14 @@ from lakelog.engine.group_admin import (
     list_groups,
     reset_offsets,
 )
+from tests.stores import store_with_records
 
 KAFKA_LIMIT = 32_767  # a Kafka protocol STRING: an int16 length, then the UTF-8 bytes
 
 
 @pytest.fixture
 def store(tmp_path):
-    store = LogStore.open(tmp_path / "store")
-    store.create_topic("t", partitions=2)
-    producer = store.producer()
-    for i in range(4):
-        producer.send("t", f"v{i}".encode(), partition=i % 2)
-    producer.flush()
-    return store
+    return store_with_records(tmp_path / "store", [2, 2])
 
 
 def test_a_group_with_long_group_and_member_ids_joins_commits_and_is_described(store):
@@ -39,7 +34,7 @@ def test_a_group_with_long_group_and_member_ids_joins_commits_and_is_described(s
         records += consumer.poll(timeout_ms=500)
         if len(records) == 4:
             break
-    assert sorted(r.value for r in records) == [b"v0", b"v1", b"v2", b"v3"]
+    assert sorted(r.value for r in records) == [b"0-0", b"0-1", b"1-0", b"1-1"]
     consumer.commit()
     described = describe_group(store, group)
     assert [m.member_id.startswith("c" * 1_000) for m in described.members] == [True]
