@@ -193,7 +193,9 @@ class LogStore:
                 self._spark = (
                     active
                     if active is not None
-                    else build_session(self.settings.spark, jars=self.settings.jars_dir, s3a=is_s3(self.uri))
+                    else build_session(
+                        self.settings.spark, jars=self.settings.jars_dir, s3a=is_s3(self.uri), store_uri=self.uri
+                    )
                 )
                 _configure_object_store(self._spark, self.uri)
                 _warn_if_unsafe(self._spark, self.uri)
