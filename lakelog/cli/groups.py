@@ -249,9 +249,10 @@ def _partitions(store: Any, specs: dict[str, list[int] | None]) -> list[TopicPar
 
 def plan_reset(store: Any, group_id: str, args: argparse.Namespace, spec: tuple[str, Any]) -> dict[TopicPartition, int]:
     """New offsets of one group, as kafka-consumer-groups computes them: clamped into each log's
-    [start, end]; a partition without a committed offset goes to the log end for --to-current, and
-    one without a record at or after the time to the log end for --to-datetime/--by-duration."""
-    from lakelog.engine.group_admin import list_group_offsets
+    [start, end] (Kafka's warning on stderr for each offset that moved); a partition without a
+    committed offset goes to the log end for --to-current, and one without a record at or after
+    the time to the log end for --to-datetime/--by-duration."""
+    from lakelog.engine.group_admin import clamp_to_log, list_group_offsets
 
     kind, value = spec
     committed = list_group_offsets(store, group_id)
@@ -299,8 +300,10 @@ def plan_reset(store: Any, group_id: str, args: argparse.Namespace, spec: tuple[
             else:
                 hit = found[p]
                 offset = hit.offset if hit is not None else end[p]
-            # Kafka clamps an out-of-range offset to the log's bounds.
-            result[tp] = min(max(offset, start[p]), end[p])
+            # Kafka clamps an out-of-range offset to the log's bounds, and says so on stderr.
+            result[tp], warning = clamp_to_log(tp, offset, start[p], end[p])
+            if warning is not None:
+                note(f"WARN {warning}")
     return result
 
 

@@ -23,6 +23,7 @@ Kafka's coordinator would have expired them.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import time
 from collections.abc import Iterable, Mapping
@@ -66,6 +67,8 @@ RESET_TARGETS: tuple[str, ...] = ("earliest", "latest", "datetime", "offset")
 
 # Kafka's ConsumerGroupState names: the group state machine's own (Stable, PreparingRebalance,
 # CompletingRebalance) while a member is live, Empty once none is.
+
+log = logging.getLogger("lakelog.group_admin")
 
 # Group changes retry like the coordinator's own (change_group): members'
 # heartbeats to the same partition conflict often but briefly.
@@ -279,6 +282,20 @@ def _to_ms(value: object) -> int:
     return check_lookup_timestamp(value, "a reset to a datetime")
 
 
+_SET_TO = "Value will be set to "
+
+
+def clamp_to_log(tp: TopicPartition, offset: int, start: int, end: int) -> tuple[int, str | None]:
+    """``offset`` clamped into the log's [``start``, ``end``], as kafka-consumer-groups clamps a
+    reset, and the warning Kafka's tool logs when that moved it (ConsumerGroupCommand's
+    checkOffsetsRange, word for word), else None."""
+    if offset > end:
+        return end, f"New offset ({offset}) is higher than latest offset for topic partition {tp}. {_SET_TO}{end}"
+    if offset < start:
+        return start, f"New offset ({offset}) is lower than earliest offset for topic partition {tp}. {_SET_TO}{start}"
+    return offset, None
+
+
 def _plan_reset(store: LogStore, topics: list[str], to: str, value: object) -> dict[TopicPartition, int]:
     """New offsets for every partition of ``topics``, as kafka-consumer-groups computes them."""
     result: dict[TopicPartition, int] = {}
@@ -292,8 +309,11 @@ def _plan_reset(store: LogStore, topics: list[str], to: str, value: object) -> d
             chosen = end
         elif to == "offset":
             assert isinstance(value, int)
-            # Kafka clamps an out-of-range offset to the log's bounds.
-            chosen = {p: min(max(value, start[p]), end[p]) for p in end}
+            chosen = {}
+            for p in end:
+                chosen[p], warning = clamp_to_log(TopicPartition(topic, p), value, start[p], end[p])
+                if warning is not None:
+                    log.warning("%s", warning)
         else:
             ms = _to_ms(value)
             found = store.offsets_for_times(topic, dict.fromkeys(end, ms))
@@ -316,8 +336,9 @@ def reset_offsets(
 
     ``to``: "earliest" (log start offset), "latest" (log end offset),
     "datetime" (``value`` ms or datetime: the first offset at or after it,
-    the end offset where every record is older), "offset" (``value``,
-    clamped into [log start, log end] as Kafka does). With ``dry_run`` the
+    the end offset where every record is older), "offset" (``value``, any
+    Java long, clamped into [log start, log end] as Kafka does, with Kafka's
+    warning logged for each partition it moved). With ``dry_run`` the
     offsets are computed and returned, nothing is committed.
 
     All offsets are committed in one Delta commit, or none. Raises

@@ -83,3 +83,12 @@ def test_a_timestamp_no_record_can_carry_is_refused_by_name(store, timestamp):
 def test_the_newest_timestamp_a_record_can_carry_finds_no_record(store):
     assert store.offsets_for_times("t", {0: TIMESTAMP_MAX, 1: 0}) == {0: None, 1: None}
     assert store.offsets_for_times("t", {0: BASE_MS + 2})[0].offset == 2
+
+
+def test_a_reset_clamped_into_the_log_logs_kafkas_warning(store, caplog):
+    with caplog.at_level("WARNING", logger="lakelog.group_admin"):
+        assert reset_offsets(store, "g", "t", to="offset", value=-5)[TP] == 0
+    assert [r.getMessage() for r in caplog.records] == [
+        "New offset (-5) is lower than earliest offset for topic partition t-0. Value will be set to 0",
+        "New offset (-5) is lower than earliest offset for topic partition t-1. Value will be set to 0",
+    ]
