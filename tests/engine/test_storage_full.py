@@ -10,6 +10,8 @@ from __future__ import annotations
 import builtins
 import errno
 import os
+import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -17,6 +19,7 @@ import pytest
 
 from lakelog.cli import main as cli_main
 from lakelog.compaction import maintain
+from lakelog.compaction.rewrite import run_tasks
 from lakelog.engine import LogStore
 from lakelog.engine.errors import StoreFullError
 from lakelog.engine.group_leases import LeaseStore
@@ -144,3 +147,21 @@ def test_maintain_from_the_cli_on_a_full_disk_exits_as_the_table_says(tmp_path, 
     assert code == StoreFullError.exit_code == 1
     last = err.splitlines()[-1]  # after the progress lines
     assert last.startswith("error: maintain failed: ") and NO_SPACE in last and "Traceback" not in err
+
+
+@dataclass(frozen=True)
+class _Task:
+    uri: str
+
+
+def _no_space(task: _Task) -> None:
+    raise OSError(errno.ENOSPC, NO_SPACE, f"{task.uri}/topic=t/partition=0/part.parquet")
+
+
+@pytest.mark.spark
+def test_a_full_disk_in_a_spark_task_of_maintenance_is_store_full_on_the_driver(spark, tmp_path):
+    from pyspark import cloudpickle
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the task's function, for the workers
+    with pytest.raises(StoreFullError, match=f"maintain failed: {NO_SPACE}"):
+        run_tasks([_Task(str(tmp_path / "store"))], _no_space, spark)
