@@ -6,10 +6,12 @@ Exit codes scripts can rely on:
 0     success
 1     fatal error (the request cannot succeed as given): no lakelog
       store at the path, storage read-only or full, an unexpected error
-2     usage error, invalid name, config, offset or record
+2     usage error, invalid name, config, offset or record (also a record
+      over the topic's ``max.message.bytes``)
 3     retriable: conflicts or timeouts exhausted, nothing committed
 4     outcome unknown: a commit may have landed, re-read the log
-5     topic already exists; consumer group not empty (has live members)
+5     topic already exists; consumer group not empty (has live members, or
+      they subscribe to the topic whose offsets are to be deleted)
 6     unknown topic or partition; unknown consumer group
 7     partially committed (``produce``): the records stderr lists were
       committed, the rest not; sending all again would duplicate them
@@ -17,7 +19,9 @@ Exit codes scripts can rely on:
       stdout; after ``--repair``, those that remain)
 ====  =========================================================
 
-Errors go to stderr as one line, ``error: <message>`` (an unexpected error
+Which error class exits with which code is listed in the README's table
+(tests/cli/test_exit_codes.py holds the two together). Errors go to stderr
+as one line, ``error: <message>`` (an unexpected error
 as ``error: <type>: <message>``); ``-v`` adds the traceback. Results go to
 stdout. Arguments are checked before a store is opened or Spark started;
 ``--store`` (or Kafka's ``--bootstrap-server``) and ``--conf`` go anywhere on

@@ -30,8 +30,10 @@ from lakelog.cli.arguments import (
     topic_arg,
     unescape,
 )
+from lakelog.engine.consumer_offsets import check_offset
 from lakelog.engine.errors import InvalidConfigError, InvalidOffsetError
 from lakelog.engine.offsets import EARLIEST, LATEST, TopicPartition
+from lakelog.engine.records import check_lookup_timestamp
 
 # --formatter values that name Kafka's default formatter, the only one there is here.
 DEFAULT_FORMATTERS = frozenset(
@@ -164,11 +166,13 @@ def offset_arg(args: argparse.Namespace) -> int | None:
         offset = -1
     if offset < 0:
         raise InvalidOffsetError(f"--offset must be earliest, latest or a non-negative number, got {args.offset!r}")
-    return offset
+    return check_offset(offset, "--offset")
 
 
 def _check(args: argparse.Namespace) -> None:
     offset_arg(args)
+    if args.from_timestamp is not None:
+        check_lookup_timestamp(args.from_timestamp, "--from-timestamp")
     if args.group is not None:
         if args.offset is not None:
             raise InvalidConfigError("--group and --offset cannot be given together (the group's offsets decide)")

@@ -14,6 +14,7 @@ from typing import Any
 
 from lakelog.cli.arguments import Out, integer, note, open_store
 from lakelog.cli.tables import table
+from lakelog.engine.consumer_offsets import MIN_LONG, check_offset
 from lakelog.engine.errors import (
     GroupIdNotFoundError,
     InvalidConfigError,
@@ -178,10 +179,11 @@ def _reset_spec(args: argparse.Namespace) -> tuple[str, Any]:
         return "latest", None
     if args.to_current:
         return "current", None
+    # Kafka's tool parses both as Java longs; an offset is clamped into the log afterwards.
     if args.to_offset is not None:
-        return "offset", args.to_offset
+        return "offset", check_offset(args.to_offset, "--to-offset", low=MIN_LONG)
     if args.shift_by is not None:
-        return "shift", args.shift_by
+        return "shift", check_offset(args.shift_by, "--shift-by", low=MIN_LONG)
     if args.to_datetime is not None:
         try:
             return "datetime", datetime.fromisoformat(args.to_datetime)
@@ -224,6 +226,7 @@ def read_offsets_file(path: str) -> dict[str | None, dict[TopicPartition, int]]:
             ) from None
         if tp.partition < 0 or value < 0:
             raise InvalidConfigError(f"--from-file {path} line {number}: negative partition or offset in {row!r}")
+        check_offset(value, f"--from-file {path} line {number}: offset")
         result.setdefault(group, {})[tp] = value
     return result
 
@@ -246,9 +249,10 @@ def _partitions(store: Any, specs: dict[str, list[int] | None]) -> list[TopicPar
 
 def plan_reset(store: Any, group_id: str, args: argparse.Namespace, spec: tuple[str, Any]) -> dict[TopicPartition, int]:
     """New offsets of one group, as kafka-consumer-groups computes them: clamped into each log's
-    [start, end]; a partition without a committed offset goes to the log end for --to-current, and
-    one without a record at or after the time to the log end for --to-datetime/--by-duration."""
-    from lakelog.engine.group_admin import list_group_offsets
+    [start, end] (Kafka's warning on stderr for each offset that moved); a partition without a
+    committed offset goes to the log end for --to-current, and one without a record at or after
+    the time to the log end for --to-datetime/--by-duration."""
+    from lakelog.engine.group_admin import clamp_to_log, list_group_offsets
 
     kind, value = spec
     committed = list_group_offsets(store, group_id)
@@ -296,8 +300,10 @@ def plan_reset(store: Any, group_id: str, args: argparse.Namespace, spec: tuple[
             else:
                 hit = found[p]
                 offset = hit.offset if hit is not None else end[p]
-            # Kafka clamps an out-of-range offset to the log's bounds.
-            result[tp] = min(max(offset, start[p]), end[p])
+            # Kafka clamps an out-of-range offset to the log's bounds, and says so on stderr.
+            result[tp], warning = clamp_to_log(tp, offset, start[p], end[p])
+            if warning is not None:
+                note(f"WARN {warning}")
     return result
 
 

@@ -43,6 +43,7 @@ from lakelog.engine.errors import (
     MaintenanceConflictError,
     StoreError,
     UnknownTopicOrPartitionError,
+    error_for_os_error,
 )
 from lakelog.engine.object_store import filesystem
 from lakelog.engine.offsets import TopicPartition
@@ -160,8 +161,10 @@ def maintain(
     VACUUM whose own commit keeps losing to concurrent writers is skipped and
     the report says so (``vacuum_skipped``). Raises InvalidConfigError for a
     negative or fractional retention, StoreError when the path holds no
-    lakelog store or VACUUM cannot read the log, UnknownTopicOrPartitionError
-    for an unknown topic.
+    lakelog store or VACUUM cannot read the log, StoreFullError when the
+    storage has no space left (StoreAccessError when it refuses a write; the
+    step being written commits nothing), UnknownTopicOrPartitionError for an
+    unknown topic.
     """
     uri = normalize_uri(getattr(store, "uri", store))
     if spark is None and getattr(store, "spark_started", False):
@@ -198,10 +201,17 @@ def maintain(
         progress or (lambda text: log.info("%s", text)),
     )
     report = MaintenanceReport(dry_run, [])
-    for name in names:
-        report.topics.append(_maintain_topic(ctx, name, optimize, replans))
-    if vacuum:
-        report.vacuumed_files, report.log_files_cleaned, report.vacuum_skipped = _vacuum(ctx, vacuum_retention_hours)
+    try:
+        for name in names:
+            report.topics.append(_maintain_topic(ctx, name, optimize, replans))
+        if vacuum:
+            report.vacuumed_files, report.log_files_cleaned, report.vacuum_skipped = _vacuum(
+                ctx, vacuum_retention_hours
+            )
+    except OSError as exc:
+        # A rewrite's Parquet write (pyarrow) or a listing failed: a full disk is StoreFullError here
+        # as for a producer. Steps committed before it stay committed; the failed one commits nothing.
+        raise error_for_os_error(exc, "maintain") from exc
     return report
 
 

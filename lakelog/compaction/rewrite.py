@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 from lakelog.compaction.files import LiveFile
 from lakelog.compaction.log_cleaner import keep_mask
 from lakelog.engine.data_files import DataFile, DataFileWriter
+from lakelog.engine.errors import error_for_os_error, error_from_text, marked
 from lakelog.engine.object_store import store_access
 from lakelog.engine.offsets import TopicPartition
 from lakelog.engine.partition_reader import PartitionReader, with_partition_columns
@@ -159,14 +160,24 @@ def run_tasks(tasks: Sequence[T], fn: Callable[[T], R], spark: Any | None = None
     """``fn`` over ``tasks``: as Spark tasks when a SparkSession is given (one per task), else here.
 
     Spark tasks carry this process's endpoint and credentials for each task's
-    store (``task.uri``): an executor's environment need not hold them.
+    store (``task.uri``): an executor's environment need not hold them. A
+    task's OSError reaches the caller as the StoreError class
+    :func:`engine.errors.error_for_os_error` gives (StoreFullError for a full
+    disk); run here, it is raised as it is.
     """
     if not tasks:
         return []
     if spark is None:
         return [fn(t) for t in tasks]
     carried = [(store_access(t.uri), t) for t in tasks]
-    return spark.sparkContext.parallelize(carried, len(carried)).map(_InStore(fn)).collect()
+    try:
+        return spark.sparkContext.parallelize(carried, len(carried)).map(_InStore(fn)).collect()
+    except Exception as exc:
+        # A task's storage error crossed the JVM as text (_InStore marked it): the same class here.
+        error = error_from_text(str(exc))
+        if error is None:
+            raise
+        raise error from exc
 
 
 @dataclass(frozen=True)
@@ -176,4 +187,9 @@ class _InStore:
     def __call__(self, carried: tuple[Any, Any]) -> Any:
         access, task = carried
         access.install()
-        return self.fn(task)
+        try:
+            return self.fn(task)
+        except OSError as exc:
+            # A full disk is StoreFullError on the driver too, as when the task runs there.
+            error = error_for_os_error(exc, "maintain")
+            raise RuntimeError(marked(type(error), str(error))) from exc

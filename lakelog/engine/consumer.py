@@ -49,14 +49,13 @@ import pyarrow as pa
 from lakelog.engine.assignors import parse_strategy
 from lakelog.engine.commit import Committer, RetryPolicy, TableState
 from lakelog.engine.config import INT_MAX, ConfigKey, key_table, resolve_config
-from lakelog.engine.consumer_offsets import OffsetAndMetadata, current_offsets
+from lakelog.engine.consumer_offsets import OffsetAndMetadata, check_group_id, check_offset, current_offsets
 from lakelog.engine.errors import (
     CommitFailedError,
     DataLossError,
     FencedInstanceIdError,
     IllegalStateError,
     InvalidConfigError,
-    InvalidOffsetError,
     LakelogError,
     NoOffsetForPartitionError,
     OffsetOutOfRangeError,
@@ -221,7 +220,7 @@ class Consumer:
         if cfg["heartbeat.interval.ms"] >= cfg["session.timeout.ms"]:
             raise InvalidConfigError("heartbeat.interval.ms must be lower than session.timeout.ms")
         self._store = store
-        self.group_id: str | None = cfg["group.id"] or None
+        self.group_id: str | None = check_group_id(cfg["group.id"]) if cfg["group.id"] else None
         self.client_id = cfg["client.id"] or f"consumer-{uuid.uuid4().hex[:8]}"
         self._records = PartitionReader(store.uri)
         self._writer: Committer | None = None
@@ -364,9 +363,7 @@ class Consumer:
     def seek(self, partition: Any, offset: int) -> None:
         """Make the next poll of ``partition`` start at ``offset``."""
         tp = self._assigned(partition)
-        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-            raise InvalidOffsetError(f"seek offset for {tp} must be a non-negative int, got {offset!r}")
-        self._positions[tp] = offset
+        self._positions[tp] = check_offset(offset, f"seek offset for {tp}")
         self._buffers.pop(tp, None)
 
     def seek_to_beginning(self, partitions: Iterable[Any] | None = None) -> None:
@@ -526,8 +523,7 @@ class Consumer:
             for key, value in offsets.items():
                 tp = _as_tp(key)
                 om = value if isinstance(value, OffsetAndMetadata) else OffsetAndMetadata(value)
-                if isinstance(om.offset, bool) or not isinstance(om.offset, int) or om.offset < 0:
-                    raise InvalidOffsetError(f"offset to commit for {tp} must be a non-negative int, got {value!r}")
+                check_offset(om.offset, f"offset to commit for {tp}")
                 chosen[tp] = om
         if not chosen:
             return

@@ -23,12 +23,48 @@ import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from lakelog.engine.errors import InvalidConfigError, InvalidOffsetError
 from lakelog.engine.group_state import GroupState
 from lakelog.engine.offsets import TopicPartition
 
 OFFSETS_TOPIC = "__consumer_offsets"
 OFFSETS_TOPIC_PARTITIONS = 50  # Kafka's offsets.topic.num.partitions
 OFFSETS_TOPIC_CONFIG = {"cleanup.policy": "compact"}
+# Kafka's protocol carries a group id as a STRING: an int16 length, then that many UTF-8 bytes
+# (Kafka protocol guide, "Protocol Primitive Types"). A longer id could not be named by any Kafka
+# client, nor listed through lakelog serve (ListGroups could not encode it).
+GROUP_ID_MAX_BYTES = 32_767
+
+
+# Kafka's offsets are Java longs; its OffsetAndMetadata refuses a negative one ("Invalid negative offset").
+MAX_OFFSET = 2**63 - 1
+MIN_LONG = -(2**63)
+
+
+def check_offset(offset: object, what: str, low: int = 0) -> int:
+    """``offset`` if it is an int in [``low``, :data:`MAX_OFFSET`] (by default a valid Kafka offset;
+    ``MIN_LONG`` for any Java long, as a reset target that is clamped afterwards); else
+    InvalidOffsetError naming ``what``, the value and the range."""
+    if isinstance(offset, bool) or not isinstance(offset, int):
+        raise InvalidOffsetError(f"{what} must be an int, got {offset!r}")
+    if not low <= offset <= MAX_OFFSET:
+        kind = "non-negative Java longs" if low == 0 else "Java longs"
+        raise InvalidOffsetError(f"{what} {offset} is outside {low}..{MAX_OFFSET} (Kafka's offsets are {kind})")
+    return offset
+
+
+def check_group_id(group_id: object, key: str = "group.id") -> str:
+    """``group_id`` if it is a non-empty string of at most :data:`GROUP_ID_MAX_BYTES` UTF-8
+    bytes; else InvalidConfigError naming ``key`` and the limit."""
+    if not isinstance(group_id, str) or not group_id:
+        raise InvalidConfigError(f"{key} must be a non-empty string, got {group_id!r}")
+    size = len(group_id.encode("utf-8", "surrogatepass"))
+    if size > GROUP_ID_MAX_BYTES:
+        raise InvalidConfigError(
+            f"{key} {group_id[:20]!r}... is {size} bytes in UTF-8; Kafka's protocol carries a group id "
+            f"of at most {GROUP_ID_MAX_BYTES} bytes"
+        )
+    return group_id
 
 
 def java_string_hash(text: str) -> int:

@@ -124,7 +124,10 @@ class InvalidPartitionsError(FatalError, ValueError):
 
 
 class RecordTooLargeError(FatalError):
-    """A record is larger than the topic's ``max.message.bytes``."""
+    """A record is larger than the topic's ``max.message.bytes``: invalid input, as the README's
+    exit-code table counts it."""
+
+    exit_code = 2
 
 
 class InvalidRecordError(FatalError, TypeError):

@@ -23,6 +23,7 @@ Kafka's coordinator would have expired them.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import time
 from collections.abc import Iterable, Mapping
@@ -32,9 +33,12 @@ from typing import TYPE_CHECKING, Literal
 
 from lakelog.engine.commit.state import TableState
 from lakelog.engine.consumer_offsets import (
+    MIN_LONG,
     OFFSETS_TOPIC,
     GroupRecords,
     OffsetAndMetadata,
+    check_group_id,
+    check_offset,
     fold_groups,
     group_key,
     offset_key,
@@ -52,6 +56,7 @@ from lakelog.engine.group_leases import LeaseStore, fresh
 from lakelog.engine.group_state import EMPTY
 from lakelog.engine.offsets import TopicPartition
 from lakelog.engine.partition_reader import PartitionReader
+from lakelog.engine.records import check_lookup_timestamp
 from lakelog.engine.topic_admin import require_topic
 
 if TYPE_CHECKING:
@@ -62,6 +67,8 @@ RESET_TARGETS: tuple[str, ...] = ("earliest", "latest", "datetime", "offset")
 
 # Kafka's ConsumerGroupState names: the group state machine's own (Stable, PreparingRebalance,
 # CompletingRebalance) while a member is live, Empty once none is.
+
+log = logging.getLogger("lakelog.group_admin")
 
 # Group changes retry like the coordinator's own (change_group): members'
 # heartbeats to the same partition conflict often but briefly.
@@ -161,11 +168,6 @@ def _read_group(store: LogStore, group_id: str) -> GroupRecords:
     return _group_log(store, group_id, partitions).latest()
 
 
-def _check_group_id(group_id: str) -> None:
-    if not isinstance(group_id, str) or not group_id:
-        raise InvalidConfigError(f"a group id must be a non-empty string, got {group_id!r}")
-
-
 # -- reading -------------------------------------------------------------------
 
 
@@ -206,7 +208,7 @@ def describe_group(store: LogStore, group_id: str) -> GroupDescription:
     GroupIdNotFoundError when the group has neither a state record nor
     committed offsets.
     """
-    _check_group_id(group_id)
+    check_group_id(group_id, "group id")
     group = _read_group(store, group_id)
     if not _exists(group):
         raise GroupIdNotFoundError(f"consumer group {group_id!r} does not exist")
@@ -277,9 +279,21 @@ def _to_ms(value: object) -> int:
         return max(0, int(value.timestamp() * 1000))
     if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidOffsetError(f"a reset to a datetime needs ms since the epoch or a datetime, got {value!r}")
-    if value < 0:
-        raise InvalidOffsetError(f"a reset to a datetime needs a non-negative time, got {value!r}")
-    return value
+    return check_lookup_timestamp(value, "a reset to a datetime")
+
+
+_SET_TO = "Value will be set to "
+
+
+def clamp_to_log(tp: TopicPartition, offset: int, start: int, end: int) -> tuple[int, str | None]:
+    """``offset`` clamped into the log's [``start``, ``end``], as kafka-consumer-groups clamps a
+    reset, and the warning Kafka's tool logs when that moved it (ConsumerGroupCommand's
+    checkOffsetsRange, word for word), else None."""
+    if offset > end:
+        return end, f"New offset ({offset}) is higher than latest offset for topic partition {tp}. {_SET_TO}{end}"
+    if offset < start:
+        return start, f"New offset ({offset}) is lower than earliest offset for topic partition {tp}. {_SET_TO}{start}"
+    return offset, None
 
 
 def _plan_reset(store: LogStore, topics: list[str], to: str, value: object) -> dict[TopicPartition, int]:
@@ -295,8 +309,11 @@ def _plan_reset(store: LogStore, topics: list[str], to: str, value: object) -> d
             chosen = end
         elif to == "offset":
             assert isinstance(value, int)
-            # Kafka clamps an out-of-range offset to the log's bounds.
-            chosen = {p: min(max(value, start[p]), end[p]) for p in end}
+            chosen = {}
+            for p in end:
+                chosen[p], warning = clamp_to_log(TopicPartition(topic, p), value, start[p], end[p])
+                if warning is not None:
+                    log.warning("%s", warning)
         else:
             ms = _to_ms(value)
             found = store.offsets_for_times(topic, dict.fromkeys(end, ms))
@@ -319,8 +336,9 @@ def reset_offsets(
 
     ``to``: "earliest" (log start offset), "latest" (log end offset),
     "datetime" (``value`` ms or datetime: the first offset at or after it,
-    the end offset where every record is older), "offset" (``value``,
-    clamped into [log start, log end] as Kafka does). With ``dry_run`` the
+    the end offset where every record is older), "offset" (``value``, any
+    Java long, clamped into [log start, log end] as Kafka does, with Kafka's
+    warning logged for each partition it moved). With ``dry_run`` the
     offsets are computed and returned, nothing is committed.
 
     All offsets are committed in one Delta commit, or none. Raises
@@ -330,7 +348,7 @@ def reset_offsets(
     InvalidConfigError / InvalidOffsetError for bad arguments. A group that
     does not exist yet is created with these offsets, as in Kafka.
     """
-    _check_group_id(group_id)
+    check_group_id(group_id, "group id")
     names = [topics] if isinstance(topics, str) else list(topics)
     if not names:
         raise InvalidConfigError("reset_offsets needs at least one topic")
@@ -338,8 +356,9 @@ def reset_offsets(
         raise InvalidConfigError(f"reset target {to!r} is not one of {', '.join(RESET_TARGETS)}")
     if to in ("earliest", "latest") and value is not None:
         raise InvalidConfigError(f"a reset to {to} takes no value, got {value!r}")
-    if to == "offset" and (isinstance(value, bool) or not isinstance(value, int)):
-        raise InvalidOffsetError(f"a reset to an offset needs an int offset, got {value!r}")
+    if to == "offset":
+        # Any Java long, as Kafka's --to-offset: clamped into the log below.
+        check_offset(value, "a reset to an offset", low=MIN_LONG)
     if to == "datetime":
         _to_ms(value)  # fail on a bad value before any work
     known = store._latest_topics()
@@ -361,14 +380,14 @@ def reset_offsets(
 def list_group_offsets(store: LogStore, group_id: str) -> dict[TopicPartition, int]:
     """The group's committed offsets, as Kafka's ``AdminClient.listConsumerGroupOffsets`` (empty for a
     group that never committed)."""
-    _check_group_id(group_id)
+    check_group_id(group_id, "group id")
     return {tp: o.offset for tp, o in _read_group(store, group_id).offsets.items()}
 
 
 def require_inactive_group(store: LogStore, group_id: str, action: str = "reset the offsets of") -> None:
     """Raise GroupNotEmptyError if the group has live members now (a check before planning; the
     binding one is inside :func:`alter_group_offsets`' commit)."""
-    _check_group_id(group_id)
+    check_group_id(group_id, "group id")
     _require_inactive(store, _read_group(store, group_id), _now_ms(), action)
 
 
@@ -379,8 +398,11 @@ def alter_group_offsets(store: LogStore, group_id: str, offsets: Mapping[TopicPa
     Raises GroupNotEmptyError while the group has live members (checked inside the commit, so a
     member joining concurrently makes it refuse rather than race) and UnknownTopicOrPartitionError
     when a topic is unknown or was deleted meanwhile. A group that does not exist yet is created with
-    these offsets, as in Kafka. Offsets are taken as given (callers clamp them into the log)."""
-    _check_group_id(group_id)
+    these offsets, as in Kafka. Offsets are taken as given (callers clamp them into the log); one
+    that is not an int in 0..2**63-1 is InvalidOffsetError, before anything is read or written."""
+    check_group_id(group_id, "group id")
+    for tp, offset in offsets.items():
+        check_offset(offset, f"offset for {tp}")
     names = sorted({tp.topic for tp in offsets})
     partitions = store._ensure_offsets_topic()
     log = _group_log(store, group_id, partitions)
@@ -408,7 +430,7 @@ def delete_offsets(store: LogStore, group_id: str, partitions: Iterable[TopicPar
     (both checked inside the commit), UnknownTopicOrPartitionError for a partition that
     does not exist.
     """
-    _check_group_id(group_id)
+    check_group_id(group_id, "group id")
     wanted = sorted(set(partitions))
     topics = store._latest_topics()
     for tp in wanted:
@@ -447,7 +469,7 @@ def delete_group(store: LogStore, group_id: str) -> None:
     GroupNotEmptyError while it has live members (both checked inside the
     commit against the records it replaces; nothing is written then).
     """
-    _check_group_id(group_id)
+    check_group_id(group_id, "group id")
     partitions = _offsets_partitions(store)
     if partitions is None:  # no group ever existed; do not create the topic to say so
         raise GroupIdNotFoundError(f"consumer group {group_id!r} does not exist")

@@ -24,6 +24,8 @@ from lakelog.engine.consumer_offsets import (
     OFFSETS_TOPIC,
     GroupRecords,
     OffsetAndMetadata,
+    check_group_id,
+    check_offset,
     group_key,
     is_group_record,
     offset_key,
@@ -31,7 +33,7 @@ from lakelog.engine.consumer_offsets import (
     partition_for_group,
 )
 from lakelog.engine.data_files import OFFSETS_LABEL, holds_only_offsets
-from lakelog.engine.errors import InvalidOffsetError, UnknownTopicOrPartitionError
+from lakelog.engine.errors import UnknownTopicOrPartitionError
 from lakelog.engine.group_leases import LeaseStore, fresh
 from lakelog.engine.group_state import GroupState, check_commit
 from lakelog.engine.offsets import TopicPartition
@@ -51,7 +53,7 @@ class GroupLog:
     """
 
     def __init__(self, reader: TableLog, records: PartitionReader, group_id: str, partitions: int) -> None:
-        self.group_id = group_id
+        self.group_id = check_group_id(group_id, "group id")
         self.uri = reader.uri
         self.tp = TopicPartition(OFFSETS_TOPIC, partition_for_group(group_id, partitions))
         self._reader = reader
@@ -238,14 +240,13 @@ def check_offsets_to_commit(
     offsets: Mapping[TopicPartition, OffsetAndMetadata], topics: Mapping[str, TopicMetadata]
 ) -> None:
     """Raise UnknownTopicOrPartitionError, as Kafka's OffsetCommit and TxnOffsetCommit answer, for
-    a partition that does not exist in ``topics``, and InvalidOffsetError for an offset that is not a
-    non-negative int."""
+    a partition that does not exist in ``topics``, and InvalidOffsetError for an offset that is not an
+    int in 0..2**63-1 (:func:`engine.consumer_offsets.check_offset`)."""
     for tp, o in offsets.items():
         topic = topics.get(tp.topic)
         if topic is None or not 0 <= tp.partition < topic.partitions:
             raise UnknownTopicOrPartitionError(f"cannot commit an offset for {tp}: the partition does not exist")
-        if isinstance(o.offset, bool) or not isinstance(o.offset, int) or o.offset < 0:
-            raise InvalidOffsetError(f"offset to commit for {tp} must be a non-negative int, got {o.offset!r}")
+        check_offset(o.offset, f"offset to commit for {tp}")
 
 
 def offset_records(

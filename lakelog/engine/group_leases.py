@@ -26,18 +26,41 @@ the others leave that join to the member that announced first
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
+import re
 import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import quote, unquote
 
+from lakelog.engine.errors import error_for_os_error
 from lakelog.engine.group_state import Member
 from lakelog.engine.object_store import filesystem, is_s3
 
 LEASES_DIR = "_lakelog/groups"
+# Group and member ids name directories and files. A path component may be 255 bytes on POSIX file
+# systems (NAME_MAX) and a whole S3 key 1,024 bytes, while Kafka's ids may be 32,767 bytes (client.id
+# goes into a member id): an id whose quoted name is longer than this is named by a readable prefix
+# and its SHA-256 instead (:func:`file_name`), so every id Kafka accepts works on every store.
+NAME_MAX_CHARS = 120
+_PREFIX_CHARS = 48
+_HASHED = "="  # quote(..., safe="") escapes "=": no quoted name contains it
+
+
+def file_name(identifier: str) -> str:
+    """The path component naming ``identifier``: its percent-quoted form (as always) when that
+    has at most :data:`NAME_MAX_CHARS` characters, else ``<quoted prefix>=<sha256 hex>`` (at most
+    113 ASCII characters). Distinct ids get distinct names."""
+    quoted = quote(identifier, safe="")
+    if len(quoted) <= NAME_MAX_CHARS:
+        return quoted
+    digest = hashlib.sha256(identifier.encode("utf-8", "surrogatepass")).hexdigest()
+    # Cut before a split escape so the prefix stays readable.
+    prefix = re.sub(r"%[0-9A-F]?$", "", quoted[:_PREFIX_CHARS])
+    return f"{prefix}{_HASHED}{digest}"
 
 
 @dataclass(frozen=True)
@@ -47,37 +70,56 @@ class Lease:
     token: str  # changes with every renewal (modification time, or the object's ETag)
 
 
+def _shown(identifier: str) -> str:
+    """``identifier`` quoted for a message, cut short when it is long."""
+    return repr(identifier if len(identifier) <= 80 else identifier[:77] + "...")
+
+
 class LeaseStore:
     """The member leases of one group. Thread-safe (no shared mutable state)."""
 
     def __init__(self, uri: str, group_id: str) -> None:
         self.uri = uri
+        self.group_id = group_id
         self._fs, root = filesystem(uri)
         self._local = not is_s3(uri) and "://" not in uri
-        self.group_directory = f"{root}/{LEASES_DIR}/{quote(group_id, safe='')}"
+        self.group_directory = f"{root}/{LEASES_DIR}/{file_name(group_id)}"
         self.directory = f"{self.group_directory}/members"
         self.joining = f"{self.group_directory}/joining"
 
     def _path(self, member_id: str, directory: str | None = None) -> str:
-        return f"{directory or self.directory}/{quote(member_id, safe='')}.json"
+        return f"{directory or self.directory}/{file_name(member_id)}.json"
 
-    def _put(self, directory: str, member_id: str, document: Mapping) -> None:
+    def _put(self, directory: str, member_id: str, document: Mapping, what: str) -> None:
         body = json.dumps(document).encode()
         path = self._path(member_id, directory)
-        if self._local:
-            os.makedirs(directory, exist_ok=True)
-            temp = f"{directory}/.{uuid.uuid4().hex}.tmp"
-            with open(temp, "wb") as handle:
-                handle.write(body)
-            os.replace(temp, path)  # atomic: a reader sees the old object or the new one
-        else:
-            with self._fs.open(path, "wb") as handle:
-                handle.write(body)
+        try:
+            if self._local:
+                os.makedirs(directory, exist_ok=True)
+                temp = f"{directory}/.{uuid.uuid4().hex}.tmp"
+                try:
+                    with open(temp, "wb") as handle:
+                        handle.write(body)
+                    os.replace(temp, path)  # atomic: a reader sees the old object or the new one
+                except BaseException:
+                    # A full disk fails the write after the file was created: leave nothing behind.
+                    with contextlib.suppress(OSError):
+                        os.unlink(temp)
+                    raise
+            else:
+                with self._fs.open(path, "wb") as handle:
+                    handle.write(body)
+        except OSError as exc:
+            raise error_for_os_error(
+                exc, f"writing {what} of member {_shown(member_id)} of group {_shown(self.group_id)}"
+            ) from exc
 
     def renew(self, member_id: str, instance_id: str | None) -> None:
-        """Write (or overwrite) the member's lease. Raises OSError when it could not be written."""
+        """Write (or overwrite) the member's lease. Raises StoreFullError (no space),
+        StoreAccessError (refused) or StoreError when it could not be written; then no
+        temporary file is left and an earlier lease of the member is unchanged."""
         document = {"member_id": member_id, "instance_id": instance_id, "renewed_ms": int(time.time() * 1000)}
-        self._put(self.directory, member_id, document)
+        self._put(self.directory, member_id, document, "the lease")
 
     def remove(self, member_id: str) -> None:
         """Drop the member's lease (it left); nothing if there is none."""
@@ -90,10 +132,10 @@ class LeaseStore:
             self._fs.rm(self.group_directory, recursive=True)
 
     def announce(self, member: Member) -> None:
-        """Announce that ``member`` is joining (until :meth:`withdraw`). Raises OSError when it
-        could not be written."""
+        """Announce that ``member`` is joining (until :meth:`withdraw`). Raises as :meth:`renew`
+        when it could not be written."""
         document = {"member": member.to_dict(), "announced_ms": int(time.time() * 1000)}
-        self._put(self.joining, member.member_id, document)
+        self._put(self.joining, member.member_id, document, "the join announcement")
 
     def withdraw(self, member_id: str) -> None:
         """Drop the member's announcement (its join landed, or failed); nothing if there is none."""
@@ -145,7 +187,10 @@ class LeaseStore:
             name = entry["name"].rsplit("/", 1)[-1]
             if not name.endswith(".json") or name.startswith("."):
                 continue
-            member_id = unquote(name[: -len(".json")])
+            stem = name[: -len(".json")]
+            member_id = unquote(stem) if _HASHED not in stem else self._member_of(entry["name"])
+            if member_id is None:
+                continue
             modified = entry.get("mtime") or entry.get("LastModified") or entry.get("created")
             if hasattr(modified, "timestamp"):
                 modified_ms = int(modified.timestamp() * 1000)
@@ -154,6 +199,13 @@ class LeaseStore:
             token = str(entry.get("ETag") or entry.get("mtime") or modified_ms)
             leases[member_id] = Lease(member_id, modified_ms, token)
         return leases
+
+    def _member_of(self, path: str) -> str | None:
+        """The member id a lease under a hashed name holds (None when it was removed meanwhile)."""
+        try:
+            return json.loads(self._fs.cat_file(path))["member_id"]
+        except FileNotFoundError:
+            return None
 
 
 class Liveness:

@@ -10,7 +10,7 @@ from typing import Any
 
 import pyarrow.compute as pc
 
-from lakelog.engine.errors import InvalidRecordError
+from lakelog.engine.errors import InvalidOffsetError, InvalidRecordError
 
 Headers = list[tuple[str, bytes | None]]
 
@@ -72,6 +72,21 @@ def _timestamp_range_error(what: str) -> InvalidRecordError:
         f"{what}: a timestamp must lie in [0, {MAX_TIMESTAMP_MS}] ms (1970-01-01 to 9999-12-31 UTC), "
         "the range the log table holds; nothing was written"
     )
+
+
+def check_lookup_timestamp(timestamp: Any, what: str) -> int:
+    """``timestamp`` (ms) to find records by, as Kafka's offsetsForTimes: an int in
+    [0, MAX_TIMESTAMP_MS], the range every record's timestamp lies in; else InvalidOffsetError
+    naming ``what``, the value and that range (a later time could never find a record, and
+    usually means micro- or nanoseconds were given for milliseconds)."""
+    if isinstance(timestamp, bool) or not isinstance(timestamp, int):
+        raise InvalidOffsetError(f"{what} must be an int (ms since the epoch), got {timestamp!r}")
+    if not 0 <= timestamp <= MAX_TIMESTAMP_MS:
+        raise InvalidOffsetError(
+            f"{what} {timestamp} is outside 0..{MAX_TIMESTAMP_MS} ms (1970-01-01 to 9999-12-31 UTC), "
+            "the range record timestamps lie in"
+        )
+    return timestamp
 
 
 def to_timestamp_ms(timestamp: Any) -> int:

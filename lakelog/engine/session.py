@@ -27,6 +27,8 @@ from lakelog.conf import conf_path, read_properties
 from lakelog.engine import jvm_jars
 
 LOCAL_LOG_STORE = "io.lakelog.storage.AtomicLocalLogStore"
+# The store's own directory beside the Delta log (leases, Spark's warehouse); Delta ignores "_" names.
+SCRATCH_DIR = "_lakelog"
 S3_LOG_STORE = "io.lakelog.storage.ConditionalS3LogStore"
 
 
@@ -47,11 +49,24 @@ def _status_to_stderr(text: str) -> None:
     print(f"lakelog: {text}", file=sys.stderr, flush=True)
 
 
-def session_conf(extra: Mapping[str, str] | None = None, jars: str = "", *, s3a: bool = False) -> dict[str, str]:
+def warehouse_dir(store_uri: str) -> str:
+    """``spark.sql.warehouse.dir`` of a session lakelog builds for the store at ``store_uri``:
+    ``_lakelog/spark-warehouse`` in the store, the scratch area Delta readers and VACUUM leave
+    alone, instead of Spark's default ``./spark-warehouse`` in whatever directory the command ran
+    in. lakelog reads and writes tables by path and creates no managed table there."""
+    return f"{store_uri.rstrip('/')}/{SCRATCH_DIR}/spark-warehouse"
+
+
+def session_conf(
+    extra: Mapping[str, str] | None = None, jars: str = "", *, s3a: bool = False, store_uri: str | None = None
+) -> dict[str, str]:
     """The Spark configuration of a lakelog-built session (defaults, jars, overrides); ``s3a`` adds
-    Hadoop's S3A connector (fetched on first use)."""
+    Hadoop's S3A connector (fetched on first use); ``store_uri`` puts Spark's warehouse into that
+    store (:func:`warehouse_dir`) unless the overrides name one."""
     spark_jars, s3_jars = session_jars(jars, s3a=s3a)
     values = read_properties("spark-defaults.conf")
+    if store_uri is not None:
+        values["spark.sql.warehouse.dir"] = warehouse_dir(store_uri)
     values["spark.jars"] = ",".join(str(p) for p in spark_jars)
     # hadoop-aws and the AWS SDK bundle (~650 MiB) go on the JVM class path
     # rather than spark.jars: in local mode spark.jars are copied into each
@@ -84,9 +99,12 @@ def s3a_from_env(values: Mapping[str, str], env: Mapping[str, str] | None = None
     }
 
 
-def build_session(extra: Mapping[str, str] | None = None, jars: str = "", *, s3a: bool = False) -> SparkSession:
+def build_session(
+    extra: Mapping[str, str] | None = None, jars: str = "", *, s3a: bool = False, store_uri: str | None = None
+) -> SparkSession:
     """Get or create the process's SparkSession configured for lakelog (``s3a``: with Hadoop's S3A
-    connector, fetched on first use).
+    connector, fetched on first use; ``store_uri``: the store it is built for, which keeps Spark's
+    warehouse, see :func:`warehouse_dir`).
 
     Python workers run the interpreter running this code, so UDFs see the
     same installed packages.
@@ -94,7 +112,7 @@ def build_session(extra: Mapping[str, str] | None = None, jars: str = "", *, s3a
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    values = session_conf(extra, jars, s3a=s3a)
+    values = session_conf(extra, jars, s3a=s3a, store_uri=store_uri)
     _start_jvm(values)
     builder = SparkSession.builder
     for key, value in values.items():

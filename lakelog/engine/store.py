@@ -59,6 +59,7 @@ from lakelog.engine.offsets import (
 from lakelog.engine.partition_reader import PartitionReader, data_file_error
 from lakelog.engine.producer import Producer
 from lakelog.engine.reads import resolve_topic_names, topic_frame
+from lakelog.engine.records import check_lookup_timestamp
 from lakelog.engine.schema import LOG_SCHEMA_JSON, PARTITION_COLUMNS, STATS_COLUMNS
 from lakelog.engine.settings import Settings, load_settings
 from lakelog.engine.time_travel import version_as_of
@@ -192,7 +193,9 @@ class LogStore:
                 self._spark = (
                     active
                     if active is not None
-                    else build_session(self.settings.spark, jars=self.settings.jars_dir, s3a=is_s3(self.uri))
+                    else build_session(
+                        self.settings.spark, jars=self.settings.jars_dir, s3a=is_s3(self.uri), store_uri=self.uri
+                    )
                 )
                 _configure_object_store(self._spark, self.uri)
                 _warn_if_unsafe(self._spark, self.uri)
@@ -507,13 +510,15 @@ class LogStore:
 
         Kafka's ``offsetsForTimes``: None when every record of the partition
         is older. Files are pruned by their timestamp statistics; no Spark.
+        Raises UnknownTopicOrPartitionError for a partition that does not exist,
+        InvalidOffsetError for a timestamp outside the range record timestamps
+        lie in (:func:`engine.records.check_lookup_timestamp`).
         """
         meta = require_topic(self._latest_topics(), topic)
         for p, ts in timestamps.items():
             if not 0 <= p < meta.partitions:
                 raise UnknownTopicOrPartitionError(f"partition {p} of topic {topic!r} does not exist")
-            if isinstance(ts, bool) or not isinstance(ts, int) or ts < 0:
-                raise InvalidOffsetError(f"timestamp for {topic}-{p} must be a non-negative int (ms), got {ts!r}")
+            check_lookup_timestamp(ts, f"timestamp for {topic}-{p}")
         result: dict[int, OffsetAndTimestamp | None] = {p: None for p in timestamps}
         state = self.log.latest()
         for p, ts in timestamps.items():

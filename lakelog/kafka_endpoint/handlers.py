@@ -28,7 +28,7 @@ import numpy as np
 from kio.schema.errors import ErrorCode
 
 from lakelog.engine.commit import RetryPolicy
-from lakelog.engine.consumer_offsets import OffsetAndMetadata
+from lakelog.engine.consumer_offsets import MAX_OFFSET, OffsetAndMetadata
 from lakelog.engine.errors import (
     CommitFailedError,
     GroupIdNotFoundError,
@@ -50,6 +50,7 @@ from lakelog.engine.errors import (
 from lakelog.engine.offsets import TopicPartition
 from lakelog.engine.partition_reader import PartitionReader
 from lakelog.engine.placement import columns_for_batch, place_records
+from lakelog.engine.records import MAX_TIMESTAMP_MS
 from lakelog.engine.topic_admin import require_partition
 from lakelog.kafka_endpoint import admin
 from lakelog.kafka_endpoint.group_commit import GroupCommit
@@ -133,6 +134,15 @@ ERROR_CODES: tuple[tuple[type[BaseException], ErrorCode], ...] = (
     (RetriableError, ErrorCode.request_timed_out),
     (LakelogError, ErrorCode.kafka_storage_error),
 )
+
+
+def _bad_offset(offset: int) -> bool:
+    """Whether an offset a client asks to commit is one no log holds (a negative one: the wire's
+    int64 carries no larger than Kafka's longest). Kafka's Java client refuses those itself
+    (OffsetAndMetadata: "Invalid negative offset"); a client that sends one anyway gets
+    INVALID_COMMIT_OFFSET_SIZE for that partition, which Kafka's consumers raise rather than retry
+    (ConsumerCoordinator), and nothing is committed for it."""
+    return not 0 <= int(offset) <= MAX_OFFSET
 
 
 def error_code(exc: BaseException) -> ErrorCode:
@@ -476,19 +486,25 @@ class Endpoint:
             for t in body.topics
             for p in t.partitions
         }
+        refused = {tp for tp, o in offsets.items() if _bad_offset(o.offset)}
+        code = ErrorCode.none
         try:
             proxy = self._txn(body.transactional_id, int(body.producer_id), int(body.producer_epoch))
-            proxy.send_offsets(
-                body.group_id, int(getattr(body, "generation_id", -1)), getattr(body, "member_id", ""), offsets
-            )
-            code = ErrorCode.none
+            if len(refused) < len(offsets):
+                proxy.send_offsets(
+                    body.group_id,
+                    int(getattr(body, "generation_id", -1)),
+                    getattr(body, "member_id", ""),
+                    {tp: o for tp, o in offsets.items() if tp not in refused},
+                )
         except Exception as exc:
             if not isinstance(exc, LakelogError | LookupError):
                 log.exception("TxnOffsetCommit of %s failed", body.transactional_id)
             code = error_code(exc)
         out: dict[str, list[dict]] = {}
         for tp in offsets:
-            out.setdefault(tp.topic, []).append({"partition_index": tp.partition, "error_code": code})
+            answer = ErrorCode.invalid_commit_offset_size if tp in refused else code
+            out.setdefault(tp.topic, []).append({"partition_index": tp.partition, "error_code": answer})
         topics = [{"name": n, "partitions": parts} for n, parts in out.items()]
         return build(response_class(TXN_OFFSET_COMMIT, request.api_version), topics=topics)
 
@@ -581,10 +597,11 @@ class Endpoint:
                     found = self._reader.max_timestamp(state.files_of(tp), tp)
                     if found is not None:
                         answer["offset"], answer["timestamp"] = found
-                else:
+                elif stamp <= MAX_TIMESTAMP_MS:
                     found = self._reader.first_at(state.files_of(tp), tp, stamp)
                     if found is not None:
                         answer["offset"], answer["timestamp"] = found
+                # A later time than any record can carry finds none: Kafka answers -1 then too.
                 answer["error_code"] = ErrorCode.none
                 parts.append(answer)
             out.append({"name": topic.name, "partitions": parts})
@@ -639,6 +656,8 @@ class Endpoint:
                 meta = topics.get(topic.name)
                 if meta is None or not 0 <= part.partition_index < meta.partitions:
                     answers[(topic.name, part.partition_index)] = ErrorCode.unknown_topic_or_partition
+                elif _bad_offset(part.committed_offset):
+                    answers[(topic.name, part.partition_index)] = ErrorCode.invalid_commit_offset_size
                 else:
                     tp = TopicPartition(topic.name, part.partition_index)
                     chosen[tp] = OffsetAndMetadata(int(part.committed_offset), part.committed_metadata or "")

@@ -39,7 +39,7 @@ from lakelog.engine.commit import AppTransaction, RetryPolicy
 from lakelog.engine.commit.state import TableState
 from lakelog.engine.config import resolve_config
 from lakelog.engine.consumer import ConsumerGroupMetadata
-from lakelog.engine.consumer_offsets import OFFSETS_TOPIC, OffsetAndMetadata, partition_for_group
+from lakelog.engine.consumer_offsets import OFFSETS_TOPIC, OffsetAndMetadata, check_group_id, partition_for_group
 from lakelog.engine.errors import (
     InvalidConfigError,
     InvalidTxnStateError,
@@ -271,6 +271,7 @@ class TransactionalProducer:
             if isinstance(group_metadata, ConsumerGroupMetadata)
             else ConsumerGroupMetadata(group_metadata)
         )
+        check_group_id(meta.group_id, "group id")
         with self._lock:
             self._require(TransactionState.IN_TRANSACTION, "send_offsets_to_transaction()")
             if self._group is not None and self._group.group_id != meta.group_id:

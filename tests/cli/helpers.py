@@ -24,14 +24,14 @@ def run(capsys, monkeypatch, *argv: str, stdin: str = "") -> tuple[int, str, str
     return code, captured.out, captured.err
 
 
-def command(*argv: str, stdin: str = "", timeout: float = 120) -> subprocess.CompletedProcess:
-    """The real command in a process of its own (``python -m lakelog.cli``)."""
+def command(*argv: str, stdin: str = "", timeout: float = 120, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    """The real command in a process of its own (``python -m lakelog.cli``), run in ``cwd``."""
     return subprocess.run(
         [sys.executable, "-m", "lakelog.cli", *argv],
         input=stdin,
         capture_output=True,
         text=True,
         timeout=timeout,
-        cwd=ROOT,
+        cwd=cwd,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )

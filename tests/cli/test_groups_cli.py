@@ -192,6 +192,14 @@ def test_export_and_from_file_round_trip(store, tmp_path, capsys, monkeypatch):
         (["--group", "g", "--topic", "o", "--to-datetime", "May 1"], "--to-datetime must be ISO 8601"),
         (["--group", "g", "--from-file", "/nonexistent.csv"], "--from-file: cannot read"),
         (["--group", "g", "--topic", "o", "--shift-by", "x"], "must be an integer"),
+        (
+            ["--group", "g", "--topic", "o", "--to-offset", "9223372036854775808"],
+            "--to-offset 9223372036854775808 is outside -9223372036854775808..9223372036854775807",
+        ),
+        (
+            ["--group", "g", "--topic", "o", "--shift-by", "-9223372036854775809"],
+            "--shift-by -9223372036854775809 is outside -9223372036854775808..9223372036854775807",
+        ),
     ],
 )
 def test_bad_reset_arguments_exit_2_before_the_store_is_opened(tmp_path, capsys, monkeypatch, argv, message):
@@ -255,3 +263,30 @@ def test_offsets_of_a_topic_live_members_subscribe_to_are_not_deleted(store, cap
         assert committed(store, "g") == [4, 5, 6]
     finally:
         member.close()
+
+
+def warnings_of(err: str) -> list[str]:
+    return [line for line in err.splitlines() if line.startswith("WARN ")]
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected", "warned"),
+    [
+        (["--to-offset", "-5"], [0, 0, 0], [(p, -5, "lower than earliest", 0) for p in range(3)]),
+        (["--to-offset", "99"], [10, 10, 10], [(p, 99, "higher than latest", 10) for p in range(3)]),
+        (["--shift-by", "5"], [9, 10, 10], [(2, 11, "higher than latest", 10)]),  # 10 is the end itself
+        (["--shift-by", "-5"], [0, 0, 1], [(0, -1, "lower than earliest", 0)]),
+        (["--to-offset", "7"], [7, 7, 7], []),
+        (["--to-earliest"], [0, 0, 0], []),
+    ],
+)
+def test_a_clamped_reset_prints_kafkas_warning_per_partition(store, capsys, monkeypatch, spec, expected, warned):
+    argv = ["groups", "--reset-offsets", "--group", "g", "--topic", "o", *spec, "--execute", "--store", store]
+    code, out, err = run(capsys, monkeypatch, *argv)
+    assert code == 0 and rows(out)[1:] == [["g", "o", str(p), str(o)] for p, o in enumerate(expected)]
+    # ConsumerGroupCommand.checkOffsetsRange's words, on stderr (stdout stays the table).
+    assert warnings_of(err) == [
+        f"WARN New offset ({asked}) is {which} offset for topic partition o-{p}. Value will be set to {to}"
+        for p, asked, which, to in warned
+    ]
+    assert committed(store, "g") == expected

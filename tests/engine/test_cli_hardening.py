@@ -309,6 +309,14 @@ def test_unknown_topics_and_partitions_exit_6(tmp_path, capsys, monkeypatch):
         (["consume", "t", "--from-timestamp", "-5"], "--from-timestamp: must be at least 0"),
         (["consume", "t", "--partition", "0", "--offset", "-3"], "--offset must be earliest, latest or"),
         (["consume", "t", "--offset", "3"], "--offset needs --partition"),
+        (
+            ["consume", "t", "--from-timestamp", "4611686018427387904"],
+            "--from-timestamp 4611686018427387904 is outside 0..253402300799999 ms",
+        ),
+        (
+            ["consume", "t", "--partition", "0", "--offset", "9223372036854775808"],
+            "--offset 9223372036854775808 is outside 0..9223372036854775807",
+        ),
         (["produce", "t", "--partition", "-2"], "--partition: must be at least 0"),
         (["perf", "produce", "--num-records", "0"], "--num-records: must be at least 1"),
         (["perf", "transactions", "--records", "0"], "--records: must be at least 1"),

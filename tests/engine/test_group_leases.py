@@ -4,6 +4,7 @@ observer-clock liveness rule (no Spark)."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
 
@@ -39,6 +40,7 @@ def test_leases_are_renewed_read_and_removed_beside_the_table_not_in_it(uri):
     assert store.log.latest_version() == version  # no Delta commit for any of it
     leases.remove_all()
     assert leases.read() == {}
+    assert store.log.latest_version() == version
 
 
 def test_announced_members_are_read_until_withdrawn_and_stale_announcements_are_dropped(uri):
@@ -90,3 +92,32 @@ def test_the_first_announced_member_is_the_earliest_announcement_whatever_its_id
     assert [m.member_id for m in leases.announced(now)] == ["a-second", "z-first"]  # member id order
     leases.withdraw("z-first")
     assert leases.first_announced(now) == "a-second"
+
+
+def test_ids_too_long_for_a_file_name_get_a_short_name_of_their_own_on_every_store(uri):
+    """Group and member ids longer than a path component may be (255 bytes locally, 1,024 bytes for
+    a whole S3 key) are named by a prefix and their SHA-256; shorter ones keep their quoted names."""
+    store = LogStore.open(uri)
+    version = store.log.latest_version()
+    long_group, other_group = "g" * 5_000, "g" * 4_999 + "h"
+    long_member, odd_member = "m\u00e9" * 2_000, "m/" * 200 + "="
+    leases = LeaseStore(uri, long_group)
+    leases.renew(long_member, "instance")
+    leases.renew(odd_member, None)
+    leases.renew("short", None)
+    assert set(leases.read()) == {long_member, odd_member, "short"}
+    assert LeaseStore(uri, other_group).read() == {}  # a group sharing the long prefix is another group
+    member = Member(long_member, "client", ("t",), 10_000, 60_000)
+    leases.announce(member)
+    assert leases.announced(int(time.time() * 1000)) == [member]
+    leases.withdraw(long_member)
+    leases.remove(odd_member)
+    assert set(leases.read()) == {long_member, "short"}
+    assert LeaseStore(uri, "g").read() == {}
+    if "://" not in uri:
+        names = [p.name for p in (Path(uri) / "_lakelog").rglob("*")]
+        assert names and max(len(n.encode()) for n in names) <= 130
+        assert "short.json" in names  # ids that fit keep the names they always had
+    leases.remove_all()
+    assert leases.read() == {}
+    assert store.log.latest_version() == version

@@ -1,0 +1,167 @@
+"""A full disk ends every writer with StoreFullError and leaves no temporary file behind (no Spark).
+
+The disk is simulated in-process: under the store, files are still created (as on a real full disk,
+where ``open`` succeeds and the bytes do not fit) but every write of bytes fails with ENOSPC, both
+Python's own file writes and pyarrow's Parquet writer.
+"""
+
+from __future__ import annotations
+
+import builtins
+import errno
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from lakelog.cli import main as cli_main
+from lakelog.compaction import maintain
+from lakelog.compaction.rewrite import run_tasks
+from lakelog.engine import LogStore
+from lakelog.engine.errors import StoreFullError
+from lakelog.engine.group_leases import LeaseStore
+from lakelog.engine.group_state import Member
+from lakelog.engine.log_check import check_store
+
+NO_SPACE = "No space left on device"
+
+
+class _FullFile:
+    """A file opened for writing on a full disk: it exists, its bytes never fit."""
+
+    def __init__(self, handle) -> None:
+        self._handle = handle
+
+    def write(self, _data) -> int:
+        raise OSError(errno.ENOSPC, NO_SPACE, self._handle.name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._handle.close()
+
+    def __getattr__(self, name):
+        return getattr(self._handle, name)
+
+
+@pytest.fixture
+def full_disk(monkeypatch):
+    """Call with a store's path: from then on, writes under it fail with ENOSPC."""
+    real_open, real_write_table = builtins.open, pq.write_table
+
+    def fill(root: str) -> None:
+        def under(path) -> bool:
+            return isinstance(path, str | os.PathLike) and os.path.abspath(path).startswith(root)
+
+        def open_(file, mode="r", *args, **kwargs):
+            handle = real_open(file, mode, *args, **kwargs)
+            return _FullFile(handle) if under(file) and any(m in mode for m in "wax+") else handle
+
+        def write_table(table, where, *args, **kwargs):
+            if not under(where):
+                return real_write_table(table, where, *args, **kwargs)
+            real_open(where, "wb").close()  # pyarrow has created the file when the write fails
+            raise OSError(errno.ENOSPC, f"Error writing bytes to file. Detail: [errno 28] {NO_SPACE}")
+
+        monkeypatch.setattr(builtins, "open", open_)
+        monkeypatch.setattr(pq, "write_table", write_table)
+
+    return fill
+
+
+def files_under(root: Path) -> set[str]:
+    return {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()}
+
+
+def test_a_lease_that_does_not_fit_raises_store_full_and_leaves_no_temporary_file(tmp_path, full_disk):
+    uri = str(tmp_path / "store")
+    store = LogStore.open(uri)
+    leases = LeaseStore(uri, "g")
+    leases.renew("kept", None)
+    before = files_under(tmp_path)
+    full_disk(uri)
+    with pytest.raises(StoreFullError, match=NO_SPACE):
+        leases.renew("m-1", None)
+    with pytest.raises(StoreFullError, match=NO_SPACE):
+        leases.announce(Member("m-1", "c", ("t",), 10_000, 60_000))
+    with pytest.raises(StoreFullError, match=NO_SPACE):
+        leases.renew("kept", None)  # a renewal over an existing lease
+    assert files_under(tmp_path) == before
+    assert set(leases.read()) == {"kept"}
+    assert check_store(store, grace_s=0).ok
+
+
+def test_a_group_join_on_a_full_disk_raises_store_full_and_commits_nothing(tmp_path, full_disk):
+    uri = str(tmp_path / "store")
+    store = LogStore.open(uri)
+    store.create_topic("t", partitions=2)
+    producer = store.producer()
+    producer.send("t", b"v", partition=0)
+    producer.flush()
+    version = store.log.latest_version()
+    before = files_under(tmp_path)
+    full_disk(uri)
+    consumer = store.consumer(group_id="g")
+    consumer.subscribe(["t"])
+    with pytest.raises(StoreFullError, match=NO_SPACE):
+        consumer.poll(timeout_ms=2_000)
+    consumer.close()  # its leave fails too (the commit's temporary file is put_if_absent's to remove)
+    assert store.log.latest_version() == version
+    outside_log = {f for f in files_under(tmp_path) if not f.startswith("store/_delta_log/")}
+    assert outside_log == {f for f in before if not f.startswith("store/_delta_log/")}  # no lease, no announcement
+
+
+def _small_files(store: LogStore) -> None:
+    store.create_topic("t", partitions=2)
+    producer = store.producer()
+    for i in range(6):
+        producer.send("t", f"v{i}".encode(), partition=i % 2)
+        producer.flush()  # a commit, a file each
+    producer.close()
+
+
+def test_maintenance_on_a_full_disk_raises_store_full_and_commits_nothing(tmp_path, full_disk):
+    uri = str(tmp_path / "store")
+    store = LogStore.open(uri)
+    _small_files(store)
+    version = store.log.latest_version()
+    ends = store.end_offsets("t")
+    full_disk(uri)
+    with pytest.raises(StoreFullError, match=NO_SPACE):
+        maintain(store, vacuum=False)
+    assert store.log.latest_version() == version
+    assert store.end_offsets("t") == ends
+    assert check_store(store, grace_s=0).ok
+
+
+def test_maintain_from_the_cli_on_a_full_disk_exits_as_the_table_says(tmp_path, full_disk, capsys):
+    uri = str(tmp_path / "store")
+    _small_files(LogStore.open(uri))
+    full_disk(uri)
+    code = cli_main(["--store", uri, "maintain", "--no-vacuum"])
+    err = capsys.readouterr().err
+    assert code == StoreFullError.exit_code == 1
+    last = err.splitlines()[-1]  # after the progress lines
+    assert last.startswith("error: maintain failed: ") and NO_SPACE in last and "Traceback" not in err
+
+
+@dataclass(frozen=True)
+class _Task:
+    uri: str
+
+
+def _no_space(task: _Task) -> None:
+    raise OSError(errno.ENOSPC, NO_SPACE, f"{task.uri}/topic=t/partition=0/part.parquet")
+
+
+@pytest.mark.spark
+def test_a_full_disk_in_a_spark_task_of_maintenance_is_store_full_on_the_driver(spark, tmp_path):
+    from pyspark import cloudpickle
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the task's function, for the workers
+    with pytest.raises(StoreFullError, match=f"maintain failed: {NO_SPACE}"):
+        run_tasks([_Task(str(tmp_path / "store"))], _no_space, spark)
