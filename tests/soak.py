@@ -10,11 +10,12 @@ these workers, each a real process running tests/workers/history_worker.py:
 * ``p1``, ``p2``: plain idempotent producers to ``h`` (single sends and ``send_batch``);
 * ``x1``: a transactional producer to ``h`` that aborts about 30% of its transactions;
 * ``c1``, ``c2``: one consumer group on both topics, polling and committing;
-* ``w1``: ``store.write(df)`` batches (the only process with a SparkSession) to
-  ``hw``, one in five to ``h``: there it races the producers' commits, and as
-  it plans again with a Spark job after each commit that appended to its
-  partitions, it often runs out of retries (CommitConflictError, an outcome
-  like any other);
+* ``w1``: ``store.write(df)`` batches (a process with a SparkSession of its own)
+  to ``hw``, one in five to ``h``, beside the producers' commits (its offsets are
+  reserved before its files are written);
+* ``s1``: a Structured Streaming query (its own SparkSession) from JSON files it
+  drops into an inbox into ``format("lakelog")`` on ``h`` at 2 s triggers, each
+  file one all-or-nothing write, acknowledged once its micro-batch committed;
 * ``m1``: ``compaction.maintain`` over the whole store (OPTIMIZE, VACUUM, and
   log compaction of ``__consumer_offsets``) every few seconds.
 
@@ -29,6 +30,15 @@ role completed one operation, the writers stop, the group must catch up
 history is checked against the final table read twice (a lakelog consumer,
 read_committed, and delta-rs as a plain Delta reader) and the group's final
 committed offsets.
+
+A damager (local stores; ``--damage-interval`` seconds on average, 0 for none)
+empties or truncates the newest commit file of the Delta log, leaves it so
+for up to a second and puts the original bytes back -- a disk or a person
+damaging the log under live writers. Meanwhile every reader and writer that
+reaches that version must fail closed (CorruptLogError, an outcome like any
+other): none may read the damaged commit as fewer records, or take offsets it
+had acknowledged, which the history check would see as lost or renumbered
+records.
 
 It prints operations by kind, kills by role, anomalies by kind and the wall
 time, and exits 1 on any anomaly, worker crash, liveness failure (targets
@@ -65,7 +75,7 @@ from tests.history_checker import OPERATION_KINDS, Report, check, load_events, o
 ROOT = Path(__file__).resolve().parent.parent
 WORKER = Path(__file__).resolve().parent / "workers" / "history_worker.py"
 TOPIC = "h"  # the producers' and the transactional producer's
-WRITE_TOPIC = "hw"  # the writer's; a write(df) racing the producers' commits rarely wins (it replans by a Spark job)
+WRITE_TOPIC = "hw"  # the writer's (it also writes to TOPIC now and then)
 GROUP = "history"
 TXN_ID = "soak-x1"
 ASSIGNORS = ("range", "roundrobin", "sticky", "cooperative-sticky")
@@ -96,6 +106,7 @@ ROLES = (
     Role("c1", "consumer"),
     Role("c2", "consumer"),
     Role("w1", "writer", 0.3, warm_up=True),
+    Role("s1", "streamer", 0.3, warm_up=True),
     Role("m1", "maintainer"),
 )
 
@@ -120,6 +131,8 @@ class SoakConfig:
     # Operations (history_worker's names: maintain, consume, write, ...) whose unexpected errors are printed
     # but do not fail the run.
     allow_unexpected_errors: frozenset[str] = frozenset()
+    # Mean seconds between damages of the newest commit file (local stores); None or 0: none.
+    damage_interval_s: float | None = 20.0
     max_minutes: float = 120.0
     stop_timeout_s: float = 240.0
     drain_timeout_s: float = 300.0
@@ -135,6 +148,7 @@ class SoakResult:
     assignor: str
     operations: Counter = field(default_factory=Counter)
     kills: Counter = field(default_factory=Counter)
+    damages: Counter = field(default_factory=Counter)  # by kind: empty, truncated
     crashes: list[str] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
     # Errors workers recorded and survived, by (operation, error name, unexpected), with a first message:
@@ -172,6 +186,8 @@ class SoakResult:
             f" assignor {self.assignor}",
             f"operations: {ops:,} acknowledged ({kinds})",
             f"kills: {sum(self.kills.values())} ({kills})",
+            f"damaged newest commits: {sum(self.damages.values())}"
+            f" ({', '.join(f'{kind} {n}' for kind, n in sorted(self.damages.items())) or 'none'})",
             f"worker crashes: {len(self.crashes)}",
             *[f"  - {crash}" for crash in self.crashes],
             f"liveness failures: {len(self.failures)}",
@@ -227,6 +243,8 @@ class _Worker:
             args += ["--topic", f"{TOPIC},{WRITE_TOPIC}"]
         elif self.role.role == "writer":
             args += ["--topic", WRITE_TOPIC, "--race-topic", TOPIC]
+        elif self.role.role == "streamer":  # beside the producers, on their topic
+            args += ["--topic", TOPIC, "--inbox", str(self._workdir / "inbox")]
         else:
             args += ["--topic", TOPIC]
         args += ["--seed", str(self._config.seed * 1_000_003 + self.index * 10_007 + self.incarnation)]
@@ -262,6 +280,42 @@ class _Worker:
     def close(self) -> None:
         self.kill()
         self._close_output()
+
+
+class _Damager:
+    """Empties or truncates the newest commit file of a local store's log, then puts it back."""
+
+    def __init__(self, store: str, rng: random.Random) -> None:
+        self._log = Path(store) / "_delta_log"
+        self._rng = rng
+        self._held: tuple[Path, bytes] | None = None
+        self.restore_at = 0.0
+
+    def damage(self, result: SoakResult, kills: IO[str]) -> None:
+        commits = sorted(self._log.glob("[0-9]*.json"))
+        if not commits:
+            return
+        newest = commits[-1]
+        data = newest.read_bytes()
+        kind = self._rng.choice(["empty", "truncated"])
+        damaged = b"" if kind == "empty" else data[: self._rng.randrange(1, max(2, len(data)))]
+        self._replace(newest, damaged)
+        self._held = (newest, data)
+        self.restore_at = time.monotonic() + self._rng.uniform(0.1, 1.0)
+        result.damages[kind] += 1
+        kills.write(json.dumps({"time": time.time(), "damaged": newest.name, "kind": kind}) + "\n")
+        kills.flush()
+
+    def restore(self) -> None:
+        if self._held is not None:
+            self._replace(*self._held)
+            self._held = None
+
+    @staticmethod
+    def _replace(path: Path, data: bytes) -> None:
+        temporary = path.with_name(f".{path.name}.damage.tmp")
+        temporary.write_bytes(data)
+        os.replace(temporary, path)
 
 
 class _LogTail:
@@ -336,7 +390,7 @@ def run_soak(config: SoakConfig, progress: Callable[[str], None] = print) -> Soa
             store.create_topic(topic, partitions=partitions, config={"retention.ms": -1, "segment.bytes": 65_536})
         workers = [_Worker(i, role, config, uri, workdir, assignor) for i, role in enumerate(ROLES)]
         try:
-            _run(config, rng, workers, workdir, result, progress)
+            _run(config, rng, workers, workdir, result, progress, uri)
             _drain(config, store, workers, workdir, result, progress)
         finally:
             for worker in workers:
@@ -363,8 +417,10 @@ def _run(
     workdir: Path,
     result: SoakResult,
     progress: Callable[[str], None],
+    uri: str,
 ) -> None:
-    """Start every worker, kill and restart them until the targets are reached (or time runs out)."""
+    """Start every worker, kill and restart them (and damage the log, then mend it) until the targets are
+    reached (or time runs out)."""
     tail = _LogTail()
     for worker in workers:
         worker.start()
@@ -373,7 +429,11 @@ def _run(
     interval = config.kill_interval_s or (15.0 if config.s3 else 4.0)
     next_kill = began + rng.uniform(0.5, 1.5) * interval
     next_report = began + 30
-    with (workdir / "kills.jsonl").open("a", encoding="utf-8") as kills:
+    damager = _Damager(uri, rng) if config.damage_interval_s and not config.s3 else None
+    next_damage = began + rng.uniform(0.5, 1.5) * (config.damage_interval_s or 0)
+    with (workdir / "kills.jsonl").open("a", encoding="utf-8") as kills, contextlib.ExitStack() as undo:
+        if damager is not None:
+            undo.callback(damager.restore)  # never leave the log damaged, whatever happens
         while True:
             tail.update(workers)
             done = sum(tail.operations.values())
@@ -400,6 +460,12 @@ def _run(
                 result.kills[victim.role.name] += 1
                 victim.start()
                 next_kill = time.monotonic() + rng.uniform(0.5, 1.5) * interval
+            if damager is not None and damager.restore_at and now >= damager.restore_at:
+                damager.restore()
+                damager.restore_at = 0.0
+                next_damage = now + rng.uniform(0.5, 1.5) * (config.damage_interval_s or 0)
+            elif damager is not None and not damager.restore_at and now >= next_damage:
+                damager.damage(result, kills)
             if now >= next_report:
                 progress(f"{now - began:.0f} s: {done:,} operations, {sum(result.kills.values())} kills")
                 next_report = now + 30
@@ -520,6 +586,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=SoakConfig.seed)
     parser.add_argument("--kill-interval", type=float, help="mean, in seconds (default: 4, on S3 15)")
     parser.add_argument("--pace", type=float, default=SoakConfig.pace, help="scales the workers' pauses")
+    parser.add_argument(
+        "--damage-interval",
+        type=float,
+        default=SoakConfig.damage_interval_s,
+        help="mean seconds between damages of the newest commit file (local stores; 0: none)",
+    )
     parser.add_argument("--max-minutes", type=float, default=SoakConfig.max_minutes)
     parser.add_argument("--workdir", type=Path, help="where logs go (default: a new temporary directory)")
     parser.add_argument("--keep", action="store_true", help="keep the work directory even when the soak passes")
@@ -539,6 +611,7 @@ def main(argv: list[str] | None = None) -> int:
         s3=args.s3,
         seed=args.seed,
         kill_interval_s=args.kill_interval,
+        damage_interval_s=args.damage_interval,
         pace=args.pace,
         max_minutes=args.max_minutes,
         workdir=args.workdir,

@@ -1,8 +1,9 @@
 """The soak (tests/soak.py) in small: the randomized multi-process workload under SIGKILLs, checked Jepsen-style.
 
 Plain producers, a transactional producer that aborts some transactions, a consumer group of two, a
-``write(df)`` writer (its own JVM) and maintenance run as real processes while random ones are SIGKILLed
-and restarted; every operation is recorded and tests/history_checker.py must find no anomaly in the
+``write(df)`` writer and a streaming query (each its own JVM) and maintenance run as real processes while
+random ones are SIGKILLed and restarted and the newest commit file is now and then emptied or truncated
+(then put back); every operation is recorded and tests/history_checker.py must find no anomaly in the
 history against the final table. ``make soak`` runs the same driver as long as you like.
 ``LAKELOG_TEST_HISTORY_OPERATIONS`` / ``LAKELOG_TEST_HISTORY_KILLS`` size this run.
 """
@@ -28,7 +29,8 @@ def test_randomized_workload_under_kills_has_no_anomalies(tmp_path):
         operations=OPERATIONS,
         kills=KILLS,
         kill_interval_s=2.0,
-        max_minutes=5,
+        damage_interval_s=3.0,
+        max_minutes=6,
         workdir=tmp_path,
     )
     result = run_soak(config, progress=lambda text: None)
@@ -38,6 +40,7 @@ def test_randomized_workload_under_kills_has_no_anomalies(tmp_path):
     assert all(result.operations[kind] > 0 for kind in ("sends", "txn_commits", "polls", "offset_commits"))
     assert all(result.operations[kind] > 0 for kind in ("txn_aborts", "writes", "maintenance_runs"))
     assert result.report is not None and result.report.stats["final_log"] > 0
+    assert sum(result.damages.values()) > 0  # the log was damaged under the writers, and nothing went wrong
 
 
 def test_an_unexpected_error_fails_the_soak_unless_its_operation_is_allowed():

@@ -270,3 +270,20 @@ def test_no_checkpoint_is_ever_written_over_a_damaged_commit(tmp_path, damage):
     with pytest.raises(CorruptLogError, match=newest.name):
         write_checkpoint(store.uri, version)
     assert not list((tmp_path / "store" / "_delta_log").glob("*.checkpoint.parquet"))
+
+
+def test_a_commit_cut_at_a_line_boundary_still_parses_and_is_still_corrupt(tmp_path):
+    """Each lakelog commit's commitInfo (its first line) holds the CRC-32 of the lines after it:
+    a file that lost its last actions but still parses is told from a whole one."""
+    _, acked = _store(tmp_path / "store")
+    newest = _commits(tmp_path / "store")[-1]
+    data = newest.read_bytes()
+    first_line = data[: data.index(b"\n") + 1]
+    assert len(data.splitlines()) > 1 and "commitInfo" in json.loads(first_line)
+    newest.write_bytes(first_line)  # the add and the end marker are gone, every line is valid JSON
+    with pytest.raises(CorruptCommitError, match="CRC-32"):
+        decode_commit(first_line)
+    with pytest.raises(CorruptLogError, match=newest.name):  # readers and writers alike
+        LogStore.open(tmp_path / "store")
+    newest.write_bytes(data)
+    assert _read_all(LogStore.open(tmp_path / "store")) == acked

@@ -9,6 +9,12 @@ Roles, each running until ``--stop`` (a file) exists:
 * ``consumer``: a member of group ``--group`` that polls and commits;
 * ``writer``: ``store.write(df)`` batches of 1-300 keyed rows (one local Spark), to
   ``--topic`` or now and then to ``--race-topic``;
+* ``streamer``: a Structured Streaming query (one local Spark) from JSON files it
+  drops into ``--inbox`` into ``format("lakelog")`` on ``--topic`` at 2 s
+  triggers; each file is one ``write`` (a file source never splits a file across
+  micro-batches, and the sink commits a micro-batch whole). A restarted
+  incarnation resumes the query from its checkpoint; before stopping, the query
+  processes everything in the inbox, after which every file's outcome is ok;
 * ``maintainer``: ``compaction.maintain`` over the whole store, then a pause.
 
 Every operation and outcome goes to ``--log`` as JSON lines in the format
@@ -39,7 +45,9 @@ Recorder = Callable[[dict], None]
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--store", required=True)
-    parser.add_argument("--role", choices=["producer", "txn", "consumer", "writer", "maintainer"], required=True)
+    parser.add_argument(
+        "--role", choices=["producer", "txn", "consumer", "writer", "streamer", "maintainer"], required=True
+    )
     parser.add_argument("--name", required=True)
     parser.add_argument("--topic", required=True, help="a consumer takes a comma-separated list")
     parser.add_argument("--race-topic", help="writer: the producers' topic, which 20%% of its writes go to")
@@ -51,6 +59,7 @@ def main() -> int:
     parser.add_argument("--assignor", default="range")
     parser.add_argument("--txn-id", default="hist-x")
     parser.add_argument("--vacuum-retention-hours", type=float, default=None)
+    parser.add_argument("--inbox", help="streamer: the directory of its input files (and its checkpoint beside)")
     args = parser.parse_args()
 
     rng = random.Random(args.seed)
@@ -68,6 +77,7 @@ def main() -> int:
         "txn": run_txn,
         "consumer": run_consumer,
         "writer": run_writer,
+        "streamer": run_streamer,
         "maintainer": run_maintainer,
     }
     roles[args.role](args, rng, record, stopped)
@@ -301,8 +311,7 @@ def run_writer(args: argparse.Namespace, rng: random.Random, record: Recorder, s
         values = [f"{write}-{i}" for i in range(rng.randint(1, 300))]
         rows = [(value, f"k{rng.randrange(16)}") for value in values]
         df = spark.createDataFrame(rows, "value string, key string").repartition(rng.randint(1, 3))
-        # Racing the producers' frequent commits, a write plans again (a Spark job) after each one that
-        # appended to its partitions: it may run out of retries, which is an outcome like any other.
+        # Beside the producers' frequent commits: its offsets are reserved before its files are written.
         topic = args.race_topic if args.race_topic and rng.random() < 0.2 else args.topic
         record({"type": "write", "write": write, "topic": topic, "values": values, "outcome": "unknown"})
         try:
@@ -315,6 +324,108 @@ def run_writer(args: argparse.Namespace, rng: random.Random, record: Recorder, s
             record({"type": "write", "write": write, "outcome": "ok", "ranges": ranges})
         time.sleep(rng.uniform(0, 1.0) * args.pace)
     spark.stop()
+
+
+def run_streamer(args: argparse.Namespace, rng: random.Random, record: Recorder, stopped: Callable[[], bool]) -> None:
+    from pathlib import Path
+
+    from lakelog.engine import LogStore
+    from lakelog.engine.session import build_session
+
+    spark = build_session(
+        {"spark.master": "local[1]", "spark.driver.memory": "768m", "spark.sql.shuffle.partitions": "1"}
+    )
+    store = LogStore.open(args.store, spark=spark)
+    inbox = Path(args.inbox)
+    inbox.mkdir(parents=True, exist_ok=True)
+
+    def start() -> Any:
+        return (
+            spark.readStream.schema("value STRING, key STRING")
+            .json(str(inbox))
+            .writeStream.format("lakelog")
+            .option("path", store.uri)
+            .option("topic", args.topic)
+            .option("checkpointLocation", str(checkpoint))
+            .trigger(processingTime="2 seconds")
+            .start()
+        )
+
+    checkpoint = inbox.parent / f"{inbox.name}-checkpoint"
+    acknowledged: set[str] = set()
+
+    def acknowledge() -> None:
+        for name in committed_files(checkpoint) - acknowledged:
+            record({"type": "write", "write": name, "outcome": "ok"})
+            acknowledged.add(name)
+
+    query = start()
+    batch = 0
+    while not stopped():
+        if query.exception() is not None:  # a micro-batch failed: resume from the checkpoint
+            record(stream_error(query.exception()))
+            query = start()
+        acknowledge()
+        batch += 1
+        write = f"{args.name}-f{batch}"
+        values = [f"{write}-{i}" for i in range(rng.randint(1, 300))]
+        record({"type": "write", "write": write, "topic": args.topic, "values": values, "outcome": "unknown"})
+        lines = "".join(json.dumps({"value": v, "key": f"k{rng.randrange(16)}"}) + "\n" for v in values)
+        # Whole or not at all: the file source ignores names starting with a dot.
+        hidden = inbox / f".{write}.json"
+        hidden.write_text(lines)
+        os.replace(hidden, inbox / f"{write}.json")
+        time.sleep(rng.uniform(0, 1.0) * args.pace)
+    for _ in range(3):
+        try:
+            query.processAllAvailable()  # every file of every incarnation, each exactly once
+        except Exception as exc:  # a micro-batch failed: resume from the checkpoint and try again
+            record(stream_error(exc))
+            query = start()
+            continue
+        acknowledge()
+        break
+    query.stop()
+    spark.stop()
+
+
+def committed_files(checkpoint: Any) -> set[str]:
+    """The input files (by name, without .json) of every micro-batch the streaming query
+    committed: Spark writes ``commits/<batch>`` after the sink committed the batch, and its
+    file source lists each batch's files in ``sources/0/<batch>`` (or, every tenth batch,
+    in a compacted ``<batch>.compact`` holding all files so far with their batch ids)."""
+    from pathlib import Path
+    from urllib.parse import unquote, urlparse
+
+    committed = {int(p.name) for p in (checkpoint / "commits").glob("*") if p.name.isdigit()}
+    names = set()
+    sources = checkpoint / "sources" / "0"
+    for path in sources.glob("*"):
+        batch = path.name.removesuffix(".compact")
+        if not batch.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            for line in path.read_text().splitlines()[1:]:  # after the "v1" header
+                with contextlib.suppress(ValueError):
+                    entry = json.loads(line)
+                    if entry.get("batchId", int(batch)) in committed:
+                        names.add(Path(unquote(urlparse(entry["path"]).path)).stem)
+    return names
+
+
+def stream_error(exc: BaseException) -> dict:
+    """A failed micro-batch as the LakelogError the sink raised inside it (Spark wraps it in a
+    StreamingQueryException whose message names the Python exception's class), else as is."""
+    import re
+
+    from lakelog.engine import errors
+
+    event = error_event("stream", exc)
+    found = re.search(r"lakelog\.engine\.errors\.(\w+)", str(exc))
+    cls = getattr(errors, found.group(1), None) if found else None
+    if isinstance(cls, type) and issubclass(cls, errors.LakelogError):
+        event.update(error=cls.__name__, unexpected=False)
+    return event
 
 
 def run_maintainer(args: argparse.Namespace, rng: random.Random, record: Recorder, stopped: Callable[[], bool]) -> None:

@@ -13,6 +13,7 @@ Everything here is pure: bytes in, values out, and back.
 from __future__ import annotations
 
 import json
+import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -473,7 +474,27 @@ def decode_commit(data: bytes | str) -> Commit:
             raise CorruptCommitError(f"line {number} is not a Delta action: {exc}") from exc
     if not actions:
         raise CorruptCommitError("it holds no action (empty)" if not text.strip() else "it holds no action")
+    sealed = actions[0].values.get(BODY_CRC32) if isinstance(actions[0], CommitInfo) else None
+    if sealed is not None:
+        raw = text.encode("utf-8") if isinstance(data, str) else bytes(data)
+        body = raw[raw.index(b"\n") + 1 :]
+        if zlib.crc32(body) != sealed:
+            raise CorruptCommitError(
+                f"its actions after the commitInfo do not match the CRC-32 the commitInfo holds "
+                f"({len(actions) - 1} action(s), {len(body)} bytes): truncated or overwritten"
+            )
     return Commit(tuple(actions))
+
+
+# The commitInfo field holding the CRC-32 of the lines after it: lakelog writes its commitInfo
+# first, so a file cut at a line boundary (which still parses) is told from a whole one.
+BODY_CRC32 = "lakelogBodyCrc32"
+
+
+def sealed_commit(info: CommitInfo, body: bytes) -> bytes:
+    """The commit file of ``info`` followed by ``body`` (encoded actions), the commitInfo
+    carrying the CRC-32 of ``body`` (:data:`BODY_CRC32`), which :func:`decode_commit` checks."""
+    return encode_actions([CommitInfo({**info.values, BODY_CRC32: zlib.crc32(body)})]) + body
 
 
 def encode_actions(actions: Sequence[Action]) -> bytes:

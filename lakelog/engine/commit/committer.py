@@ -54,6 +54,7 @@ from lakelog.engine.commit.actions import (
     RemoveFile,
     Txn,
     encode_actions,
+    sealed_commit,
 )
 from lakelog.engine.commit.actions import Protocol as DeltaProtocol
 from lakelog.engine.commit.checksum import initial_checksum, next_checksum, state_disagreement
@@ -1033,7 +1034,7 @@ class Committer:
         while True:
             commit_info_ = info(version)
             try:
-                landed = self.log.files.put_commit(version, encode_actions([commit_info_]) + body)
+                landed = self.log.files.put_commit(version, sealed_commit(commit_info_, body))
             except CommitNotDurableError:
                 raise  # visible but maybe not durable: never acknowledged, files kept
             except CommitStateUnknownError as exc:
