@@ -38,6 +38,7 @@ from lakelog.compaction.step import MaintenanceStep, commit_step
 from lakelog.engine.commit import Committer, RetryPolicy, TableLog, normalize_uri
 from lakelog.engine.errors import (
     CommitConflictError,
+    CorruptLogError,
     DeliveryTimeoutError,
     InvalidConfigError,
     MaintenanceConflictError,
@@ -180,6 +181,8 @@ def maintain(
     table_log = store.log if hasattr(store, "log") else TableLog(uri)
     try:
         properties = table_log.latest().properties
+    except CorruptLogError:
+        raise  # a damaged log names its file; maintenance must not run on it
     except StoreError as exc:
         raise StoreError(f"{uri} holds no Delta table to maintain: {exc}") from exc
     if STORE_FORMAT_PROPERTY not in properties:

@@ -92,6 +92,20 @@ def outcome_of(exc: BaseException) -> str:
     return "failed" if isinstance(exc, LakelogError) and not isinstance(exc, CommitStateUnknownError) else "unknown"
 
 
+def open_store(args: argparse.Namespace, record: Recorder, spark: Any = None) -> Any:
+    """The store, opened again until it opens: a damaged log fails closed (CorruptLogError,
+    recorded as an error) until it is mended."""
+    from lakelog.engine import LogStore
+    from lakelog.engine.errors import LakelogError
+
+    while True:
+        try:
+            return LogStore.open(args.store, spark=spark)
+        except LakelogError as exc:
+            record(error_event("open", exc))
+            time.sleep(0.2)
+
+
 def error_event(operation: str, exc: BaseException) -> dict:
     """An error the worker survived; ``unexpected`` when it is not one of lakelog's named errors (a broken
     contract: lakelog's API raises LakelogErrors only)."""
@@ -127,10 +141,9 @@ def send_event(value: str, topic: str, outcome: str, txn: str | None = None, par
 
 
 def run_producer(args: argparse.Namespace, rng: random.Random, record: Recorder, stopped: Callable[[], bool]) -> None:
-    from lakelog.engine import LogStore
     from lakelog.engine.errors import LakelogError
 
-    store = LogStore.open(args.store)
+    store = open_store(args, record)
     # Outcomes are recorded in send order (the head of the queue first), as the checker's send order.
     pending: deque[tuple[list[str], Any, bool]] = deque()  # (values, future, one future for all values)
 
@@ -174,36 +187,47 @@ def run_producer(args: argparse.Namespace, rng: random.Random, record: Recorder,
 
 
 def run_txn(args: argparse.Namespace, rng: random.Random, record: Recorder, stopped: Callable[[], bool]) -> None:
-    from lakelog.engine import LogStore
 
-    store = LogStore.open(args.store)
+    from lakelog.engine.errors import LakelogError
+
+    store = open_store(args, record)
     producer = None
     attempt = 0
     while not stopped():
-        if producer is None:
-            producer = store.transactional_producer(args.txn_id)
-            producer.init_transactions()
         attempt += 1
         txn = f"{args.name}-t{attempt}"
-        producer.begin_transaction()
-        for j in range(rng.randint(1, 20)):
-            value = f"{txn}-{j}"
-            record(send_event(value, args.topic, "unknown", txn=txn))
-            producer.send(args.topic, value, key=f"k{rng.randrange(16)}")
-        if rng.random() < 0.3:
-            producer.abort_transaction()
+        try:
+            if producer is None:
+                producer = store.transactional_producer(args.txn_id)
+                producer.init_transactions()
+            producer.begin_transaction()
+            for j in range(rng.randint(1, 20)):
+                value = f"{txn}-{j}"
+                record(send_event(value, args.topic, "unknown", txn=txn))
+                producer.send(args.topic, value, key=f"k{rng.randrange(16)}")
+            if rng.random() < 0.3:
+                producer.abort_transaction()
+                record({"type": "txn", "txn": txn, "outcome": "aborted"})
+                time.sleep(rng.uniform(0, 0.2) * args.pace)
+                continue
+        except LakelogError as exc:  # before its commit (a damaged log fails closed): it never committed
             record({"type": "txn", "txn": txn, "outcome": "aborted"})
-        else:
-            try:
-                producer.commit_transaction()
-                record({"type": "txn", "txn": txn, "outcome": "committed"})
-            except Exception as exc:  # recorded; a new instance starts over
-                record({"type": "txn", "txn": txn, "outcome": "unknown" if outcome_of(exc) == "unknown" else "aborted"})
-                record(error_event("commit_transaction", exc))
-                # Start over with a new instance: init_transactions fences whatever state this one is in.
-                with contextlib.suppress(Exception):
-                    producer.close()
-                producer = None
+            record(error_event("send", exc))
+            with contextlib.suppress(Exception):
+                producer.close()  # type: ignore[union-attr]
+            producer = None
+            time.sleep(0.2)
+            continue
+        try:
+            producer.commit_transaction()
+            record({"type": "txn", "txn": txn, "outcome": "committed"})
+        except Exception as exc:  # recorded; a new instance starts over
+            record({"type": "txn", "txn": txn, "outcome": "unknown" if outcome_of(exc) == "unknown" else "aborted"})
+            record(error_event("commit_transaction", exc))
+            # Start over with a new instance: init_transactions fences whatever state this one is in.
+            with contextlib.suppress(Exception):
+                producer.close()
+            producer = None
         time.sleep(rng.uniform(0, 0.2) * args.pace)
     if producer is not None:
         producer.close()
@@ -226,10 +250,9 @@ class _AssignmentRecorder:
 
 
 def run_consumer(args: argparse.Namespace, rng: random.Random, record: Recorder, stopped: Callable[[], bool]) -> None:
-    from lakelog.engine import LogStore
     from lakelog.engine.errors import LakelogError
 
-    store = LogStore.open(args.store)
+    store = open_store(args, record)
 
     def join():
         consumer = store.consumer(
@@ -297,13 +320,12 @@ def run_consumer(args: argparse.Namespace, rng: random.Random, record: Recorder,
 
 
 def run_writer(args: argparse.Namespace, rng: random.Random, record: Recorder, stopped: Callable[[], bool]) -> None:
-    from lakelog.engine import LogStore
     from lakelog.engine.session import build_session
 
     spark = build_session(
         {"spark.master": "local[1]", "spark.driver.memory": "768m", "spark.sql.shuffle.partitions": "1"}
     )
-    store = LogStore.open(args.store, spark=spark)
+    store = open_store(args, record, spark)
     batch = 0
     while not stopped():
         batch += 1
@@ -329,13 +351,12 @@ def run_writer(args: argparse.Namespace, rng: random.Random, record: Recorder, s
 def run_streamer(args: argparse.Namespace, rng: random.Random, record: Recorder, stopped: Callable[[], bool]) -> None:
     from pathlib import Path
 
-    from lakelog.engine import LogStore
     from lakelog.engine.session import build_session
 
     spark = build_session(
         {"spark.master": "local[1]", "spark.driver.memory": "768m", "spark.sql.shuffle.partitions": "1"}
     )
-    store = LogStore.open(args.store, spark=spark)
+    store = open_store(args, record, spark)
     inbox = Path(args.inbox)
     inbox.mkdir(parents=True, exist_ok=True)
 
@@ -430,9 +451,8 @@ def stream_error(exc: BaseException) -> dict:
 
 def run_maintainer(args: argparse.Namespace, rng: random.Random, record: Recorder, stopped: Callable[[], bool]) -> None:
     from lakelog.compaction.maintain import maintain
-    from lakelog.engine import LogStore
 
-    store = LogStore.open(args.store)
+    store = open_store(args, record)
     run = 0
     while not stopped():
         run += 1

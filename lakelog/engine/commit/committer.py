@@ -69,7 +69,7 @@ from lakelog.engine.commit.conflicts import (
 from lakelog.engine.commit.features import check_writable
 from lakelog.engine.commit.follower import TableLog
 from lakelog.engine.commit.info import TAG_CLIENT, TAG_DETAILS, TAG_OPERATION, append_tags, commit_info
-from lakelog.engine.commit.log_files import LogFiles
+from lakelog.engine.commit.log_files import HINT, LogFiles, checkpoint_name
 from lakelog.engine.commit.markers import (
     Reservation,
     end_marker_id,
@@ -280,6 +280,8 @@ class _Pending:
         return [f for t, (_, files) in self.attempts.items() if t != txn_id for f in files]
 
 
+# Attempts to abort a reservation (about 10 s in all) before it is left to expire.
+_RELEASE_ATTEMPTS = 8
 # Attempts to settle a lost response before the outcome is reported unknown.
 _SETTLE_ATTEMPTS = 3
 
@@ -712,13 +714,24 @@ class Committer:
         """Abort ``reservations`` that are still pending: their offsets are never used (readers
         skip them, as an aborted transaction's). Never raises: a reservation that cannot be
         aborted now expires at its deadline. The version, or None when nothing was aborted."""
-        try:
-            return self._resolve(reservations, policy, reason=reason, expired_by=None)
-        except LakelogError as exc:
-            log.warning(
-                "%s: could not abort a reservation (%s): %s; it expires at its deadline", self.client_id, reason, exc
-            )
-            return None
+        delay = 0.1
+        for attempt in range(_RELEASE_ATTEMPTS):
+            try:
+                return self._resolve(reservations, policy, reason=reason, expired_by=None)
+            except LakelogError as exc:
+                # Readers wait at a pending reservation: worth a few seconds of trying (a log
+                # damaged and mended meanwhile, a run of conflicts) before leaving it to expire.
+                if attempt + 1 == _RELEASE_ATTEMPTS:
+                    log.warning(
+                        "%s: could not abort a reservation (%s): %s; it expires at its deadline",
+                        self.client_id,
+                        reason,
+                        exc,
+                    )
+                    break
+                time.sleep(delay)
+                delay = min(2.0, delay * 2)
+        return None
 
     def abort_expired(self, policy: RetryPolicy, now_ms: int | None = None) -> int | None:
         """Abort every pending reservation whose deadline passed (a writer that died); the
@@ -1247,22 +1260,37 @@ _checkpoints = _Checkpointer()
 def write_checkpoint(uri: str, version: int) -> None:
     """A checkpoint of ``version``, written by delta-rs (classic single-file Parquet).
 
-    Raises CorruptLogError, writing nothing, when a commit since the newest checkpoint is
-    damaged or missing: delta-rs reads an empty commit file as a commit without actions,
-    and a checkpoint built over one would drop that commit's files for every reader, for
-    good (the damage must stay visible until it is repaired).
+    Raises CorruptLogError, leaving no checkpoint, when a commit since the newest checkpoint
+    is damaged or missing, or the checkpoint delta-rs wrote disagrees with the commits as
+    lakelog decodes them (files, txn versions): delta-rs reads an empty commit file as a
+    commit without actions, and a checkpoint built over one would drop that commit's files
+    and markers for every reader, for good (the damage must stay visible until repaired).
     """
     from deltalake import DeltaTable
 
+    from lakelog.engine.commit.follower import checkpoint_basis
+
     files = LogFiles(uri)
-    previous = files.last_checkpoint()
-    first = 0 if previous is None or previous > version else previous + 1
-    for v in range(first, version + 1):
-        if files.read_commit(v) is None:  # raises CorruptLogError for a damaged one
-            raise CorruptLogError(
-                f"{files.log_dir}/{v:020d}.json is missing; no checkpoint of version {version} written"
-            )
+    # delta-rs' snapshot, checked against the commits lakelog decodes itself (CorruptLogError
+    # for a damaged one, a load again for one that changed while read) ...
+    basis = checkpoint_basis(uri, version)
     DeltaTable(python_uri(uri), version=version, storage_options=delta_storage_options(uri)).create_checkpoint()
+    # ... and the checkpoint delta-rs then wrote (it reads the log again), checked against it.
+    try:
+        paths, txns = files.checkpoint_contents(version)
+    except OSError as exc:
+        raise CorruptLogError(f"the checkpoint of version {version} just written cannot be read: {exc}") from exc
+    wrong = sorted(basis.paths ^ paths) + sorted(i for i, v in basis.txns.items() if txns.get(i) != v)
+    if wrong:
+        # Built from a commit damaged while delta-rs read it: taken back before a reader
+        # trusts it over the commits.
+        files.remove(checkpoint_name(version))
+        if files.last_checkpoint() == version:
+            files.remove(HINT)
+        raise CorruptLogError(
+            f"the checkpoint of version {version} disagreed with the log ({len(wrong)} file(s) or txn(s), e.g. "
+            f"{wrong[0]}): a commit changed while it was read; removed"
+        )
 
 
 def wait_for_checkpoints(timeout: float = 30.0) -> None:

@@ -126,6 +126,10 @@ def _lasting_fault(uri: str, first_seen: dict[str, float], now: float) -> Corrup
     return None
 
 
+# Loads again after delta-rs failed to parse a commit that lakelog's own decoder then read whole.
+_UNPARSED_RETRIES = 2
+
+
 @dataclass(frozen=True)
 class LoadedTable:
     """A delta-rs table, and the first version whose commit delta-rs may have replayed as JSON
@@ -159,21 +163,28 @@ def load_delta_table(uri: str, version: int | None = None, *, timeout_ms: int | 
     def load(at: int | None) -> DeltaTable:
         return DeltaTable(python_uri(uri), version=at, storage_options=delta_storage_options(uri))
 
-    try:
+    for attempt in range(_UNPARSED_RETRIES + 1):
         try:
-            table = with_listing_retries(lambda: load(version), timeout_ms, uri=uri)
+            try:
+                table = with_listing_retries(lambda: load(version), timeout_ms, uri=uri)
+            except DeltaError as exc:
+                if not is_missing_checkpoint_error(exc):
+                    raise
+                return _load_past_missing_checkpoint(files, version, timeout_ms, load, exc)
+            return LoadedTable(table, _replayed_from(files.last_checkpoint(), table))
+        except TableNotFoundError as exc:
+            raise StoreError(f"there is no Delta table at {uri}") from exc
         except DeltaError as exc:
-            if not is_missing_checkpoint_error(exc):
-                raise
-            return _load_past_missing_checkpoint(files, version, timeout_ms, load, exc)
-        return LoadedTable(table, _replayed_from(files.last_checkpoint(), table))
-    except TableNotFoundError as exc:
-        raise StoreError(f"there is no Delta table at {uri}") from exc
-    except DeltaError as exc:
-        corrupt = _corrupt_commit(files)
-        if corrupt is not None:
-            raise corrupt from exc
-        raise StoreError(f"the Delta log of {uri} cannot be read: {str(exc).splitlines()[0]}") from exc
+            corrupt = corrupt_commit(files)
+            if corrupt is not None:
+                raise corrupt from exc
+            if "Json error" in str(exc) and attempt < _UNPARSED_RETRIES:
+                # A commit delta-rs could not parse decodes now: it was damaged and mended
+                # between the two reads (or a file system served a partial read). Read again.
+                time.sleep(0.05)
+                continue
+            raise StoreError(f"the Delta log of {uri} cannot be read: {str(exc).splitlines()[0]}") from exc
+    raise AssertionError("unreachable")
 
 
 def _replayed_from(hint: int | None, table: DeltaTable) -> int:
@@ -246,7 +257,7 @@ def _load_past_missing_checkpoint(
     return LoadedTable(table, max(earlier) + 1 if earlier else 0)
 
 
-def _corrupt_commit(files: LogFiles) -> CorruptLogError | None:
+def corrupt_commit(files: LogFiles) -> CorruptLogError | None:
     """The error naming the first commit file from the last checkpoint on that does not decode
     (delta-rs names none: "Json error: Truncated record"), or None when they all do."""
     checkpoint = files.last_checkpoint()

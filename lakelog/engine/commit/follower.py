@@ -23,19 +23,19 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlparse
+from urllib.parse import unquote, urlparse
 
 import pyarrow as pa
 
 from lakelog.engine.commit.actions import Commit, Metadata, Protocol
 from lakelog.engine.commit.checksum import checksum_disagreement
-from lakelog.engine.commit.delta_table import load_delta_table
+from lakelog.engine.commit.delta_table import corrupt_commit, load_delta_table
 from lakelog.engine.commit.features import check_readable
 from lakelog.engine.commit.log_files import LogFiles, checksum_name, commit_name
 from lakelog.engine.commit.markers import Reservation
 from lakelog.engine.commit.reservations import expired
 from lakelog.engine.commit.state import AppVersions, TableState
-from lakelog.engine.errors import CorruptLogError
+from lakelog.engine.errors import CorruptLogError, StoreError
 from lakelog.engine.object_store import delta_storage_options, is_s3, python_uri
 from lakelog.engine.offsets import FileStats, TopicPartition
 
@@ -44,6 +44,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+# Loads again after delta-rs' files disagreed with the commits lakelog decoded.
+_DIVERGED_RETRIES = 2
 # Replaying more commits than this in one go is slower than loading the newest checkpoint.
 _REPLAY_BEFORE_RELOAD = 500
 # How often an idle follower checks that log cleanup did not remove its next commit.
@@ -102,13 +104,39 @@ def load_state(uri: str, files: LogFiles, version: int | None = None, *, timeout
     lock = threading.Lock()
 
     def base_app_version(app_id: str) -> int:
+        # Only ids the replayed commits did not set get here (they are in the overlay): their
+        # versions come from the checkpoint. delta-rs reads the log again for each lookup, so
+        # a commit damaged since the load fails it -- named, never answered from what is left.
+        from deltalake.exceptions import DeltaError
+
         with lock:
-            found = table.transaction_version(app_id)
+            try:
+                found = table.transaction_version(app_id)
+            except DeltaError as exc:
+                raise corrupt_commit(files) or StoreError(
+                    f"the Delta log of {uri} cannot be read: {str(exc).splitlines()[0]}"
+                ) from exc
         return -1 if found is None else int(found)
 
-    return TableState.build(
-        loaded, protocol, metadata, files_from_add_actions(snapshot.adds), AppVersions(base_app_version), checksum
-    )
+    apps = AppVersions(base_app_version, snapshot.replayed_txns)
+    return TableState.build(loaded, protocol, metadata, files_from_add_actions(snapshot.adds), apps, checksum)
+
+
+@dataclass(frozen=True)
+class CheckpointBasis:
+    """What a checkpoint of a version must hold, from a snapshot checked against the commits:
+    its live files (decoded paths) and the txn versions set since the checkpoint below it."""
+
+    version: int
+    paths: frozenset[str]
+    txns: Mapping[str, int]
+
+
+def checkpoint_basis(uri: str, version: int) -> CheckpointBasis:
+    """:class:`CheckpointBasis` of ``version``; raises what :func:`load_state` raises."""
+    snapshot = _Snapshot.load(uri, LogFiles(uri), version, None)
+    paths = frozenset(unquote(p) for p in add_action_column(snapshot.adds, "path"))
+    return CheckpointBasis(snapshot.version, paths, snapshot.replayed_txns)
 
 
 def checksum_problem(uri: str, version: int, checksum: Mapping[str, Any]) -> str | None:
@@ -128,9 +156,53 @@ class _Snapshot:
     metadata: Metadata
     protocol: Protocol
     from_log: bool  # protocol and metadata came from commits or a checkpoint, not from delta-rs
+    # The commits delta-rs replayed, as lakelog decoded them (None: gone since).
+    replayed: Mapping[int, Commit | None]
+
+    @property
+    def replayed_txns(self) -> dict[str, int]:
+        """The txn versions the replayed commits set (the newest of each)."""
+        txns: dict[str, int] = {}
+        for v in sorted(self.replayed):
+            commit = self.replayed[v]
+            if commit is not None:
+                txns.update(commit.txns)
+        return txns
 
     @classmethod
     def load(cls, uri: str, files: LogFiles, version: int | None, timeout_ms: int | None) -> _Snapshot:
+        for attempt in range(_DIVERGED_RETRIES + 1):
+            snapshot = cls._load(uri, files, version, timeout_ms)
+            diverged = snapshot.diverged()
+            if diverged is None:
+                return snapshot
+            if attempt < _DIVERGED_RETRIES:
+                # A commit changed between delta-rs' read and lakelog's (it was damaged, then
+                # mended): what delta-rs built from it cannot be trusted. Read again.
+                log.warning(
+                    "%s: delta-rs and the log disagree on version %s (%s); reading again", uri, version, diverged
+                )
+                time.sleep(0.05)
+        raise CorruptLogError(f"the Delta log of {uri} reads differently each time: {diverged}")
+
+    def diverged(self) -> str | None:
+        """How delta-rs' live files disagree with what the commits it replayed (as lakelog
+        decoded them) added and removed, or None."""
+        live = {unquote(p) for p in add_action_column(self.adds, "path")}
+        fate: dict[str, bool] = {}
+        for v in sorted(self.replayed):
+            commit = self.replayed[v]
+            if commit is None:
+                continue
+            fate.update({unquote(a.path): True for a in commit.adds})
+            fate.update({unquote(r.path): False for r in commit.removes})
+        for path, alive in fate.items():
+            if alive != (path in live):
+                return f"{path} is {'missing from' if alive else 'still in'} its files"
+        return None
+
+    @classmethod
+    def _load(cls, uri: str, files: LogFiles, version: int | None, timeout_ms: int | None) -> _Snapshot:
         loaded_table = load_delta_table(uri, version, timeout_ms=timeout_ms)
         table = loaded_table.table
         loaded = table.version()
@@ -151,7 +223,7 @@ class _Snapshot:
             from_delta_rs = _metadata_and_protocol(table)
             metadata, protocol = metadata or from_delta_rs[0], protocol or from_delta_rs[1]
         adds = pa.table(table.get_add_actions(flatten=True))
-        return cls(table, loaded, adds, metadata, protocol, from_log)
+        return cls(table, loaded, adds, metadata, protocol, from_log, replayed)
 
     def disagreement(self, checksum: Mapping[str, Any]) -> str | None:
         return checksum_disagreement(

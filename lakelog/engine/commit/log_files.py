@@ -19,6 +19,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import unquote
 
 from lakelog.engine.commit.actions import Commit, CorruptCommitError, decode_commit
 from lakelog.engine.errors import CorruptLogError
@@ -245,6 +246,22 @@ class LogFiles:
         if protocol is not None:
             protocol = {k: v for k, v in protocol.items() if v is not None}
         return metadata, protocol
+
+    def checkpoint_contents(self, version: int) -> tuple[set[str], dict[str, int]]:
+        """The live file paths (decoded) and txn versions the classic checkpoint of ``version``
+        holds. Raises OSError when it cannot be read."""
+        import pyarrow.parquet as pq
+
+        name = checkpoint_name(version)
+        if self._local:
+            table = pq.read_table(os.path.join(self.log_dir, name), columns=["add", "txn"])
+        else:
+            assert self._fs is not None
+            with self._fs.open(f"{self._root}/{name}", "rb") as handle:
+                table = pq.read_table(handle, columns=["add", "txn"])
+        paths = {unquote(a["path"]) for a in table.column("add").to_pylist() if a}
+        txns = {t["appId"]: int(t["version"]) for t in table.column("txn").to_pylist() if t}
+        return paths, txns
 
     def listing(self) -> LogListing:
         """One listing of ``_delta_log`` (a LIST on S3). Raises OSError."""
