@@ -8,9 +8,14 @@
   lost checkpoint;
 * :mod:`engine.commit.state` / :mod:`engine.commit.follower` -- the table at a version, followed
   commit by commit;
+* :mod:`engine.commit.markers` -- the per-partition facts kept as Delta app transactions (end
+  and start offsets, lost and aborted ranges, reservation slots);
 * :mod:`engine.commit.conflicts` -- what a commit does when another took its version (pure);
+* :mod:`engine.commit.reservations` -- offsets claimed before a long write's files exist (the
+  last stable offset readers wait at), planned and judged purely;
 * :mod:`engine.commit.committer` -- the loop (plan, write files, put, rebase or re-plan,
-  settle a lost response, post-commit hooks) and table creation;
+  settle a lost response, post-commit hooks), reserved appends (reserve, write, fill or
+  abort) and table creation;
 * :mod:`engine.commit.checksum`, :mod:`engine.commit.features`, :mod:`engine.commit.info`,
   :mod:`engine.commit.retry` -- checksums, supported table features, commitInfo, retry policy.
 

@@ -11,7 +11,9 @@ predicates over partitions) because lakelog knows what each commit relies on:
   from it), its application transaction ids and the topic metadata. It
   re-plans when a winner added records at or past one of its planned start
   offsets (or a file without offset statistics) in one of its partitions,
-  set one of its app ids, or changed metadata or protocol. A winner that
+  moved such a partition's end marker past it (an offset reservation takes
+  offsets without a file), set one of its app ids, or changed metadata or
+  protocol. A winner that
   only rearranged a partition's records (OPTIMIZE, log compaction,
   retention: they never remove a partition's newest records) leaves its end
   offset where it was, so the append rebases over it;
@@ -19,6 +21,9 @@ predicates over partitions) because lakelog knows what each commit relies on:
   replaces, and a deletion on every file of its topic;
 * a maintenance step relies on the files it removes and its topic's
   identity; it rebases over appends, as Delta's OPTIMIZE does.
+
+The rules of a reservation's own commits (the commit adding its files, an
+abort, a heartbeat) are in :mod:`engine.commit.reservations`.
 
 Foreign writers (Spark SQL OPTIMIZE, delta-rs, a plain append) are winners
 like any other: their commits are judged by the same rules.
