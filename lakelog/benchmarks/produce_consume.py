@@ -119,8 +119,14 @@ def perf_produce_dataframe(
     beside_rate: float = 0.0,
     beside: PerfResult | None = None,
     work_dir: str = "",
+    source: str = "generated",
 ) -> tuple[PerfResult, PerfResult | None]:
     """Append ``num_records`` with ``LogStore.write`` in batches, optionally interleaved with plain Delta.
+
+    ``source`` is where each batch's DataFrame comes from: ``generated`` computes its rows
+    (``spark.range`` and SHA-256 strings) every time a job reads it, ``parquet`` reads them
+    from a Parquet file written beforehand in ``work_dir`` (outside the timings), as a data
+    team's table would be read. Both sides write the same DataFrame either way.
 
     With ``beside_rate``, each batch is also written a second time while another process
     commits ``beside_rate`` one-record commits per second to the same topic's partitions
@@ -141,6 +147,10 @@ def perf_produce_dataframe(
         start = max(i, 0) * batch_size
         count = min(batch_size, num_records - start)
         df = batch_frame(spark, start, count, record_size, keys)
+        if source == "parquet":
+            materialized = f"{work_dir}/source-{i + warmup_batches}"
+            df.write.parquet(materialized)
+            df = spark.read.parquet(materialized)
         t0 = time.perf_counter()
         store.write(df, topic=topic)
         elapsed = time.perf_counter() - t0

@@ -149,8 +149,8 @@ def cmd_perf_produce(args: argparse.Namespace, out: Out) -> None:
     if args.throughput is not None and args.throughput == 0:
         raise InvalidConfigError("--throughput must be positive, or -1 for no limit")
     spark_side = args.api == "dataframe" or args.compare_plain
-    if args.beside_producer_rate and args.api != "dataframe":
-        raise InvalidConfigError("--beside-producer-rate applies to --api dataframe")
+    if (args.beside_producer_rate or args.source != "generated") and args.api != "dataframe":
+        raise InvalidConfigError("--beside-producer-rate and --source apply to --api dataframe")
     if spark_side and (config or (args.throughput or -1) > 0 or args.payload_file):
         raise InvalidConfigError(
             "--producer-props, --producer.config, --throughput and --payload-file apply to --api producer "
@@ -225,7 +225,7 @@ def _perf_produce_spark(store: Any, args: argparse.Namespace, partitions: int, o
 
     progress = (lambda msg: print(msg, file=sys.stderr)) if args.progress else (lambda _msg: None)
     beside = PerfResult("beside a producer", 0, 0) if args.beside_producer_rate else None
-    needs_work_dir = args.compare_plain or bool(args.beside_producer_rate)
+    needs_work_dir = args.compare_plain or bool(args.beside_producer_rate) or args.source == "parquet"
     with _baseline_dir(args, "produce", needs_work_dir) as work:
         workload = {
             "num_records": args.num_records,
@@ -247,6 +247,7 @@ def _perf_produce_spark(store: Any, args: argparse.Namespace, partitions: int, o
                 beside_rate=args.beside_producer_rate,
                 beside=beside,
                 work_dir=str(work or ""),
+                source=args.source,
                 **workload,
             )
     out(f"lakelog:     {ours.producer_summary()}")
@@ -442,6 +443,13 @@ def add_parser(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
         metavar="COMMITS_PER_S",
         help="dataframe: also write each batch while another process commits this many one-record commits per "
         "second to the topic, and report the time ratio",
+    )
+    p.add_argument(
+        "--source",
+        choices=["generated", "parquet"],
+        default="generated",
+        help="dataframe: each batch computed by Spark expressions at every read, or read from a Parquet file "
+        "written beforehand (as a table's rows would be)",
     )
     p.add_argument("--progress", action="store_true", help="Spark side: a line per batch on stderr")
     p.add_argument("--work-dir", help=WORK_DIR_HELP)
