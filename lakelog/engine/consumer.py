@@ -837,7 +837,8 @@ class Consumer:
     # -- offsets of the log -------------------------------------------------------
 
     def end_offsets(self, partitions: Iterable[Any]) -> dict[TopicPartition, int]:
-        """Log end offsets (Kafka's endOffsets), read from the latest Delta version."""
+        """End offsets as read_committed sees them (Kafka's endOffsets): the log end offset, or the
+        last stable offset while a write's reservation is pending; from the latest Delta version."""
         return self._log_offsets(partitions, end=True)
 
     def beginning_offsets(self, partitions: Iterable[Any]) -> dict[TopicPartition, int]:

@@ -498,7 +498,9 @@ class LogStore:
         return {tp.partition: b for tp, b in self._bounds(state, [topic]).items()}
 
     def end_offsets(self, topic: str) -> dict[int, int]:
-        """Per partition, the offset the next record will get (Kafka's log end offset)."""
+        """Per partition, the end of what readers see: the offset the next record gets (Kafka's
+        log end offset), or while a ``write(df)``'s reservation is pending the first offset it
+        holds (the last stable offset, what Kafka's ``endOffsets`` gives a read_committed consumer)."""
         return {p: b.end for p, b in self._topic_bounds(topic).items()}
 
     def beginning_offsets(self, topic: str) -> dict[int, int]:
