@@ -358,6 +358,8 @@ def reset_offsets(
         raise InvalidConfigError(f"a reset to {to} takes no value, got {value!r}")
     if to == "offset":
         # Any Java long, as Kafka's --to-offset: clamped into the log below.
+        if value is None:
+            raise InvalidOffsetError("a reset to an offset needs an int offset, got None")
         check_offset(value, "a reset to an offset", low=MIN_LONG)
     if to == "datetime":
         _to_ms(value)  # fail on a bad value before any work

@@ -3,11 +3,12 @@
 Executors only convert their rows to Arrow (``value``, optional ``key``,
 ``topic``, ``partition``, ``headers``, ``timestamp``) and send them to the
 driver in the commit message; the driver's commit assigns partitions (the
-key's murmur2 hash as Kafka's default partitioner, else sticky), reserves
-the offsets in one small commit, writes one Parquet file per partition
-numbered inside the reservation, and adds them in one Delta commit through
-the commit core (:meth:`engine.commit.Committer.append_reserved`): a
-micro-batch lands beside busy producers without rewriting its files. A batch is all or nothing:
+key's murmur2 hash as Kafka's default partitioner, else sticky), offsets,
+writes one Parquet file per partition and commits them in one Delta commit
+through the commit core; a micro-batch that loses a race to another commit
+reserves its offsets instead and writes its files once more, numbered inside
+the reservation (:meth:`engine.commit.Committer.append_or_reserve`), so it
+lands beside busy producers. A batch is all or nothing:
 a record the topic refuses (unknown topic or partition, over
 ``max.message.bytes``) fails it before anything is committed. A topic that
 does not exist is created first (``num.partitions``, the ``topic.*``
@@ -159,9 +160,9 @@ def commit_records(
     records = place_records(view, tables)
     if not len(records):
         return None
-    # Reserved first: the files of a large micro-batch take longer to write than the gap
-    # between a busy producer's commits, and are then written once instead of once per conflict.
-    return committer.append_reserved(PlacedBatch(records, app), POLICY)
+    # Beside a busy producer a large micro-batch's files take longer to write than the gap
+    # between its commits: after one lost race, the batch reserves its offsets and writes once.
+    return committer.append_or_reserve(PlacedBatch(records, app), POLICY)
 
 
 def unknown_topics(view: TableState, tables: list[pa.Table]) -> list[str]:

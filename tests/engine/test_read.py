@@ -75,12 +75,13 @@ def test_offsets_outside_the_log_are_refused(filled):
 
 
 def test_a_range_read_prunes_files_by_partition_and_offset_stats(filled):
-    # partition 0 holds offsets 0..99 in 10 files of 10 records.
+    # partition 0 holds offsets 0..99, written 10 at a time (by one or two Spark tasks each time).
     df = filled.read("orders", {"orders": {0: 95, 1: -1, 2: -1}}, {"orders": {0: 98, 1: -1, 2: -1}})
     assert sorted(r.offset for r in df.collect()) == [95, 96, 97]
     files = df.inputFiles()
     assert len(files) == 1 and "partition=0" in files[0]
-    assert len(filled.read("orders").inputFiles()) == 30
+    # Every file of the topic and no other (each write's Spark tasks wrote one per partition they held).
+    assert len(filled.read("orders").inputFiles()) == len(filled.log.latest().topic_files("orders"))
 
 
 def test_a_read_is_pinned_to_the_version_it_resolved(store, spark):
@@ -110,6 +111,10 @@ def test_history_lists_commits_with_their_ranges(filled):
     entries = filled.history_entries("orders")
     assert [e.operation for e in entries] == ["create_topic"] + ["write"] * 10
     assert entries[1].ranges == [("orders", 0, 0, 10), ("orders", 1, 0, 10), ("orders", 2, 0, 10)]
+    # Each write(df) also reserved its offsets in a commit of its own, which holds no records.
+    reserves = [e for e in filled.history_entries() if e.operation == "reserve"]
+    assert len(reserves) == 11 and all(e.ranges == [] for e in reserves)
+    assert '"reserved":[["orders",0,0,10],' in reserves[0].details
     df = filled.history()
     assert df.where("operation = 'write'").count() == 11
     assert df.columns[:3] == ["version", "timestamp", "operation"]

@@ -365,3 +365,27 @@ def test_a_reservation_of_a_killed_writer_expires_and_consumers_move_past_it(sto
     assert report.violations == []
     with store.producer() as producer:
         assert producer.send("t", b"next", partition=0).get().offset == 4
+
+
+def test_append_or_reserve_commits_once_when_alone_and_reserves_after_a_lost_race(store):
+    committer = Committer(TableLog(store.uri), "sink")
+    alone = slow_batch(committer, ["a", "b"], 0)
+    version = committer.latest().version
+    result = committer.append_or_reserve(alone, FAST)
+    assert result.version == version + 1 and alone.builds == 1  # one commit, no reservation
+
+    rival = Committer(TableLog(store.uri), "rival")
+    raced = slow_batch(committer, ["c", "d"], 0)
+    real_build = raced.build
+
+    def build_then_lose(ends, topics, append_time_ms):
+        rows = real_build(ends, topics, append_time_ms)
+        if raced.builds == 1:
+            rival.append_reserved(slow_batch(rival, ["r"], 0), FAST)  # takes the offsets it planned
+        return rows
+
+    raced.build = build_then_lose
+    result = committer.append_or_reserve(raced, FAST)
+    assert raced.builds == 2  # the first files given up once, then written inside a reservation
+    assert offsets_of(store, T0) == {0: "a", 1: "b", 2: "r", 3: "c", 4: "d"}
+    assert [e.operation for e in store.history_entries()][-3:] == ["write", "reserve", "write"]  # rival, ours

@@ -570,6 +570,24 @@ class Committer:
             raise
         return self._fill(batch, reservations, written, plan, append_time_ms, policy, started, attempts)
 
+    def append_or_reserve(
+        self, batch: AppendBatch, policy: RetryPolicy, *, timeout_ms: int = DEFAULT_TIMEOUT_MS
+    ) -> AppendResult:
+        """:meth:`append` once; after one conflict, :meth:`append_reserved`.
+
+        For batches whose files this process writes quickly (a streaming sink's
+        micro-batch): when nothing else commits to their partitions they land in
+        one commit, as a producer's batch does; beside a busy producer the first
+        files are given up once and the batch reserves its offsets instead of
+        re-planning every time it loses. Raises what those raise.
+        """
+        once = replace(policy, retries=0)
+        try:
+            return self.append(batch, once)
+        except (CommitConflictError, DeliveryTimeoutError) as exc:
+            log.debug("%s: an append lost a race (%s); reserving its offsets", self.client_id, exc)
+        return self.append_reserved(batch, policy, timeout_ms=timeout_ms)
+
     def _reserve(
         self, batch: AppendBatch, policy: RetryPolicy, started: float, timeout_ms: int
     ) -> tuple[list[Reservation], TableState, int, int] | None:
@@ -601,9 +619,12 @@ class Committer:
             if app is not None:
                 app_ids.append(app.app_id)
             markers = end_markers(state, relied)
-            ranges = {r.tp: OffsetRange(r.tp, r.first, r.end) for r in reservations}
-            tags = {**append_tags("reserve", self.client_id, ranges), TAG_OPERATION: "reserve"}
-            tags[TAG_DETAILS] = _json({"until": now_ms + timeout_ms})
+            # No records yet: the ranges are details, not the ranges an append's history shows.
+            tags = {
+                TAG_OPERATION: "reserve",
+                TAG_CLIENT: self.client_id,
+                TAG_DETAILS: _json({"reserved": _ranges_json(reservations), "until": now_ms + timeout_ms}),
+            }
             version = self._land(
                 state.version,
                 actions,
@@ -802,8 +823,11 @@ class Committer:
             if not live:
                 return -1
             now_ms = int(time.time() * 1000)
-            ranges = {r.tp: OffsetRange(r.tp, r.first, r.end) for r in live}
-            tags = {**append_tags("abort_reservation", self.client_id, ranges), TAG_DETAILS: _json({"reason": reason})}
+            tags = {
+                TAG_OPERATION: "abort_reservation",
+                TAG_CLIENT: self.client_id,
+                TAG_DETAILS: _json({"aborted": _ranges_json(live), "reason": reason}),
+            }
             done = self._land(
                 state.version,
                 resolve_actions(live, now_ms, aborted=True),
@@ -1167,6 +1191,11 @@ class _Heartbeat:
                     return
             except LakelogError as exc:  # the next beat tries again; the deadline is a third away at worst
                 log.warning("%s: reservation heartbeat failed: %s", self._committer.client_id, exc)
+
+
+def _ranges_json(reservations: Iterable[Reservation]) -> list[list[Any]]:
+    """Reserved ranges as the tags' ranges are written: [topic, partition, first, end]."""
+    return [[r.tp.topic, r.tp.partition, r.first, r.end] for r in sorted(reservations, key=lambda r: r.tp)]
 
 
 def _marker_info(operation: str, tags: Mapping[str, str]) -> Callable[[int], CommitInfo]:
