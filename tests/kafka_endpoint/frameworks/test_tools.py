@@ -36,10 +36,7 @@ def _said(done: subprocess.CompletedProcess) -> str:
     return f"exit {done.returncode}\nstdout: {done.stdout[-2000:]}\nstderr: {done.stderr[-3000:]}"
 
 
-@against_kafka_and_lakelog(
-    lakelog_xfail="issue 31: CreateTopics v5-7 responses lack `configs`: NullPointerException in the "
-    "client's Admin.createTopics, kafka-topics exits 1 (the topic is created anyway)"
-)
+@against_kafka_and_lakelog()
 def test_kafka_topics_create_exits_0(target: Target) -> None:
     created = _tool(
         TOPIC_COMMAND,
