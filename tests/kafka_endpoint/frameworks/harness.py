@@ -11,6 +11,12 @@ stdout as they come, its log (log4j2, client loggers at the level asked) in a fi
 goes into every failure message. :meth:`JavaProgram.wait_for` returns as soon as the event
 came and fails as soon as the program exited, so a framework that dies at its first request
 fails its test in seconds, not at a timeout.
+
+With ``KAFKA_FRAMEWORKS_DEBUG=1`` in the environment every program also logs each request
+its clients send and each response they get (``org.apache.kafka.clients.NetworkClient`` at
+DEBUG: "Sending <API> request with header RequestHeader(apiKey=..., apiVersion=...)"), which is
+how to find what a framework asks of the agent: run the tests with ``--basetemp`` (and
+``--runxfail``) and read the programs' logs there.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import os
 import shutil
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -57,6 +64,8 @@ CONNECT_WORKERS = Program("lakelog.frameworks.ConnectWorkers", CONNECT)
 # for programs that live seconds.
 JVM_OPTIONS: tuple[str, ...] = ("-Xmx384m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Djava.awt.headless=true")
 LOG_TAIL_LINES = 60
+# Not LAKELOG_*: lakelog reads every LAKELOG_* variable as one of its settings.
+DEBUG_ENV = "KAFKA_FRAMEWORKS_DEBUG"
 
 
 class HarnessError(AssertionError):
@@ -135,23 +144,27 @@ def _jars_of(profile: str) -> Path:
 
 def classpath(profile: str) -> str:
     """A profile's jars and its programs (``src/common`` and ``src/<profile>``, compiled with
-    javac once per version of the pom and the sources)."""
+    javac once per version of the pom and the sources into a directory named by that version,
+    so that programs still running from an older one are never pulled from under)."""
     ensure_jars()
     jars = _jars_of(profile)
-    digest = _digest(POM, SOURCES)
-    classes = JARS_DIR / "classes" / profile
-    marker = classes / ".complete"
-    if not (marker.is_file() and marker.read_text().strip() == digest):
+    classes = JARS_DIR / "classes" / f"{profile}-{_digest(POM, SOURCES)[:16]}"
+    if not (classes / ".complete").is_file():
         with _locked("kafka-frameworks-classes"):
-            if not (marker.is_file() and marker.read_text().strip() == digest):
-                shutil.rmtree(classes, ignore_errors=True)
-                classes.mkdir(parents=True)
+            if not (classes / ".complete").is_file():
                 javac = shutil.which("javac")
                 if javac is None:
                     raise HarnessError("javac (a JDK 17+) is needed to compile the framework programs")
+                classes.parent.mkdir(parents=True, exist_ok=True)
+                building = Path(tempfile.mkdtemp(prefix=f".{profile}-", dir=classes.parent))
                 sources = sorted(str(p) for d in ("common", profile) for p in (SOURCES / d).rglob("*.java"))
-                _run([javac, "-d", str(classes), "-cp", f"{jars}/*", *sources], f"javac ({profile})", 300)
-                marker.write_text(digest + "\n")
+                try:
+                    _run([javac, "-d", str(building), "-cp", f"{jars}/*", *sources], f"javac ({profile})", 300)
+                except BaseException:
+                    shutil.rmtree(building, ignore_errors=True)
+                    raise
+                (building / ".complete").touch()
+                building.rename(classes)
     return f"{classes}:{jars}/*"
 
 
@@ -195,6 +208,8 @@ class JavaProgram:
         workdir.mkdir(parents=True, exist_ok=True)
         self.log_path = workdir / f"{name}.log"
         config = workdir / f"{name}-log4j2.properties"
+        if os.environ.get(DEBUG_ENV) == "1":
+            log_levels = {**log_levels, "org.apache.kafka.clients.NetworkClient": "DEBUG"}
         config.write_text(log4j2_config(self.log_path, log_levels))
         self.lines: list[str] = []
         self.killed = False

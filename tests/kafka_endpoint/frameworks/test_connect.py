@@ -64,7 +64,10 @@ def _worker_properties(target: Target, port: int) -> str:
     return "".join(f"{k}={v}\n" for k, v in settings.items())
 
 
-def _rest(url: str, method: str = "GET", body: dict | None = None, timeout_s: float = 30.0) -> Any:
+def _rest(url: str, method: str = "GET", body: dict | None = None, timeout_s: float = 5.0) -> Any:
+    """One REST call. Short: a worker whose herder died keeps accepting connections and never
+    answers, and :func:`_until` notices a failed worker only between calls (a create that timed
+    out but landed is a 409 "already exists" the next time, which :func:`_create` accepts)."""
     data = None if body is None else json.dumps(body).encode()
     request = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(request, timeout=timeout_s) as response:
@@ -96,7 +99,8 @@ def _lines(path: Path) -> list[str]:
 
 @against_kafka_and_lakelog(
     lakelog_xfail="issue 31: the workers cannot join: the agent refuses protocol type 'connect' "
-    "(INCONSISTENT_GROUP_PROTOCOL), only 'consumer' with range/roundrobin/sticky"
+    "(INCONSISTENT_GROUP_PROTOCOL, it runs only 'consumer' with range/roundrobin/sticky); the herder "
+    "thread exits"
 )
 def test_two_distributed_workers_copy_every_line_once_across_a_restart(target: Target, tmp_path: Path) -> None:
     ports = _free_ports(WORKERS)

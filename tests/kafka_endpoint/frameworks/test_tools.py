@@ -75,8 +75,8 @@ def _committed_transaction(target: Target, topic: str, transactional_id: str) ->
 
 
 @against_kafka_and_lakelog(
-    lakelog_xfail="issue 31: ListTransactions, DescribeTransactions and DescribeProducers are not served "
-    "(UNSUPPORTED_VERSION): kafka-transactions exits 1"
+    lakelog_xfail="issue 31: ListTransactions, DescribeTransactions and DescribeProducers are not served: "
+    "kafka-transactions exits 1, 'The node does not support LIST_TRANSACTIONS'"
 )
 def test_kafka_transactions_lists_describes_and_describes_producers(target: Target) -> None:
     _committed_transaction(target, "txn-topic", "txn-tools")
@@ -104,7 +104,8 @@ def test_kafka_transactions_lists_describes_and_describes_producers(target: Targ
 
 
 @against_kafka_and_lakelog(
-    lakelog_xfail="issue 31: DeleteRecords is not served (UNSUPPORTED_VERSION): kafka-delete-records fails"
+    lakelog_xfail="issue 31: DeleteRecords is not served: kafka-delete-records reports "
+    "'The node does not support DELETE_RECORDS' for the partition (and exits 0)"
 )
 def test_kafka_delete_records_moves_the_log_start(target: Target, tmp_path: Path) -> None:
     from confluent_kafka import Consumer, TopicPartition

@@ -26,9 +26,8 @@ import org.apache.kafka.connect.runtime.Connect;
  * {@code start <n>} (again, from its properties). When stdin ends every worker is stopped.
  *
  * <p>Events on stdout: {@code STARTED <n> <rest url>}, {@code STOPPED <n>},
- * {@code FAILED <n> <exception>} (a worker that could not start, or whose herder thread died:
- * Connect logs "Uncaught exception in herder work thread, exiting" and the worker is of no use
- * any more, although its JVM goes on; the others go on).
+ * {@code FAILED <n> <exception>} (a worker that could not start, or whose herder thread ended;
+ * the others go on), {@code FAILED - <why>} when the JVM exits other than by the end of stdin.
  */
 public final class ConnectWorkers {
     private ConnectWorkers() {
@@ -109,7 +108,17 @@ public final class ConnectWorkers {
         watcher.start();
     }
 
+    private static volatile boolean exiting;
+
     public static void main(String[] files) throws IOException, InterruptedException {
+        // A herder that dies calls Exit.exit (DistributedHerder.run: "Uncaught exception in herder
+        // work thread, exiting"), and Connect's own shutdown hook then waits a minute for that very
+        // thread: say so at once rather than let the driver wait.
+        Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+            if (!exiting) {
+                Settings.event("FAILED - the JVM is exiting: a worker called Exit");
+            }
+        }, "exit-reporter"));
         Connect<?>[] workers = new Connect<?>[files.length];
         Thread[] starting = new Thread[files.length];
         for (int n = 0; n < files.length; n++) {
@@ -147,6 +156,7 @@ public final class ConnectWorkers {
             stop(workers, n);
         }
         Settings.event("EXIT 0");
+        exiting = true;
         System.exit(0);
     }
 }
