@@ -322,3 +322,18 @@ def stopped_after(programs: list[JavaProgram]) -> Iterator[list[JavaProgram]]:
     for program, code in zip(programs, codes, strict=True):
         if code != 0 and not program.killed:
             raise program.fail("did not stop cleanly")
+
+
+def owned_partitions(member: JavaProgram) -> set[str]:
+    """The partitions (``topic-partition``) a GroupConsumer owns now, from its rebalance callbacks
+    in order (eager members are told their whole assignment, cooperative ones what is added or
+    taken away)."""
+    owned: set[str] = set()
+    for line in list(member.lines):
+        kind, _, rest = line.partition(" ")
+        partitions = set() if rest in ("", "-") else set(rest.split(","))
+        if kind == "ASSIGNED":
+            owned |= partitions
+        elif kind in ("REVOKED", "LOST"):
+            owned -= partitions
+    return owned

@@ -11,7 +11,13 @@ from pathlib import Path
 import pytest
 
 from tests.kafka_endpoint.frameworks.conftest import Target, against_kafka_and_lakelog
-from tests.kafka_endpoint.frameworks.harness import GROUP_CONSUMER, HarnessError, JavaProgram, stopped_after
+from tests.kafka_endpoint.frameworks.harness import (
+    GROUP_CONSUMER,
+    HarnessError,
+    JavaProgram,
+    owned_partitions,
+    stopped_after,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.kafka]
 
@@ -39,20 +45,6 @@ def _member(
     )
 
 
-def _owned(member: JavaProgram) -> set[str]:
-    """The partitions a member owns now, from its rebalance callbacks in order (eager members are
-    told their whole assignment, cooperative ones what is added or taken away)."""
-    owned: set[str] = set()
-    for line in list(member.lines):
-        kind, _, rest = line.partition(" ")
-        partitions = set() if rest in ("", "-") else set(rest.split(","))
-        if kind == "ASSIGNED":
-            owned |= partitions
-        elif kind in ("REVOKED", "LOST"):
-            owned -= partitions
-    return owned
-
-
 def _consumed(member: JavaProgram) -> set[tuple[int, int]]:
     return {(int(p), int(o)) for _, p, o in member.events("R")}
 
@@ -67,7 +59,7 @@ def _wait_until_settled(members: list[JavaProgram], topic: str, timeout_s: float
     everything = {f"{topic}-{p}" for p in range(PARTITIONS)}
 
     def settled(_: JavaProgram) -> bool:
-        owned = [_owned(m) for m in members]
+        owned = [owned_partitions(m) for m in members]
         disjoint = sum(len(o) for o in owned) == len(set().union(*owned))
         consumed = set().union(*(_consumed(m) for m in members))
         return disjoint and set().union(*owned) == everything and len(consumed) == RECORDS and all(owned)
@@ -127,13 +119,13 @@ def test_static_members_keep_their_partitions_across_a_restart(target: Target, t
     with stopped_after([]) as members:
         members += [static("static-0"), static("static-1")]
         _wait_until_settled(members, topic)
-        before = [_owned(m) for m in members]
+        before = [owned_partitions(m) for m in members]
         assert members[1].stop() == 0, members[1].fail("did not stop cleanly")
         again = static("static-1-again")  # the same group.instance.id, static-1
         members.append(again)
-        again.wait_for(lambda m: bool(_owned(m)), 60, "its partitions back")
-        assert _owned(again) == before[1]
-        assert _owned(members[0]) == before[0]
+        again.wait_for(lambda m: bool(owned_partitions(m)), 60, "its partitions back")
+        assert owned_partitions(again) == before[1]
+        assert owned_partitions(members[0]) == before[0]
 
 
 @against_kafka_and_lakelog(

@@ -9,12 +9,15 @@ import java.util.Properties;
 import java.util.TreeSet;
 
 import org.apache.kafka.clients.consumer.CloseOptions;
+import org.apache.kafka.clients.consumer.CommitFailedException;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.errors.FencedInstanceIdException;
+import org.apache.kafka.common.errors.RebalanceInProgressException;
 import org.apache.kafka.common.errors.WakeupException;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 
@@ -30,7 +33,8 @@ import org.apache.kafka.common.serialization.ByteArrayDeserializer;
  *
  * <p>Events on stdout: {@code ASSIGNED <tps>}, {@code REVOKED <tps>}, {@code LOST <tps>} (the
  * partitions of that callback, {@code topic-partition} comma-separated, {@code -} for none),
- * {@code R <topic> <partition> <offset>} per record, {@code COMMITTED} after each commit,
+ * {@code R <topic> <partition> <offset>} per record, {@code COMMITTED} after each commit (or
+ * {@code COMMIT_FAILED <exception>} when the group moved on: the member goes on polling),
  * {@code FATAL <exception>} (exit 1). It leaves the group and exits 0 when stdin ends or on
  * SIGTERM.
  */
@@ -44,6 +48,20 @@ public final class GroupConsumer {
             sorted.add(tp.topic() + "-" + tp.partition());
         }
         return sorted.isEmpty() ? "-" : String.join(",", sorted);
+    }
+
+    /**
+     * Commits what was consumed: {@code COMMITTED}, or {@code COMMIT_FAILED <exception>} when the
+     * group moved on meanwhile (the member was removed or a rebalance began: what it consumed since
+     * its last commit is consumed again by the partitions' next owner, Kafka's at-least-once).
+     */
+    private static void commit(KafkaConsumer<byte[], byte[]> consumer) {
+        try {
+            consumer.commitSync();
+            Settings.event("COMMITTED");
+        } catch (CommitFailedException | RebalanceInProgressException | FencedInstanceIdException lost) {
+            Settings.event("COMMIT_FAILED " + String.valueOf(lost).replace('\n', ' '));
+        }
     }
 
     public static void main(String[] args) {
@@ -80,7 +98,7 @@ public final class GroupConsumer {
                 @Override
                 public void onPartitionsRevoked(Collection<TopicPartition> partitions) {
                     if (!partitions.isEmpty()) {
-                        consumer.commitSync();
+                        commit(consumer);
                     }
                     Settings.event("REVOKED " + names(partitions));
                 }
@@ -110,8 +128,7 @@ public final class GroupConsumer {
                     lines.add("R " + record.topic() + " " + record.partition() + " " + record.offset());
                 }
                 Settings.event(String.join("\n", lines));
-                consumer.commitSync();
-                Settings.event("COMMITTED");
+                commit(consumer);
             }
         } catch (WakeupException expected) {
             // stop() while polling or committing
