@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import io
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 from kio.schema.consumer_protocol_assignment.v0.data import ConsumerProtocolAssignment
@@ -23,7 +23,7 @@ from kio.serial import entity_writer
 from lakelog.engine.errors import GroupIdNotFoundError, InvalidConfigError, InvalidPartitionsError
 from lakelog.engine.group_admin import delete_group, delete_offsets, describe_group, list_groups
 from lakelog.engine.offsets import TopicPartition
-from lakelog.engine.topics import TOPIC_CONFIG_KEYS
+from lakelog.engine.topics import TOPIC_CONFIG_KEYS, TopicMetadata
 from lakelog.kafka_endpoint.messages import Request, build, response_class
 
 DELETE_TOPICS, CREATE_PARTITIONS, DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 20, 37, 32, 44
@@ -88,25 +88,32 @@ def describe_configs(store: Any, request: Request, error_code: Callable[[BaseExc
             if topic is None:
                 answer.update(error_code=ErrorCode.unknown_topic_or_partition, error_message="no such topic")
             else:
-                wanted = resource.configuration_keys
-                answer["configs"] = [
-                    {
-                        "name": name,
-                        "value": _config_text(value),
-                        "read_only": False,
-                        "is_default": name not in topic.overrides,
-                        "config_source": DYNAMIC_TOPIC_CONFIG if name in topic.overrides else DEFAULT_CONFIG,
-                        "is_sensitive": False,
-                        "synonyms": [],
-                        "documentation": TOPIC_CONFIG_KEYS[name].doc if name in TOPIC_CONFIG_KEYS else None,
-                    }
-                    for name, value in sorted(topic.config().items())
-                    if wanted is None or name in wanted
-                ]
+                answer["configs"] = topic_config_entries(topic, resource.configuration_keys)
         elif resource.resource_type != BROKER_RESOURCE:
             answer.update(error_code=ErrorCode.invalid_request, error_message="only topic and broker configs")
         results.append(answer)
     return build(response_class(DESCRIBE_CONFIGS, request.api_version), results=results)
+
+
+def topic_config_entries(topic: TopicMetadata, wanted: Collection[str] | None = None) -> list[dict[str, Any]]:
+    """A topic's effective configuration as Kafka's config entries, sorted by name (every field
+    DescribeConfigs has; CreateTopics' CreatableTopicConfigs takes the ones it has): the
+    overrides as DYNAMIC_TOPIC_CONFIG, the rest as DEFAULT_CONFIG; only ``wanted`` names when
+    given."""
+    return [
+        {
+            "name": name,
+            "value": _config_text(value),
+            "read_only": False,
+            "is_default": name not in topic.overrides,
+            "config_source": DYNAMIC_TOPIC_CONFIG if name in topic.overrides else DEFAULT_CONFIG,
+            "is_sensitive": False,
+            "synonyms": [],
+            "documentation": TOPIC_CONFIG_KEYS[name].doc if name in TOPIC_CONFIG_KEYS else None,
+        }
+        for name, value in sorted(topic.config().items())
+        if wanted is None or name in wanted
+    ]
 
 
 def _config_text(value: Any) -> str | None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -51,7 +52,8 @@ from lakelog.engine.offsets import TopicPartition
 from lakelog.engine.partition_reader import PartitionReader
 from lakelog.engine.placement import columns_for_batch, place_records
 from lakelog.engine.records import MAX_TIMESTAMP_MS
-from lakelog.engine.topic_admin import require_partition
+from lakelog.engine.topic_admin import plan_create, require_partition
+from lakelog.engine.topics import TopicMetadata, topics_from_properties
 from lakelog.kafka_endpoint import admin
 from lakelog.kafka_endpoint.group_commit import GroupCommit
 from lakelog.kafka_endpoint.group_members import ProxyMember, UnknownMemberError, choose_protocol, subscribed_topics
@@ -610,21 +612,49 @@ class Endpoint:
     # -- CreateTopics ------------------------------------------------------------------
 
     def create_topics(self, request: Request) -> Any:
+        """Create each topic (one Delta metadata commit each), or with ``validate_only`` only plan
+        it against the latest topics (the same checks, nothing committed). As Kafka's controller
+        answers from v5 on (ReplicationControlManager.createTopic), a topic that is (or would
+        be) created comes with its effective configuration sorted by name, its partition count,
+        replication factor 1 and its id (v7+); a refused one with its error, no configs and -1
+        counts. Java's Admin.createTopics reads ``configs`` of every success."""
         out = []
         for topic in request.body.topics:
-            answer: dict[str, Any] = {"name": topic.name, "error_code": ErrorCode.none}
+            answer: dict[str, Any] = {"name": topic.name, "error_code": ErrorCode.none, "configs": []}
             try:
                 if topic.replication_factor not in (-1, 1) and topic.replication_factor < 1:
                     raise InvalidTopicError(f"replication factor {topic.replication_factor}")
                 config = {c.name: c.value for c in topic.configs}
                 partitions = None if topic.num_partitions == -1 else int(topic.num_partitions)
-                if not request.body.validate_only:
+                if request.body.validate_only:
+                    created = self._planned_topic(topic.name, partitions, config)
+                else:
                     created = self.store.create_topic(topic.name, partitions, config or None)
-                    answer.update(num_partitions=created.partitions, replication_factor=1)
+                answer.update(
+                    topic_id=uuid.UUID(created.topic_id),
+                    num_partitions=created.partitions,
+                    replication_factor=1,
+                    configs=admin.topic_config_entries(created),
+                )
             except Exception as exc:
                 answer.update(error_code=error_code(exc), error_message=str(exc))
             out.append(answer)
         return build(response_class(CREATE_TOPICS, request.api_version), topics=out)
+
+    def _planned_topic(self, name: str, partitions: int | None, config: dict[str, Any]) -> TopicMetadata:
+        """The topic a CreateTopics with ``validate_only`` would create (as the store's
+        create_topic plans it, defaults included), nothing committed; raises as it does."""
+        state = self.store.log.latest()
+        change = plan_create(
+            dict(state.topics),
+            dict(state.properties),
+            name=name,
+            partitions=self.store.settings.num_partitions if partitions is None else partitions,
+            config={**self.store.settings.topic, **config},
+            now_ms=int(time.time() * 1000),
+            client_id="lakelog-serve",
+        )
+        return topics_from_properties(change.properties)[name]
 
     # -- FindCoordinator, OffsetCommit, OffsetFetch ----------------------------------------
 

@@ -64,6 +64,30 @@ def parse_request(frame: bytes, supported: Mapping[int, tuple[int, int]]) -> Req
     return Request(api_key, api_version, header.correlation_id, header.client_id, body)
 
 
+def header_client_id(frame: bytes) -> str | None:
+    """The client id in a request frame's header (without its size prefix), read without parsing
+    the body: every request header version (v1, v2) has it right after the correlation id as a
+    non-compact nullable string. None when the frame has none or is too short to say."""
+    if len(frame) < 10:
+        return None
+    size = struct.unpack_from(">h", frame, 8)[0]
+    if size < 0 or len(frame) < 10 + size:
+        return None
+    return frame[10 : 10 + size].decode("utf-8", errors="replace")
+
+
+def api_name(api_key: int, api_version: int) -> str:
+    """Kafka's name of an API in snake case (``delete_records``), as kio's schemas name it, for
+    messages; ``api <key>`` for a key kio does not know."""
+    for version in (api_version, 0):
+        try:
+            module = load_request_schema(api_key, version).__module__  # kio.schema.<name>.v<n>.request
+        except Exception:  # kio's UnknownAPIKey / UnknownEntity: no such schema
+            continue
+        return module.split(".")[2]
+    return f"api {api_key}"
+
+
 def encode_response(api_key: int, api_version: int, correlation_id: int, body: Any) -> bytes:
     """The size-prefixed frame of a response ``body`` (a kio entity of that API and version)."""
     schema = load_response_schema(api_key, api_version)

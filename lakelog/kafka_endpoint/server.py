@@ -5,7 +5,9 @@ broker does), each handled on a worker thread so that a commit or a long
 poll of one connection never holds up another. A frame that cannot be
 parsed closes only its connection. An API or version the endpoint does not
 answer gets UNSUPPORTED_VERSION in a response of that API (ApiVersions with
-its v0 response, as Kafka does, so that a client learns what is supported).
+its v0 response, as Kafka does, so that a client learns what is supported),
+and a warning once per client and API (:class:`UnsupportedRequests`), so that
+what a client needs and the agent does not serve shows in its log.
 SIGTERM or SIGINT: stop accepting, let requests in flight finish (long polls
 return at once), close the producer, exit.
 """
@@ -17,6 +19,7 @@ import contextlib
 import logging
 import signal
 import struct
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -25,7 +28,15 @@ from kio.index import load_response_schema
 from kio.schema.errors import ErrorCode
 
 from lakelog.kafka_endpoint.handlers import API_VERSIONS, PRODUCE, SUPPORTED, Endpoint
-from lakelog.kafka_endpoint.messages import MalformedRequestError, Request, build, encode_response, parse_request
+from lakelog.kafka_endpoint.messages import (
+    MalformedRequestError,
+    Request,
+    api_name,
+    build,
+    encode_response,
+    header_client_id,
+    parse_request,
+)
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +73,41 @@ def error_response(
     return encode_response(api_key, api_version, correlation_id, build(cls, error_code=code))
 
 
+class UnsupportedRequests:
+    """Logs one warning per (client id, API) answered with UNSUPPORTED_VERSION: which client,
+    from where, which API and version, and which versions the agent serves. ApiVersions is left
+    out: a client newer than the agent asks with a version above its range and, answered with
+    the range, asks again, as Kafka's version negotiation (KIP-511) goes, with nothing missing.
+    At most ``limit`` pairs are remembered; past that nothing more is logged."""
+
+    def __init__(self, supported: dict[int, tuple[int, int]], limit: int = 10_000) -> None:
+        self._supported = supported
+        self._limit = limit
+        self._seen: set[tuple[str | None, int]] = set()
+        self._lock = threading.Lock()
+
+    def note(self, frame: bytes, api_key: int, api_version: int, peer: object) -> bool:
+        """Log the request in ``frame`` unless its (client id, API) was logged before; whether it logged."""
+        if api_key == API_VERSIONS:
+            return False
+        client_id = header_client_id(frame)
+        with self._lock:
+            if (client_id, api_key) in self._seen or len(self._seen) >= self._limit:
+                return False
+            self._seen.add((client_id, api_key))
+        served = self._supported.get(api_key)
+        log.warning(
+            "answered UNSUPPORTED_VERSION to client %r at %s: %s (key %d) v%d; this agent serves %s",
+            client_id,
+            peer,
+            api_name(api_key, api_version),
+            api_key,
+            api_version,
+            "no version of it" if served is None else f"v{served[0]}-v{served[1]}",
+        )
+        return True
+
+
 class Server:
     """One listener over one :class:`Endpoint`."""
 
@@ -73,6 +119,7 @@ class Server:
         self._pool = ThreadPoolExecutor(max_workers=32, thread_name_prefix="lakelog-serve")
         self._stopping = False
         self._connections: set[asyncio.Task] = set()
+        self._unsupported = UnsupportedRequests(SUPPORTED)
 
     async def start(self) -> None:
         self._server = await asyncio.start_server(self._connection, self.host, self.port)
@@ -115,6 +162,7 @@ class Server:
                     return
                 parsed = parse_request(frame, SUPPORTED)
                 if not isinstance(parsed, Request):
+                    self._unsupported.note(frame, parsed[0], parsed[1], peer)
                     answer = error_response(*parsed)
                     if answer is None:
                         return

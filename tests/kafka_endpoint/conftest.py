@@ -16,10 +16,13 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 class Agent:
-    """``lakelog serve`` over ``store`` on ``port`` (0: a free one)."""
+    """``lakelog serve`` over ``store`` on ``port`` (0: a free one); its log (stderr) goes to
+    ``log`` when given (an agent that lives long and logs much must not fill a pipe nobody reads)."""
 
-    def __init__(self, store: Path, port: int = 0) -> None:
+    def __init__(self, store: Path, port: int = 0, log: Path | None = None) -> None:
         self.store = store
+        self.log = log
+        stderr = subprocess.PIPE if log is None else open(log, "w")  # noqa: SIM115 -- the child's
         self.proc = subprocess.Popen(
             [
                 sys.executable,
@@ -34,14 +37,17 @@ class Agent:
             cwd=ROOT,
             env={**os.environ, "PYTHONPATH": str(ROOT)},
             stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
+            stderr=stderr,
             text=True,
         )
+        if log is not None:
+            stderr.close()  # the child has its own copy
         line = self.proc.stdout.readline()
         found = re.search(r"on (127\.0\.0\.1):(\d+) ", line)
         if found is None:
             self.proc.kill()
-            raise AssertionError(f"the agent did not start: {line!r} {self.proc.stderr.read()}")
+            said = self.proc.stderr.read() if log is None else log.read_text()
+            raise AssertionError(f"the agent did not start: {line!r} {said}")
         self.bootstrap = f"{found.group(1)}:{found.group(2)}"
         self.port = int(found.group(2))
 

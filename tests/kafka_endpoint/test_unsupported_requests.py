@@ -1,0 +1,100 @@
+"""Requests ``lakelog serve`` answers with UNSUPPORTED_VERSION are logged, one warning per
+client and API (naming the client, the API and version, and what the agent serves), so that
+what a framework needs and the agent lacks shows in the agent's log; ApiVersions' own version
+negotiation is not logged."""
+
+from __future__ import annotations
+
+import logging
+import re
+import socket
+import struct
+from pathlib import Path
+
+import pytest
+
+from lakelog.engine import LogStore
+from lakelog.kafka_endpoint.handlers import API_VERSIONS, SUPPORTED
+from lakelog.kafka_endpoint.messages import api_name, header_client_id
+from lakelog.kafka_endpoint.server import UnsupportedRequests
+from tests.kafka_endpoint.conftest import Agent, wait_for
+
+DELETE_RECORDS, DESCRIBE_PRODUCERS = 21, 61
+
+
+def _frame(api_key: int, version: int, correlation_id: int, client_id: str | None) -> bytes:
+    header = struct.pack(">hhi", api_key, version, correlation_id)
+    if client_id is None:
+        return header + struct.pack(">h", -1) + b"\0"
+    raw = client_id.encode()
+    return header + struct.pack(">h", len(raw)) + raw + b"\0"  # header v2's empty tagged fields
+
+
+def test_the_client_id_is_read_from_any_request_header():
+    assert header_client_id(_frame(DELETE_RECORDS, 2, 1, "kafka-delete-records")) == "kafka-delete-records"
+    assert header_client_id(_frame(3, 1, 1, None)) is None
+    assert header_client_id(b"\0\x03\0\x01\0\0\0\x01\0\x09ab") is None  # cut short
+
+
+def test_apis_are_named_as_kafka_names_them():
+    assert api_name(DELETE_RECORDS, 99) == "delete_records"
+    assert api_name(68, 0) == "consumer_group_heartbeat"
+    assert api_name(9999, 0) == "api 9999"
+
+
+def test_one_warning_per_client_and_api(caplog):
+    noted = UnsupportedRequests(SUPPORTED, limit=3)
+    with caplog.at_level(logging.WARNING, logger="lakelog.kafka_endpoint.server"):
+        assert noted.note(_frame(DELETE_RECORDS, 2, 1, "a"), DELETE_RECORDS, 2, "peer")
+        assert not noted.note(_frame(DELETE_RECORDS, 1, 2, "a"), DELETE_RECORDS, 1, "peer")  # same client and API
+        assert noted.note(_frame(DELETE_RECORDS, 2, 3, "b"), DELETE_RECORDS, 2, "peer")
+        assert noted.note(_frame(DESCRIBE_PRODUCERS, 0, 4, "a"), DESCRIBE_PRODUCERS, 0, "peer")
+        assert not noted.note(_frame(API_VERSIONS, 9, 5, "a"), API_VERSIONS, 9, "peer")  # negotiation
+        assert not noted.note(_frame(DESCRIBE_PRODUCERS, 0, 6, "c"), DESCRIBE_PRODUCERS, 0, "peer")  # limit
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines == [
+        "answered UNSUPPORTED_VERSION to client 'a' at peer: delete_records (key 21) v2; this agent serves no "
+        "version of it",
+        "answered UNSUPPORTED_VERSION to client 'b' at peer: delete_records (key 21) v2; this agent serves no "
+        "version of it",
+        "answered UNSUPPORTED_VERSION to client 'a' at peer: describe_producers (key 61) v0; this agent serves no "
+        "version of it",
+    ]
+    low, high = SUPPORTED[3]
+    with caplog.at_level(logging.WARNING, logger="lakelog.kafka_endpoint.server"):
+        UnsupportedRequests(SUPPORTED).note(_frame(3, high + 1, 7, "a"), 3, high + 1, "peer")
+    assert caplog.records[-1].getMessage().endswith(f"metadata (key 3) v{high + 1}; this agent serves v{low}-v{high}")
+
+
+def _ask(port: int, frame: bytes) -> int:
+    """Send one request; the correlation id of the answer."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(struct.pack(">i", len(frame)) + frame)
+        size = struct.unpack(">i", sock.recv(4))[0]
+        answer = b""
+        while len(answer) < size:
+            answer += sock.recv(size - len(answer))
+        return struct.unpack_from(">i", answer, 0)[0]
+
+
+@pytest.mark.slow
+def test_the_agent_logs_each_unsupported_client_and_api_once(tmp_path: Path):
+    store = tmp_path / "store"
+    LogStore.open(store).close()
+    log = tmp_path / "agent.log"
+    agent = Agent(store, log=log)
+    try:
+        asked = [
+            _frame(DELETE_RECORDS, 2, 11, "tool-1"),
+            _frame(DELETE_RECORDS, 2, 12, "tool-1"),
+            _frame(DELETE_RECORDS, 2, 13, "tool-2"),
+            _frame(API_VERSIONS, 99, 14, "tool-1"),
+        ]
+        assert [_ask(agent.port, frame) for frame in asked] == [11, 12, 13, 14]  # each answered
+        wait_for(lambda: len(re.findall("UNSUPPORTED_VERSION", log.read_text())) >= 2, 10)
+    finally:
+        agent.stop()
+    warnings = [line for line in log.read_text().splitlines() if "UNSUPPORTED_VERSION" in line]
+    assert len(warnings) == 2, warnings
+    assert "client 'tool-1'" in warnings[0] and "delete_records (key 21) v2" in warnings[0]
+    assert "client 'tool-2'" in warnings[1]
