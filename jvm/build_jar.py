@@ -51,14 +51,14 @@ def pinned(distribution: str) -> str:
 
 
 def jvm_jars() -> types.ModuleType:
-    """lakelog.engine.jvm_jars without running lakelog's package __init__ files, which import the
+    """lakelog.jvm.jars without running lakelog's package __init__ files, which import the
     engine's dependencies (a wheel's build environment has only PySpark)."""
     for name in ("lakelog", "lakelog.engine"):
         if name not in sys.modules:
             package = types.ModuleType(name)
             package.__path__ = [str(ROOT.joinpath(*name.split(".")))]
             sys.modules[name] = package
-    return importlib.import_module("lakelog.engine.jvm_jars")
+    return importlib.import_module("lakelog.jvm.jars")
 
 
 def build() -> Path:

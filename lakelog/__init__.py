@@ -1,7 +1,7 @@
 """lakelog: Kafka-style topics, partitions, producers, consumer groups and transactions stored in one
 Delta Lake table.
 
-``import lakelog`` then ``lakelog.LogStore(path)``; README.md has the tour. Every name here is imported
+``import lakelog`` then ``lakelog.Store(path)``; README.md has the tour. Every name here is imported
 on first use: ``import lakelog`` (and so every ``lakelog`` shell command) loads nothing until a name is
 asked for, and ``lakelog.maintain`` / ``lakelog.register`` (Spark's ``format("lakelog")``) are the only
 ones that load PySpark.
@@ -22,7 +22,6 @@ if TYPE_CHECKING:
         ConsumerRecord,
         FatalError,
         LakelogError,
-        LogStore,
         OffsetAndMetadata,
         OffsetAndTimestamp,
         OffsetRange,
@@ -30,6 +29,7 @@ if TYPE_CHECKING:
         RecordFuture,
         RecordMetadata,
         RetriableError,
+        Store,
         TopicMetadata,
         TopicPartition,
         WriteResult,
@@ -45,7 +45,7 @@ _HOMES = {
     "ConsumerRecord": "lakelog.engine",
     "FatalError": "lakelog.engine",
     "LakelogError": "lakelog.engine",
-    "LogStore": "lakelog.engine",
+    "Store": "lakelog.engine",
     "OffsetAndMetadata": "lakelog.engine",
     "OffsetAndTimestamp": "lakelog.engine",
     "OffsetRange": "lakelog.engine",
@@ -84,7 +84,6 @@ __all__ = [
     "ConsumerRecord",
     "FatalError",
     "LakelogError",
-    "LogStore",
     "MaintenanceReport",
     "OffsetAndMetadata",
     "OffsetAndTimestamp",
@@ -93,6 +92,7 @@ __all__ = [
     "RecordFuture",
     "RecordMetadata",
     "RetriableError",
+    "Store",
     "TopicMetadata",
     "TopicPartition",
     "TransactionalProducer",

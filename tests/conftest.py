@@ -13,7 +13,7 @@ import os
 
 import pytest
 
-from lakelog.engine.session import build_session
+from lakelog.spark_connector.session import build_session
 
 
 @pytest.fixture(scope="session")
@@ -42,17 +42,17 @@ def spark(s3_server):
 
 @pytest.fixture
 def store(spark, tmp_path):
-    from lakelog.engine import LogStore
+    from lakelog.engine import Store
 
-    return LogStore.open(tmp_path / "store", spark=spark)
+    return Store.open(tmp_path / "store", spark=spark)
 
 
 @pytest.fixture
 def plain_store(tmp_path):
     """A fresh local store opened without a SparkSession (for tests that need no JVM)."""
-    from lakelog.engine import LogStore
+    from lakelog.engine import Store
 
-    return LogStore.open(tmp_path / "store")
+    return Store.open(tmp_path / "store")
 
 
 @pytest.fixture(scope="session")

@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
+from lakelog.engine.commit.partition_reader import PartitionReader
 from lakelog.engine.offsets import TopicPartition
-from lakelog.engine.partition_reader import PartitionReader
 
 
 class Header(NamedTuple):

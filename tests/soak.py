@@ -382,9 +382,9 @@ def run_soak(config: SoakConfig, progress: Callable[[str], None] = print) -> Soa
     with _store_location(config, workdir) as uri:
         result = SoakResult(config, uri, assignor)
         began = time.monotonic()
-        from lakelog.engine import LogStore
+        from lakelog.engine import Store
 
-        store = LogStore.open(uri)
+        store = Store.open(uri)
         # Nothing may legitimately disappear: no retention, no compaction; small segments for OPTIMIZE to bin.
         for topic, partitions in ((TOPIC, config.partitions), (WRITE_TOPIC, 2)):
             store.create_topic(topic, partitions=partitions, config={"retention.ms": -1, "segment.bytes": 65_536})
@@ -552,7 +552,7 @@ def _final_reads(store: Any) -> tuple[list[dict], list[dict], dict[tuple[str, st
     """The topics read by a lakelog consumer (read_committed) and by delta-rs, and the group's committed offsets."""
     from deltalake import DeltaTable, QueryBuilder
 
-    from lakelog.engine.object_store import delta_storage_options, python_uri
+    from lakelog.engine.storage.object_store import delta_storage_options, python_uri
 
     tps = _partitions(store)
     reader = store.consumer(auto_offset_reset="earliest")

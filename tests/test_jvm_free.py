@@ -30,10 +30,10 @@ SCRIPT = (
     NO_JVM
     + r"""
 
-from lakelog.engine import LogStore
+from lakelog.engine import Store
 from lakelog.cli import main as cli
 
-store = LogStore.open(sys.argv[1])
+store = Store.open(sys.argv[1])
 store.create_topic("in", partitions=2)
 store.create_topic("out", partitions=2)
 with store.producer(linger_ms=1) as producer:
@@ -58,7 +58,7 @@ while copied < 30:
     copied += len(records)
 consumer.commit()
 consumer.close()
-committed = LogStore.open(sys.argv[1]).consumer("g").committed([("in", 0), ("in", 1)])
+committed = Store.open(sys.argv[1]).consumer("g").committed([("in", 0), ("in", 1)])
 assert sum(o.offset for o in committed.values()) == 30, committed
 assert sum(store.end_offsets("out").values()) == 30
 assert cli(["--store", sys.argv[1], "maintain"]) == 0

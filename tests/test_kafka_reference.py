@@ -1,4 +1,4 @@
-"""lakelog.benchmarks.kafka_reference: a real Apache Kafka 4.4 broker, driven by real clients and Kafka's own tools.
+"""benchmarks.kafka_reference: a real Apache Kafka 4.4 broker, driven by real clients and Kafka's own tools.
 
 One broker serves the module (it takes seconds to start); the last test stops
 it and checks that nothing is left behind. The jars are fetched by the
@@ -18,7 +18,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from lakelog.benchmarks.kafka_reference import CONSUMER_GROUP_COMMAND, KafkaBroker, KafkaReferenceError
+from benchmarks.kafka_reference import CONSUMER_GROUP_COMMAND, KafkaBroker, KafkaReferenceError
 from lakelog.engine.errors import StoreError
 
 pytestmark = [pytest.mark.slow, pytest.mark.kafka]
@@ -163,7 +163,7 @@ def test_broker_that_does_not_answer_in_time_is_killed_with_its_log() -> None:
 
 
 def test_port_taken_between_probe_and_bind_is_retried(monkeypatch: pytest.MonkeyPatch) -> None:
-    from lakelog.benchmarks import kafka_reference
+    from benchmarks import kafka_reference
 
     real_free_ports = kafka_reference._free_ports
     calls: list[list[int]] = []

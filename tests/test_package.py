@@ -10,9 +10,9 @@ SCRIPT = """
 import sys
 import lakelog
 assert not {"pyarrow", "deltalake", "pyspark"} & set(sys.modules), sorted(sys.modules)
-from lakelog import LogStore, TransactionalProducer, maintain
-from lakelog.engine.store import LogStore as engine_store
-assert LogStore is engine_store and callable(maintain) and TransactionalProducer.__name__ == "TransactionalProducer"
+from lakelog import Store, TransactionalProducer, maintain
+from lakelog.store import Store as engine_store
+assert Store is engine_store and callable(maintain) and TransactionalProducer.__name__ == "TransactionalProducer"
 assert "pyspark" not in sys.modules, "maintain is imported without PySpark"
 assert set(lakelog.__all__) <= set(dir(lakelog))
 try:

@@ -1,7 +1,7 @@
 """Every ```python block of README.md runs as written, so the README's examples cannot rot.
 
 The rule: each block is a whole program. It runs in a fresh namespace (its own imports, its own
-``LogStore.open("my-store")``, the topics and records it needs) with a new, empty working directory,
+``Store.open("my-store")``, the topics and records it needs) with a new, empty working directory,
 so the relative store path ``my-store`` lands in that directory and nothing outside it is touched.
 No block uses a name, a store or a topic another block made; the order they run in does not matter.
 
@@ -206,10 +206,10 @@ def test_block_runs_alone(block: Block, tmp_path: Path) -> None:
     workdir.mkdir()
     code, agent = block.code, None
     if block.needs_agent:
-        from lakelog import LogStore
+        from lakelog import Store
         from tests.kafka_endpoint.conftest import Agent
 
-        LogStore.open(workdir / "my-store")
+        Store.open(workdir / "my-store")
         agent = Agent(workdir / "my-store")
         code = code.replace(KAFKA_BOOTSTRAP, agent.bootstrap)
     try:

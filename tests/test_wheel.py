@@ -91,7 +91,7 @@ def test_shell_tools_round_trip_records(installed):
 
 SPARK_ROUND_TRIP = """
 import lakelog
-store = lakelog.LogStore.open("spark-store")
+store = lakelog.Store.open("spark-store")
 store.create_topic("t", partitions=2)
 with store.producer() as producer:
     for i in range(10):

@@ -17,7 +17,7 @@ def cmd_history(args: argparse.Namespace, out: Out) -> None:
     store = open_store(args)
     entries = store.history_entries(args.topic)
     if args.topic is not None and not entries:
-        from lakelog.engine.topic_admin import require_topic
+        from lakelog.engine.topic_changes import require_topic
 
         require_topic(store._latest_topics(), args.topic)
     rows = []
@@ -71,9 +71,9 @@ def cmd_maintain(args: argparse.Namespace, out: Out) -> None:
 
 
 def cmd_check(args: argparse.Namespace, out: Out) -> int:
+    from lakelog.engine.admin.check import check_log_table, check_store, repair_log, repair_store
     from lakelog.engine.commit import TableLog, normalize_uri
     from lakelog.engine.errors import CorruptLogError
-    from lakelog.engine.log_check import check_log_table, check_store, repair_log, repair_store
 
     if args.drop_missing_files and not args.repair:
         raise InvalidConfigError("--drop-missing-files needs --repair")
@@ -126,13 +126,13 @@ def cmd_config(args: argparse.Namespace, out: Out) -> None:
 
 
 def cmd_quickstart(args: argparse.Namespace, out: Out) -> None:
-    from lakelog.engine.quickstart import TOPIC, run_quickstart
-    from lakelog.engine.store import LogStore
+    from lakelog.cli.quickstart import TOPIC, run_quickstart
     from lakelog.kafka_endpoint.quickstart import run_kafka_quickstart
+    from lakelog.store import Store
 
     path = args.store or os.environ.get(STORE_ENV) or "quickstart-store"
     run_quickstart(path, out)
-    run_kafka_quickstart(LogStore.open(path, create=False), TOPIC, out)
+    run_kafka_quickstart(Store.open(path, create=False), TOPIC, out)
 
 
 def add_parsers(commands: Any, parents: list[argparse.ArgumentParser]) -> None:

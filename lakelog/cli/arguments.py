@@ -71,9 +71,9 @@ def store_path(args: argparse.Namespace) -> str:
 
 def open_store(args: argparse.Namespace, *, create: bool = False) -> Any:
     """The store at --store; StoreNotFoundError if there is none, unless ``create``."""
-    from lakelog.engine.store import LogStore
+    from lakelog.store import Store
 
-    return LogStore.open(store_path(args), conf_file=args.conf, create=create)
+    return Store.open(store_path(args), conf_file=args.conf, create=create)
 
 
 # -- argument types ---------------------------------------------------------------------

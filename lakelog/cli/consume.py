@@ -30,8 +30,8 @@ from lakelog.cli.arguments import (
     topic_arg,
     unescape,
 )
-from lakelog.engine.consumer_offsets import check_offset
 from lakelog.engine.errors import InvalidConfigError, InvalidOffsetError
+from lakelog.engine.groups.offsets_topic import check_offset
 from lakelog.engine.offsets import EARLIEST, LATEST, TopicPartition
 from lakelog.engine.records import check_lookup_timestamp
 
@@ -221,7 +221,7 @@ def consumer_config(args: argparse.Namespace) -> dict[str, Any]:
     # Positions are committed by this tool (what it printed), never ahead of it.
     config["enable.auto.commit"] = False
     from lakelog.engine.config import resolve_config
-    from lakelog.engine.consumer import CONSUMER_CONFIG_KEYS
+    from lakelog.engine.consume.consumer import CONSUMER_CONFIG_KEYS
 
     resolve_config(CONSUMER_CONFIG_KEYS, config, what="consumer config")  # before the store is opened
     return config

@@ -68,7 +68,7 @@ def cmd_dump(args: argparse.Namespace, out: Out) -> None:
 
 
 def _dump_records(store: Any, tp: TopicPartition, files: Any, args: argparse.Namespace, out: Out) -> None:
-    from lakelog.engine.partition_reader import PartitionReader
+    from lakelog.engine.commit.partition_reader import PartitionReader
 
     reader = PartitionReader(store.uri)
     start = args.offset or 0

@@ -14,13 +14,13 @@ from typing import Any
 
 from lakelog.cli.arguments import Out, integer, note, open_store
 from lakelog.cli.tables import table
-from lakelog.engine.consumer_offsets import MIN_LONG, check_offset
 from lakelog.engine.errors import (
     GroupIdNotFoundError,
     InvalidConfigError,
     InvalidOffsetError,
     UnknownTopicOrPartitionError,
 )
+from lakelog.engine.groups.offsets_topic import MIN_LONG, check_offset
 from lakelog.engine.offsets import TopicPartition
 
 ACTIONS = {
@@ -52,7 +52,7 @@ def _groups(args: argparse.Namespace, store: Any) -> list[str]:
     if args.all_groups:
         if args.group:
             raise InvalidConfigError("give --group or --all-groups, not both")
-        from lakelog.engine.group_admin import list_groups
+        from lakelog.engine.admin.groups import list_groups
 
         return [g.group_id for g in list_groups(store)]
     return list(dict.fromkeys(args.group))
@@ -64,14 +64,14 @@ def _check_groups(args: argparse.Namespace) -> None:
 
 
 def cmd_list(args: argparse.Namespace, out: Out) -> None:
-    from lakelog.engine.group_admin import list_groups
+    from lakelog.engine.admin.groups import list_groups
 
     rows = [[g.group_id, g.state, g.members] for g in list_groups(open_store(args))]
     out(table(["GROUP", "STATE", "MEMBERS"], rows))
 
 
 def cmd_describe(args: argparse.Namespace, out: Out) -> None:
-    from lakelog.engine.group_admin import describe_group
+    from lakelog.engine.admin.groups import describe_group
 
     _check_groups(args)
     store = open_store(args)
@@ -232,7 +232,7 @@ def read_offsets_file(path: str) -> dict[str | None, dict[TopicPartition, int]]:
 
 
 def _partitions(store: Any, specs: dict[str, list[int] | None]) -> list[TopicPartition]:
-    from lakelog.engine.topic_admin import require_topic
+    from lakelog.engine.topic_changes import require_topic
 
     topics = store._latest_topics()
     chosen = []
@@ -252,7 +252,7 @@ def plan_reset(store: Any, group_id: str, args: argparse.Namespace, spec: tuple[
     [start, end] (Kafka's warning on stderr for each offset that moved); a partition without a
     committed offset goes to the log end for --to-current, and one without a record at or after
     the time to the log end for --to-datetime/--by-duration."""
-    from lakelog.engine.group_admin import clamp_to_log, list_group_offsets
+    from lakelog.engine.admin.groups import clamp_to_log, list_group_offsets
 
     kind, value = spec
     committed = list_group_offsets(store, group_id)
@@ -316,7 +316,7 @@ def _epoch_ms(moment: datetime) -> int:
 
 
 def cmd_reset_offsets(args: argparse.Namespace, out: Out) -> None:
-    from lakelog.engine.group_admin import alter_group_offsets, require_inactive_group
+    from lakelog.engine.admin.groups import alter_group_offsets, require_inactive_group
 
     _check_groups(args)
     spec = _reset_spec(args)
@@ -352,7 +352,7 @@ def cmd_reset_offsets(args: argparse.Namespace, out: Out) -> None:
 
 
 def cmd_delete(args: argparse.Namespace, out: Out) -> None:
-    from lakelog.engine.group_admin import delete_group
+    from lakelog.engine.admin.groups import delete_group
 
     _check_groups(args)
     store = open_store(args)
@@ -373,7 +373,7 @@ def cmd_delete(args: argparse.Namespace, out: Out) -> None:
 
 def cmd_delete_offsets(args: argparse.Namespace, out: Out) -> None:
     """kafka-consumer-groups --delete-offsets: one group, the partitions of --topic T[:P,P]."""
-    from lakelog.engine.group_admin import delete_offsets
+    from lakelog.engine.admin.groups import delete_offsets
 
     if len(args.group) != 1:
         raise InvalidConfigError("groups delete-offsets needs exactly one --group G")

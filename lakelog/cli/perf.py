@@ -123,7 +123,7 @@ def _payloads(args: argparse.Namespace) -> list[bytes]:
 
 
 def _check_perf_args(args: argparse.Namespace) -> None:
-    from lakelog.benchmarks.scratch import check_work_dir
+    from benchmarks.scratch import check_work_dir
 
     check_work_dir(args.work_dir)
     if hasattr(args, "topic"):
@@ -132,7 +132,7 @@ def _check_perf_args(args: argparse.Namespace) -> None:
 
 def _baseline_dir(args: argparse.Namespace, kind: str, needed: bool = True) -> contextlib.AbstractContextManager:
     """The run's own scratch directory for baselines (None when not ``needed``); removed afterwards."""
-    from lakelog.benchmarks.scratch import scratch_dir
+    from benchmarks.scratch import scratch_dir
 
     return scratch_dir(kind, args.work_dir) if needed else contextlib.nullcontext(None)
 
@@ -158,7 +158,7 @@ def cmd_perf_produce(args: argparse.Namespace, out: Out) -> None:
         )
     if not spark_side:
         from lakelog.engine.config import resolve_config
-        from lakelog.engine.producer import PRODUCER_CONFIG_KEYS
+        from lakelog.engine.produce.producer import PRODUCER_CONFIG_KEYS
 
         resolve_config(PRODUCER_CONFIG_KEYS, config, what="producer config")
         payloads = _payloads(args)
@@ -221,7 +221,7 @@ def _perf_produce(
 
 
 def _perf_produce_spark(store: Any, args: argparse.Namespace, partitions: int, out: Out) -> None:
-    from lakelog.benchmarks.produce_consume import PerfResult, perf_produce_dataframe, perf_produce_producer, ratio
+    from benchmarks.produce_consume import PerfResult, perf_produce_dataframe, perf_produce_producer, ratio
 
     progress = (lambda msg: print(msg, file=sys.stderr)) if args.progress else (lambda _msg: None)
     beside = PerfResult("beside a producer", 0, 0) if args.beside_producer_rate else None
@@ -260,7 +260,7 @@ def _perf_produce_spark(store: Any, args: argparse.Namespace, partitions: int, o
 
 
 def cmd_perf_consume(args: argparse.Namespace, out: Out) -> None:
-    from lakelog.benchmarks.produce_consume import perf_consume, perf_consume_group, ratio
+    from benchmarks.produce_consume import perf_consume, perf_consume_group, ratio
 
     if args.group and args.partition is not None:
         raise InvalidConfigError("--group reads the whole topic; drop --partition")
@@ -281,7 +281,7 @@ def cmd_perf_consume(args: argparse.Namespace, out: Out) -> None:
 
 
 def cmd_perf_transactions(args: argparse.Namespace, out: Out) -> None:
-    from lakelog.benchmarks.produce_consume import perf_transactions
+    from benchmarks.produce_consume import perf_transactions
 
     _check_perf_args(args)
     store = open_store(args, create=True)
@@ -306,8 +306,8 @@ def cmd_perf_transactions(args: argparse.Namespace, out: Out) -> None:
 
 
 def cmd_perf_commit(args: argparse.Namespace, out: Out) -> None:
-    from lakelog.benchmarks.commit import SECTIONS, perf_commit
-    from lakelog.benchmarks.scratch import check_work_dir
+    from benchmarks.commit import SECTIONS, perf_commit
+    from benchmarks.scratch import check_work_dir
 
     sections = [s.strip() for s in args.sections.split(",") if s.strip()]
     unknown = [s for s in sections if s not in SECTIONS]
@@ -329,8 +329,8 @@ def cmd_perf_commit(args: argparse.Namespace, out: Out) -> None:
 
 
 def cmd_perf_groups(args: argparse.Namespace, out: Out) -> None:
-    from lakelog.benchmarks.groups import perf_groups
-    from lakelog.benchmarks.scratch import check_work_dir
+    from benchmarks.groups import perf_groups
+    from benchmarks.scratch import check_work_dir
 
     try:
         sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
@@ -353,8 +353,8 @@ def cmd_perf_groups(args: argparse.Namespace, out: Out) -> None:
 
 
 def cmd_perf_serve(args: argparse.Namespace, out: Out) -> None:
-    from lakelog.benchmarks.scratch import check_work_dir
-    from lakelog.benchmarks.serve import perf_serve
+    from benchmarks.scratch import check_work_dir
+    from benchmarks.serve import perf_serve
 
     check_work_dir(args.work_dir, s3=False)
     perf_serve(
@@ -370,7 +370,7 @@ def cmd_perf_serve(args: argparse.Namespace, out: Out) -> None:
 
 
 def cmd_perf_stream(args: argparse.Namespace, out: Out) -> None:
-    from lakelog.benchmarks.stream import perf_stream
+    from benchmarks.stream import perf_stream
 
     _check_perf_args(args)
     store = open_store(args, create=True)
@@ -388,7 +388,7 @@ def cmd_perf_stream(args: argparse.Namespace, out: Out) -> None:
 
 
 def cmd_perf_maintain(args: argparse.Namespace, out: Out) -> None:
-    from lakelog.benchmarks.maintain import perf_maintain
+    from benchmarks.maintain import perf_maintain
 
     _check_perf_args(args)
     store = open_store(args, create=True)
@@ -430,7 +430,7 @@ def add_parser(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
     p.add_argument("--payload-delimiter", default="\\n", help="separates payloads in --payload-file (default \\n)")
     p.add_argument("--partitions", type=COUNT, default=8, help="partitions of the topic if it is created")
     p.add_argument("--keys", type=NON_NEGATIVE, default=0, help="distinct keys (0: keyless records)")
-    p.add_argument("--api", choices=["producer", "dataframe"], default="producer", help="dataframe: LogStore.write")
+    p.add_argument("--api", choices=["producer", "dataframe"], default="producer", help="dataframe: Store.write")
     p.add_argument("--batch-size", type=COUNT, default=100_000, help="Spark side: records per commit")
     p.add_argument("--compare-plain", action="store_true", help="Spark side: also append the rows with plain Delta")
     p.add_argument(

@@ -162,7 +162,7 @@ def producer_config(args: argparse.Namespace) -> dict[str, Any]:
         config["linger.ms"] = 0
     config.setdefault("client.id", "console-producer")
     from lakelog.engine.config import resolve_config
-    from lakelog.engine.producer import PRODUCER_CONFIG_KEYS
+    from lakelog.engine.produce.producer import PRODUCER_CONFIG_KEYS
 
     resolve_config(PRODUCER_CONFIG_KEYS, config, what="producer config")  # before the store is opened
     return config

@@ -28,8 +28,8 @@ def add_parser(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
 
 
 def cmd_setup(args: argparse.Namespace, out: Out) -> int:
-    from lakelog.engine import jvm_jars
     from lakelog.engine.settings import load_settings
+    from lakelog.jvm import jars as jvm_jars
 
     root = jvm_jars.cache_root(args.jars_dir or load_settings(args.conf).jars_dir)
     sets = [jvm_jars.delta_jar_set()] + ([jvm_jars.s3a_jar_set()] if args.s3 else [])

@@ -46,8 +46,8 @@ from lakelog.engine.errors import (
     UnknownTopicOrPartitionError,
     error_for_os_error,
 )
-from lakelog.engine.object_store import filesystem
 from lakelog.engine.offsets import TopicPartition
+from lakelog.engine.storage.object_store import filesystem
 from lakelog.engine.topics import STORE_FORMAT_PROPERTY, TopicMetadata, topics_from_properties
 
 log = logging.getLogger("lakelog.maintain")
@@ -149,11 +149,11 @@ def maintain(
     policy: RetryPolicy = POLICY,
 ) -> MaintenanceReport:
     """Apply retention, log compaction and OPTIMIZE to ``topics`` (all, incl. ``__consumer_offsets``,
-    when None) of the store at ``store`` (a path/URI or a LogStore), then VACUUM.
+    when None) of the store at ``store`` (a path/URI or a Store), then VACUUM.
 
     Guarantees: offsets, order, timestamps and headers of kept records never
     change; a partition's end offset never moves; each step is one atomic
-    commit or nothing. With a SparkSession (``spark``, or one a LogStore
+    commit or nothing. With a SparkSession (``spark``, or one a Store
     already has), partitions are rewritten by Spark tasks, else in this
     process; Spark is never started for it.
     ``vacuum_retention_hours`` overrides ``delta.deletedFileRetentionDuration``

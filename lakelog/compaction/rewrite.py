@@ -19,11 +19,11 @@ import pyarrow.compute as pc
 
 from lakelog.compaction.files import LiveFile
 from lakelog.compaction.log_cleaner import keep_mask
-from lakelog.engine.data_files import DataFile, DataFileWriter
+from lakelog.engine.commit.data_files import DataFile, DataFileWriter
+from lakelog.engine.commit.partition_reader import PartitionReader, with_partition_columns
 from lakelog.engine.errors import error_for_os_error, error_from_text, marked
-from lakelog.engine.object_store import store_access
 from lakelog.engine.offsets import TopicPartition
-from lakelog.engine.partition_reader import PartitionReader, with_partition_columns
+from lakelog.engine.storage.object_store import store_access
 
 
 class _StoreTask(Protocol):

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 
 from lakelog.compaction.files import LiveFile
 from lakelog.engine.commit import Committer, MaintenanceChange, RetryPolicy
+from lakelog.engine.commit.data_files import DataFile
 from lakelog.engine.commit.info import TAG_CLIENT, TAG_DETAILS, TAG_OPERATION, TAG_TOPIC
-from lakelog.engine.data_files import DataFile
 
 # Delta's own names where Delta has the operation, so DESCRIBE HISTORY reads naturally.
 # "sort" rewrites files whose offset ranges overlap in offset order: an OPTIMIZE to Delta.

@@ -1,12 +1,11 @@
 """lakelog's engine: Kafka-style topics stored in one Delta Lake table.
 
-``from engine import LogStore``; see README.md for a tour.
+``from engine import Store``; see README.md for a tour.
 """
 
 from __future__ import annotations
 
-from lakelog.engine.consumer import Consumer, ConsumerGroupMetadata, ConsumerRecord
-from lakelog.engine.consumer_offsets import OffsetAndMetadata
+from lakelog.engine.consume.consumer import Consumer, ConsumerGroupMetadata, ConsumerRecord
 from lakelog.engine.errors import (
     CommitConflictError,
     CommitStateUnknownError,
@@ -14,12 +13,13 @@ from lakelog.engine.errors import (
     LakelogError,
     RetriableError,
 )
+from lakelog.engine.groups.offsets_topic import OffsetAndMetadata
 from lakelog.engine.offsets import OffsetRange, TopicPartition
-from lakelog.engine.producer import Producer
-from lakelog.engine.producer_batch import RecordFuture
+from lakelog.engine.produce.batches import RecordFuture
+from lakelog.engine.produce.producer import Producer
 from lakelog.engine.records import RecordMetadata
-from lakelog.engine.store import LogStore, OffsetAndTimestamp, WriteResult
 from lakelog.engine.topics import TopicMetadata
+from lakelog.store import OffsetAndTimestamp, Store, WriteResult
 
 __all__ = [
     "CommitConflictError",
@@ -29,7 +29,6 @@ __all__ = [
     "ConsumerRecord",
     "FatalError",
     "LakelogError",
-    "LogStore",
     "OffsetAndMetadata",
     "OffsetAndTimestamp",
     "OffsetRange",
@@ -37,6 +36,7 @@ __all__ = [
     "RecordFuture",
     "RecordMetadata",
     "RetriableError",
+    "Store",
     "TopicMetadata",
     "TopicPartition",
     "WriteResult",

@@ -4,7 +4,7 @@
    file named by ``LAKELOG_CONF_FILE`` or passed as ``conf_file=``;
 2. environment variables ``LAKELOG_<KEY>``: the key upper-cased with dots as
    underscores (``LAKELOG_PRODUCER_LINGER_MS`` is ``producer.linger.ms``);
-3. keyword arguments of :meth:`engine.store.LogStore.open` (``num_partitions=3``,
+3. keyword arguments of :meth:`store.Store.open` (``num_partitions=3``,
    ``**{"producer.linger.ms": 10}``).
 
 A later layer wins. Keys: ``num.partitions``, ``auto.create.topics.enable``, ``jars.dir``; ``topic.<k>``,
@@ -29,9 +29,9 @@ from typing import Any
 
 from lakelog.conf import conf_path, parse_properties
 from lakelog.engine.config import INT_MAX, ConfigKey, key_table, normalize_name
-from lakelog.engine.consumer import CONSUMER_CONFIG_KEYS
+from lakelog.engine.consume.consumer import CONSUMER_CONFIG_KEYS
 from lakelog.engine.errors import InvalidConfigError
-from lakelog.engine.producer import PRODUCER_CONFIG_KEYS
+from lakelog.engine.produce.producer import PRODUCER_CONFIG_KEYS
 from lakelog.engine.topics import TOPIC_CONFIG_KEYS
 
 SHIPPED_FILE = "lakelog.conf"

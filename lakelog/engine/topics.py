@@ -14,12 +14,17 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from lakelog.engine.config import INT_MAX, ConfigKey, key_table, resolve_config
-from lakelog.engine.errors import InvalidConfigError, InvalidPartitionsError, InvalidTopicError
+from lakelog.engine.errors import (
+    InvalidConfigError,
+    InvalidPartitionsError,
+    InvalidTopicError,
+    UnknownTopicOrPartitionError,
+)
 
 TOPIC_PROPERTY_PREFIX = "lakelog.topic."
 STORE_FORMAT_PROPERTY = "lakelog.format.version"
@@ -228,3 +233,20 @@ def topics_from_properties(properties: Mapping[str, str]) -> dict[str, TopicMeta
             name = key[len(TOPIC_PROPERTY_PREFIX) :]
             topics[name] = decode_topic(name, value)
     return topics
+
+
+def resolve_topic_names(spec: Any, topics: Mapping[str, TopicMetadata]) -> list[str]:
+    """Topics named by ``spec``: a name, a list of names, or a compiled regex.
+
+    Names must exist; a pattern selects the existing non-internal topics it
+    matches in full (Kafka's subscribePattern), possibly none.
+    """
+    if isinstance(spec, re.Pattern):
+        return sorted(name for name, t in topics.items() if not t.internal and spec.fullmatch(name))
+    names = [spec] if isinstance(spec, str) else list(spec) if isinstance(spec, Iterable) else None
+    if not names or not all(isinstance(n, str) for n in names):
+        raise InvalidTopicError(f"topics must be a name, a list of names or a re.Pattern, got {spec!r}")
+    for name in names:
+        if name not in topics:
+            raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
+    return sorted(set(names))

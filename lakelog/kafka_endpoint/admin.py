@@ -20,8 +20,8 @@ from kio.schema.consumer_protocol_assignment.v0.data import ConsumerProtocolAssi
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_writer
 
+from lakelog.engine.admin.groups import delete_group, delete_offsets, describe_group, list_groups
 from lakelog.engine.errors import GroupIdNotFoundError, InvalidConfigError, InvalidPartitionsError
-from lakelog.engine.group_admin import delete_group, delete_offsets, describe_group, list_groups
 from lakelog.engine.offsets import TopicPartition
 from lakelog.engine.topics import TOPIC_CONFIG_KEYS, TopicMetadata
 from lakelog.kafka_endpoint.messages import Request, build, response_class

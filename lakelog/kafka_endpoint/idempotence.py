@@ -23,7 +23,7 @@ import secrets
 from lakelog.engine.commit import AppTransaction
 from lakelog.engine.commit.state import TableState
 from lakelog.engine.errors import FatalError
-from lakelog.engine.placement import PlacedBatch, PlacedRecords
+from lakelog.engine.produce.placement import PlacedBatch, PlacedRecords
 
 
 class Sequence(enum.Enum):

@@ -17,7 +17,7 @@ class _Agent:
     """``lakelog serve`` on a thread of its own (its event loop), until stop()."""
 
     def __init__(self, store: Any) -> None:
-        from lakelog.kafka_endpoint.handlers import Endpoint
+        from lakelog.kafka_endpoint.endpoint import Endpoint
         from lakelog.kafka_endpoint.server import Server
 
         self.loop = asyncio.new_event_loop()

@@ -27,7 +27,7 @@ from typing import Any
 from kio.index import load_response_schema
 from kio.schema.errors import ErrorCode
 
-from lakelog.kafka_endpoint.handlers import API_VERSIONS, PRODUCE, SUPPORTED, Endpoint
+from lakelog.kafka_endpoint.endpoint import API_VERSIONS, PRODUCE, SUPPORTED, Endpoint
 from lakelog.kafka_endpoint.messages import (
     MalformedRequestError,
     Request,

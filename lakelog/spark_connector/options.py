@@ -34,8 +34,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lakelog.engine.errors import InvalidConfigError, InvalidOffsetError
-from lakelog.engine.object_store import StoreAccess, bucket_and_key, is_s3, settings_from_hadoop
 from lakelog.engine.offsets import EARLIEST, LATEST, parse_offset_spec
+from lakelog.engine.storage.object_store import StoreAccess, bucket_and_key, is_s3, settings_from_hadoop
 
 SOURCE_OPTIONS = (
     "path",

@@ -3,7 +3,7 @@
 Everything here runs in Python workers Spark starts (planning on the
 driver's machine, ``read`` in executors), with no SparkSession: the Delta
 log is followed by the commit core (:class:`engine.commit.TableLog`), records with
-pyarrow (:mod:`engine.partition_reader`). Only committed data is ever seen:
+pyarrow (:mod:`engine.commit.partition_reader`). Only committed data is ever seen:
 a plan is made from one Delta snapshot, and a Delta commit is atomic.
 
 Guarantees of the streaming source (Spark's Kafka source, plus):
@@ -51,12 +51,12 @@ from pyspark.sql.types import (
 )
 
 from lakelog.engine.commit import TableLog, TableState, normalize_uri
+from lakelog.engine.commit.partition_reader import PartitionReader
 from lakelog.engine.errors import DataLossError, InvalidOffsetError, UnknownTopicOrPartitionError
-from lakelog.engine.object_store import StoreAccess
 from lakelog.engine.offsets import FileStats, PartitionBounds, TopicPartition, resolve_offsets
-from lakelog.engine.partition_reader import PartitionReader
-from lakelog.spark_connector.group_commit import GroupOffsetsCommitter
+from lakelog.engine.storage.object_store import StoreAccess
 from lakelog.spark_connector.options import SourceOptions, Subscription
+from lakelog.spark_connector.query_offsets import GroupOffsetsCommitter
 from lakelog.spark_connector.source_plan import (
     CommitIndex,
     DataLoss,

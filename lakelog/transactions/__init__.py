@@ -1,6 +1,6 @@
 """Transactional producers: atomic multi-partition commits, fencing, exactly-once
 read-process-write. Builds on :mod:`engine`; ``engine`` never imports this package
-except through ``LogStore.transactional_producer``."""
+except through ``Store.transactional_producer``."""
 
 from __future__ import annotations
 

@@ -36,10 +36,10 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from lakelog.engine.commit import AppTransaction, RetryPolicy
+from lakelog.engine.commit.partition_reader import PartitionReader
 from lakelog.engine.commit.state import TableState
 from lakelog.engine.config import resolve_config
-from lakelog.engine.consumer import ConsumerGroupMetadata
-from lakelog.engine.consumer_offsets import OFFSETS_TOPIC, OffsetAndMetadata, check_group_id, partition_for_group
+from lakelog.engine.consume.consumer import ConsumerGroupMetadata
 from lakelog.engine.errors import (
     InvalidConfigError,
     InvalidTxnStateError,
@@ -47,17 +47,17 @@ from lakelog.engine.errors import (
     ProducerFencedError,
     TransactionAbortedError,
 )
-from lakelog.engine.group_coordinator import GroupLog, check_offsets_to_commit, live_members, offset_records
-from lakelog.engine.group_state import check_commit
+from lakelog.engine.groups.coordinator import GroupLog, check_offsets_to_commit, live_members, offset_records
+from lakelog.engine.groups.offsets_topic import OFFSETS_TOPIC, OffsetAndMetadata, check_group_id, partition_for_group
+from lakelog.engine.groups.state import check_commit
 from lakelog.engine.offsets import TopicPartition
-from lakelog.engine.partition_reader import PartitionReader
-from lakelog.engine.partitioner import KeylessPartitioner
-from lakelog.engine.producer import PRODUCER_CONFIG_KEYS, outgoing_record
-from lakelog.engine.producer_batch import ProducerBatch, RecordBatch, RecordFuture
+from lakelog.engine.produce.batches import ProducerBatch, RecordBatch, RecordFuture
+from lakelog.engine.produce.partitioner import KeylessPartitioner
+from lakelog.engine.produce.producer import PRODUCER_CONFIG_KEYS, outgoing_record
 from lakelog.engine.schema import LOG_ARROW_SCHEMA
 
 if TYPE_CHECKING:
-    from lakelog.engine.store import LogStore
+    from lakelog.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -154,7 +154,7 @@ class TransactionalProducer:
     """A producer whose sends between ``begin_transaction`` and ``commit_transaction``
     commit atomically. Thread-safe; one transaction at a time."""
 
-    def __init__(self, store: LogStore, transactional_id: str, config: Mapping[str, Any]) -> None:
+    def __init__(self, store: Store, transactional_id: str, config: Mapping[str, Any]) -> None:
         if not isinstance(transactional_id, str) or not transactional_id:
             raise InvalidConfigError(f"transactional.id must be a non-empty string, got {transactional_id!r}")
         self._config = resolve_config(PRODUCER_CONFIG_KEYS, config, what="producer config")
@@ -221,7 +221,7 @@ class TransactionalProducer:
         """Add a record to the open transaction; its future completes at commit (or fails at abort).
 
         A topic that does not exist is created first when the store's
-        ``auto.create.topics.enable`` is true (as for :meth:`engine.producer.Producer.send`);
+        ``auto.create.topics.enable`` is true (as for :meth:`engine.produce.producer.Producer.send`);
         otherwise, or when it cannot be created, the future fails and so will the commit.
         """
         with self._lock:

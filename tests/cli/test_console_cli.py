@@ -13,21 +13,21 @@ import time
 
 import pytest
 
-from lakelog.engine import LogStore
-from lakelog.engine.partitioner import partition_for_key
+from lakelog.engine import Store
+from lakelog.engine.produce.partitioner import partition_for_key
 from tests.cli.helpers import ROOT, command, run
 
 
 @pytest.fixture
 def store(tmp_path):
     path = str(tmp_path / "s")
-    LogStore.open(path).create_topic("t", partitions=1)
+    Store.open(path).create_topic("t", partitions=1)
     return path
 
 
 def records(path: str, topic: str = "t") -> list[tuple]:
-    consumer = LogStore.open(path, create=False).consumer(enable_auto_commit=False)
-    tps = [(topic, p) for p in range(LogStore.open(path, create=False).describe_topic(topic).partitions)]
+    consumer = Store.open(path, create=False).consumer(enable_auto_commit=False)
+    tps = [(topic, p) for p in range(Store.open(path, create=False).describe_topic(topic).partitions)]
     consumer.assign(tps)
     consumer.seek_to_beginning()
     found = []
@@ -114,7 +114,7 @@ def test_producer_config_file_sync_and_input_file(store, tmp_path, capsys, monke
     code, out, err = run(capsys, monkeypatch, *argv, "--parse-key", "--input-file", str(data))
     assert code == 0 and out == "5 record(s) produced to t\n" and "ignoring bootstrap.servers" in err
     assert [r[:2] for r in records(store)] == [(f"k{i}".encode(), f"v{i}".encode()) for i in range(5)]
-    log = LogStore.open(store, create=False)
+    log = Store.open(store, create=False)
     produced = [e for e in log.history_entries("t") if e.operation == "produce"]
     assert len(produced) == 5  # --sync: one commit per record
     assert {e.client_id for e in produced} == {"from-file"}
@@ -136,14 +136,14 @@ def test_producer_reads_a_redirected_file_in_a_real_process(store, tmp_path):
             env={**os.environ, "PYTHONPATH": str(ROOT)},
         )
     assert done.returncode == 0 and done.stdout == "1000 record(s) produced to t\n", done.stderr
-    assert LogStore.open(store, create=False).end_offsets("t") == {0: 1000}
+    assert Store.open(store, create=False).end_offsets("t") == {0: 1000}
 
 
 # -- consumer -----------------------------------------------------------------------------
 
 
-def fill(path: str, partitions: int = 2) -> LogStore:
-    log = LogStore.open(path)
+def fill(path: str, partitions: int = 2) -> Store:
+    log = Store.open(path)
     log.create_topic("c", partitions=partitions)
     with log.producer() as producer:
         for i in range(6):

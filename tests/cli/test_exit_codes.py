@@ -11,7 +11,7 @@ import pytest
 
 import lakelog.cli
 from lakelog.cli import build_parser
-from lakelog.engine import LogStore, errors
+from lakelog.engine import Store, errors
 from lakelog.engine.errors import LakelogError, RecordTooLargeError
 from tests.cli.helpers import run
 
@@ -75,16 +75,16 @@ def test_the_cli_exits_with_each_errors_own_code(tmp_path, capsys, monkeypatch, 
     def fail(*_args, **_kwargs):
         raise error("refused")
 
-    LogStore.open(tmp_path / "s")
-    monkeypatch.setattr(LogStore, "list_topics", fail)
+    Store.open(tmp_path / "s")
+    monkeypatch.setattr(Store, "list_topics", fail)
     code, _, err = run(capsys, monkeypatch, "--store", str(tmp_path / "s"), "topics", "list")
     assert code == error.exit_code and err.splitlines()[0] == "error: refused"
 
 
 def test_a_record_over_max_message_bytes_exits_2_and_commits_nothing(tmp_path, capsys, monkeypatch):
     store = str(tmp_path / "s")
-    LogStore.open(store).create_topic("t", config={"max.message.bytes": "100"})
+    Store.open(store).create_topic("t", config={"max.message.bytes": "100"})
     code, _, err = run(capsys, monkeypatch, "--store", store, "produce", "t", stdin="x" * 200 + "\n")
     assert code == RecordTooLargeError.exit_code == 2
     assert "max.message.bytes" in err and "Traceback" not in err
-    assert LogStore.open(store, create=False).end_offsets("t") == {0: 0}
+    assert Store.open(store, create=False).end_offsets("t") == {0: 0}

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from lakelog.engine import LogStore
+from lakelog.engine import Store
 from tests.cli.helpers import run
 
 BASE = 1_700_000_000_000  # record timestamps: BASE + 1000 * offset
@@ -17,7 +17,7 @@ BASE = 1_700_000_000_000  # record timestamps: BASE + 1000 * offset
 def store(tmp_path):
     """Topic o (3 partitions, 10 records each at known times); group g committed 4/5/6, group h 1/1/1."""
     path = str(tmp_path / "s")
-    log = LogStore.open(path)
+    log = Store.open(path)
     log.create_topic("o", partitions=3)
     with log.producer() as producer:
         for p in range(3):
@@ -32,7 +32,7 @@ def store(tmp_path):
 
 
 def committed(path: str, group: str) -> list[int | None]:
-    found = LogStore.open(path, create=False).consumer(group).committed([("o", p) for p in range(3)])
+    found = Store.open(path, create=False).consumer(group).committed([("o", p) for p in range(3)])
     return [None if o is None else o.offset for _, o in sorted(found.items())]
 
 
@@ -210,7 +210,7 @@ def test_bad_reset_arguments_exit_2_before_the_store_is_opened(tmp_path, capsys,
 
 
 def test_a_group_with_a_live_member_is_not_reset(store, capsys, monkeypatch):
-    member = LogStore.open(store, create=False).consumer("g", client_id="worker", enable_auto_commit=False)
+    member = Store.open(store, create=False).consumer("g", client_id="worker", enable_auto_commit=False)
     member.subscribe(["o"])
     member.poll(timeout_ms=0)
     try:
@@ -253,7 +253,7 @@ def test_delete_offsets_refuses_bad_input_and_changes_nothing(store, capsys, mon
 
 
 def test_offsets_of_a_topic_live_members_subscribe_to_are_not_deleted(store, capsys, monkeypatch):
-    member = LogStore.open(store, create=False).consumer("g", client_id="worker", enable_auto_commit=False)
+    member = Store.open(store, create=False).consumer("g", client_id="worker", enable_auto_commit=False)
     member.subscribe(["o"])
     member.poll(timeout_ms=0)
     try:

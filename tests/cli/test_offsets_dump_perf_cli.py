@@ -8,7 +8,7 @@ import time
 import pytest
 
 from lakelog.cli.tables import table
-from lakelog.engine import LogStore, TopicPartition
+from lakelog.engine import Store, TopicPartition
 from tests.cli.helpers import run
 from tests.test_jvm_free import NO_JVM, run_without_jvm
 
@@ -19,7 +19,7 @@ BASE = 1_700_000_000_000
 def store(tmp_path):
     """Topic o: partition 0 with offsets 0..5 in two commits (two files), partition 1 with 0..1."""
     path = str(tmp_path / "s")
-    log = LogStore.open(path)
+    log = Store.open(path)
     log.create_topic("o", partitions=2)
     with log.producer() as producer:
         for i in range(3):
@@ -53,7 +53,7 @@ def test_get_offset_shell_lines(store, capsys, monkeypatch):
     code, _, err = run(capsys, monkeypatch, "offsets", "--topic", "o", "--partitions", "2", *s)
     assert code == 6 and "partition 2 of topic 'o' does not exist" in err
     assert run(capsys, monkeypatch, "offsets", "--topic", "nope", *s)[0] == 6
-    with LogStore.open(store).producer() as producer:  # an older record last: the newest stays where it was
+    with Store.open(store).producer() as producer:  # an older record last: the newest stays where it was
         producer.send("o", "late", partition=1, timestamp=BASE - 1)
     newest = run(capsys, monkeypatch, "offsets", "--topic", "o", "--time", "max-timestamp", "--partitions", "1", *s)
     assert newest[1] == "o:1:1\n"
@@ -73,7 +73,7 @@ def test_bad_offsets_arguments_exit_2_before_the_store_is_opened(tmp_path, capsy
 
 
 def test_dump_prints_each_file_and_the_records_it_holds(store, capsys, monkeypatch):
-    files = LogStore.open(store, create=False).log.latest().files_of(TopicPartition("o", 0))
+    files = Store.open(store, create=False).log.latest().files_of(TopicPartition("o", 0))
     paths = [f.path for f in files.ordered]
     assert len(paths) == 2
     code, out, _ = run(capsys, monkeypatch, "dump", "--topic", "o", "--partition", "0", "--store", store)
@@ -110,7 +110,7 @@ def test_perf_produce_reports_what_landed(tmp_path, capsys, monkeypatch):
     assert code == 0, err
     final = out.splitlines()[-1]
     assert final.startswith("3000 records sent, ") and "records/sec (" in final and "ms 99.9th." in final
-    log = LogStore.open(path, create=False)
+    log = Store.open(path, create=False)
     assert sum(log.end_offsets("pt").values()) == 3000
     # Again into the same topic: the count is this run's, and exactly that many more landed.
     code, out, err = run(capsys, monkeypatch, *argv, "--store", path)
@@ -127,7 +127,7 @@ def test_perf_produce_throughput_caps_the_rate_and_config_files_apply(tmp_path, 
     code, out, err = run(capsys, monkeypatch, *argv, "--store", path)
     assert code == 0 and out.splitlines()[-1].startswith("200 records sent"), err
     assert time.monotonic() - started >= 0.45  # 200 records at 400/s
-    log = LogStore.open(path, create=False)
+    log = Store.open(path, create=False)
     assert {e.client_id for e in log.history_entries("perf-test") if e.operation == "produce"} == {"perf-client"}
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from lakelog.engine import LogStore
+from lakelog.engine import Store
 from tests.cli.helpers import command, run
 
 
@@ -20,10 +20,10 @@ def test_the_store_option_goes_anywhere_and_bootstrap_server_names_it(tmp_path, 
     conf = tmp_path / "my.conf"
     conf.write_text("num.partitions 2\n")
     assert run(capsys, monkeypatch, "topics", "create", "e", "--conf", str(conf), "--store", store)[0] == 0
-    assert LogStore.open(store, create=False).describe_topic("e").partitions == 2  # the --conf after the command
+    assert Store.open(store, create=False).describe_topic("e").partitions == 2  # the --conf after the command
     code, _, err = run(capsys, monkeypatch, "topics", "list", "--store", store, "--conf", str(tmp_path / "missing"))
     assert code == 2 and "missing" in err
-    assert LogStore.open(store, create=False).list_topics() == ["a", "b", "c", "d", "e"]
+    assert Store.open(store, create=False).list_topics() == ["a", "b", "c", "d", "e"]
 
 
 def test_kafka_topics_flag_forms(tmp_path, capsys, monkeypatch):
@@ -56,7 +56,7 @@ def test_kafka_topics_flag_forms(tmp_path, capsys, monkeypatch):
     code, out, _ = run(capsys, monkeypatch, "topics", "--describe", *s)  # every topic
     assert "Topic: orders" in out and "Topic: x" in out
     assert run(capsys, monkeypatch, "topics", "--delete", "--topic", "x", *s)[:2] == (0, "Deleted topic x.\n")
-    assert LogStore.open(s[1], create=False).describe_topic("orders").partitions == 4
+    assert Store.open(s[1], create=False).describe_topic("orders").partitions == 4
 
 
 def test_if_exists_and_if_not_exists(tmp_path, capsys, monkeypatch):

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from lakelog.engine.commit import Committer, RetryPolicy
 from lakelog.engine.offsets import TopicPartition
-from lakelog.engine.producer_batch import ProducerBatch, RecordBatch
+from lakelog.engine.produce.batches import ProducerBatch, RecordBatch
 from lakelog.engine.records import Headers
 
 Record = tuple[bytes | None, bytes | None, int]  # key, value, timestamp ms

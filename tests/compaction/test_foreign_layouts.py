@@ -20,12 +20,12 @@ from lakelog.compaction import maintain
 from lakelog.compaction.files import LiveFile, partition_logs
 from lakelog.compaction.plan import overlapping_runs
 from lakelog.compaction.step import MaintenanceStep, commit_step
-from lakelog.engine import LogStore
+from lakelog.engine import Store
 from lakelog.engine.commit import Committer, RetryPolicy
-from lakelog.engine.consumer import Consumer
-from lakelog.engine.data_files import DataFile, DataFileWriter
+from lakelog.engine.commit.data_files import DataFile, DataFileWriter
+from lakelog.engine.commit.partition_reader import PartitionReader, with_partition_columns
+from lakelog.engine.consume.consumer import Consumer
 from lakelog.engine.offsets import TopicPartition
-from lakelog.engine.partition_reader import PartitionReader, with_partition_columns
 from tests.compaction.produce import commit
 
 TP = TopicPartition("t", 0)
@@ -33,7 +33,7 @@ POLICY = RetryPolicy(retries=10, backoff_ms=5)
 NOW = int(time.time() * 1000)
 
 
-def fill(store: LogStore, sizes: list[int], timestamps: list[int] | None = None) -> list[bytes]:
+def fill(store: Store, sizes: list[int], timestamps: list[int] | None = None) -> list[bytes]:
     """One append per size (one file each); returns every value by offset."""
     writer = Committer(store.log, "producer")
     values: list[bytes] = []
@@ -45,11 +45,11 @@ def fill(store: LogStore, sizes: list[int], timestamps: list[int] | None = None)
     return values
 
 
-def live(store: LogStore) -> list[LiveFile]:
+def live(store: Store) -> list[LiveFile]:
     return list(partition_logs(store.log.latest(), {TP.topic})[TP].files)
 
 
-def foreign_rewrite(store: LogStore, chosen: list[LiveFile], cuts: list[int], shuffle: random.Random) -> None:
+def foreign_rewrite(store: Store, chosen: list[LiveFile], cuts: list[int], shuffle: random.Random) -> None:
     """What a plain Delta OPTIMIZE (or any rewriting Delta writer) may do: read ``chosen`` files
     whatever their offsets, mix their rows, write them back as ``len(cuts) + 1`` files in one
     commit with ``dataChange=false``."""
@@ -68,7 +68,7 @@ def foreign_rewrite(store: LogStore, chosen: list[LiveFile], cuts: list[int], sh
     commit_step(Committer(store.log, "foreign-optimize"), step, state.version, policy=POLICY)
 
 
-def read_all(store: LogStore, start: int, max_records: int | None) -> list[int]:
+def read_all(store: Store, start: int, max_records: int | None) -> list[int]:
     """A consumer's loop: fetch from the position, move past the last offset returned."""
     reader = PartitionReader(store.uri)
     files = store.log.latest().files_of(TP)
@@ -121,7 +121,7 @@ def test_small_fetches_read_a_row_group_at_a_time_and_skip_nothing(sizes, rewrit
 def check_layouts(sizes, rewrites, seed):
     shuffle = random.Random(seed)
     with tempfile.TemporaryDirectory() as tmp:
-        store = LogStore.open(Path(tmp) / "store")
+        store = Store.open(Path(tmp) / "store")
         store.create_topic("t", partitions=1)
         values = fill(store, sizes)
         for picks, cuts in rewrites:

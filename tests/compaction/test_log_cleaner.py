@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 
 from lakelog.compaction.files import LiveFile
 from lakelog.compaction.rewrite import CompactTask, run_compact
-from lakelog.engine.data_files import DataFileWriter
+from lakelog.engine.commit.data_files import DataFileWriter
+from lakelog.engine.commit.partition_reader import PartitionReader
 from lakelog.engine.offsets import TopicPartition
-from lakelog.engine.partition_reader import PartitionReader
 from lakelog.engine.schema import LOG_ARROW_SCHEMA
 
 TP = TopicPartition("t", 0)

@@ -16,7 +16,7 @@ from lakelog.compaction.plan import optimize_bins
 from lakelog.compaction.rewrite import OptimizeTask, run_optimize
 from lakelog.compaction.step import MaintenanceStep, commit_step
 from lakelog.engine.commit import Committer, RetryPolicy, TableLog
-from lakelog.engine.consumer_offsets import OFFSETS_TOPIC
+from lakelog.engine.commit.partition_reader import PartitionReader
 from lakelog.engine.errors import (
     InvalidConfigError,
     MaintenanceConflictError,
@@ -24,8 +24,8 @@ from lakelog.engine.errors import (
     StoreError,
     UnknownTopicOrPartitionError,
 )
+from lakelog.engine.groups.offsets_topic import OFFSETS_TOPIC
 from lakelog.engine.offsets import TopicPartition
-from lakelog.engine.partition_reader import PartitionReader
 from tests.compaction.produce import commit
 
 pytestmark = pytest.mark.spark
@@ -65,7 +65,7 @@ def test_optimize_merges_small_files_keeping_records_offsets_and_order(spark, st
     ends, starts = store.end_offsets("t"), store.beginning_offsets("t")
     assert live_files(store, "t") == {0: 7, 1: 7}
 
-    report = maintain(store, topics=["t"], vacuum=False)  # a LogStore: rewrites run as Spark tasks
+    report = maintain(store, topics=["t"], vacuum=False)  # a Store: rewrites run as Spark tasks
 
     (topic,) = report.topics
     assert (topic.files_before, topic.files_after) == (14, 2)

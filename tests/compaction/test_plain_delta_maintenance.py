@@ -11,9 +11,9 @@ import pytest
 from lakelog.compaction import maintain
 from lakelog.compaction.files import partition_logs
 from lakelog.compaction.plan import overlapping_runs
-from lakelog.engine.consumer import Consumer
+from lakelog.engine.consume.consumer import Consumer
 from lakelog.engine.offsets import TopicPartition
-from lakelog.engine.producer import Producer
+from lakelog.engine.produce.producer import Producer
 
 pytestmark = pytest.mark.spark
 

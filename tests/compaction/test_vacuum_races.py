@@ -11,7 +11,7 @@ from deltalake import DeltaTable
 from deltalake.exceptions import DeltaError
 
 from lakelog.compaction import maintain
-from lakelog.engine import LogStore, TopicPartition
+from lakelog.engine import Store, TopicPartition
 from lakelog.engine.commit import RetryPolicy
 from lakelog.engine.commit.delta_table import with_listing_retries
 from lakelog.engine.commit.log_files import LogFiles
@@ -63,7 +63,7 @@ def test_vacuum_whose_commit_keeps_losing_is_skipped_and_deletes_nothing(plain_s
     store = _store_with_records(plain_store)
     maintain(store, vacuum=False)  # OPTIMIZE: the three small files become unreferenced
     before = _data_files(store)
-    rival = LogStore.open(store.uri)
+    rival = Store.open(store.uri)
     real_put = LogFiles.put_commit
     taken = []
 

@@ -10,8 +10,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lakelog.engine.assignors import STRATEGIES, Subscription, assign, cooperative_round, is_cooperative, parse_strategy
 from lakelog.engine.errors import InvalidConfigError
+from lakelog.engine.groups.assignors import (
+    STRATEGIES,
+    Subscription,
+    assign,
+    cooperative_round,
+    is_cooperative,
+    parse_strategy,
+)
 from lakelog.engine.offsets import TopicPartition as TP
 
 PROPERTIES = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

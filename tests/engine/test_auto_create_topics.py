@@ -11,10 +11,10 @@ import threading
 
 import pytest
 
-from lakelog.engine import LogStore
+from lakelog.engine import Store
 from lakelog.engine.errors import InvalidTopicError, UnknownTopicOrPartitionError
 from lakelog.engine.offsets import TopicPartition
-from lakelog.engine.store import auto_create_topics
+from lakelog.store import auto_create_topics
 from tests.engine.test_cli import run
 
 CREATED = "created topic"
@@ -25,8 +25,8 @@ def path(tmp_path):
     return tmp_path / "store"
 
 
-def auto_store(path, **settings) -> LogStore:
-    return LogStore.open(path, auto_create_topics_enable=True, num_partitions=3, **settings)
+def auto_store(path, **settings) -> Store:
+    return Store.open(path, auto_create_topics_enable=True, num_partitions=3, **settings)
 
 
 def created_lines(caplog) -> list[str]:
@@ -35,7 +35,7 @@ def created_lines(caplog) -> list[str]:
 
 def test_a_send_creates_the_topic_with_the_store_defaults_and_lands_at_offset_0(path, caplog):
     store = auto_store(path, **{"topic.retention.ms": 60_000})
-    with caplog.at_level(logging.INFO, logger="lakelog.engine.store"), store.producer(linger_ms=0) as producer:
+    with caplog.at_level(logging.INFO, logger="lakelog.store"), store.producer(linger_ms=0) as producer:
         first = producer.send("fresh", "v", key="k").get(timeout=30)
         assert producer.send("fresh", "w", key="k").get(timeout=30).offset == 1
     assert (first.topic, first.offset) == ("fresh", 0)
@@ -56,7 +56,7 @@ def test_send_batch_and_partitions_for_create_too(path):
 
 
 def test_with_the_setting_off_a_send_fails_as_before_and_creates_nothing(path):
-    store = LogStore.open(path, num_partitions=3)  # auto.create.topics.enable defaults to false
+    store = Store.open(path, num_partitions=3)  # auto.create.topics.enable defaults to false
     version = store.log.latest_version()
     with store.producer(linger_ms=0) as producer:
         unknown = producer.send("nope", "v")
@@ -115,7 +115,7 @@ def test_a_consumer_with_allow_auto_create_topics_false_creates_nothing(path):
 
 
 def test_a_consumer_of_a_store_with_the_setting_off_creates_nothing(path):
-    store = LogStore.open(path)
+    store = Store.open(path)
     consumer = store.consumer(None)
     with pytest.raises(UnknownTopicOrPartitionError):
         consumer.assign([TopicPartition("missing", 0)])
@@ -144,14 +144,14 @@ def test_clients_creating_one_topic_at_once_end_with_one_topic(path, caplog):
             start.wait()
             acks[i] = producer.send("raced", f"v{i}", partition=0).get(timeout=60)
 
-    with caplog.at_level(logging.INFO, logger="lakelog.engine.store"):
+    with caplog.at_level(logging.INFO, logger="lakelog.store"):
         threads = [threading.Thread(target=race, args=(i,)) for i in range(racers)]
         for t in threads:
             t.start()
         for t in threads:
             t.join(120)
     assert sorted(a.offset for a in acks) == list(range(racers))
-    state = LogStore.open(path).log.latest()
+    state = Store.open(path).log.latest()
     assert list(state.topics) == ["raced"]
     creations = [e for e in stores[0].history_entries() if e.operation == "create_topic"]
     assert len(creations) == 1
@@ -163,7 +163,7 @@ def test_the_engine_function_creates_only_when_enabled_and_tolerates_existing_to
     store.create_topic("there", partitions=1)
     settings = store.settings
     assert auto_create_topics(store._writer, ["there", "new", "new"], settings, _policy()) == ["new"]
-    off = LogStore.open(path).settings
+    off = Store.open(path).settings
     assert auto_create_topics(store._writer, ["other"], off, _policy()) == []
     assert store.list_topics() == ["new", "there"]
     assert store.describe_topic("there").partitions == 1
@@ -177,34 +177,34 @@ def _policy():
 
 def test_the_console_producer_creates_the_topic_when_the_store_allows(tmp_path, capsys, monkeypatch):
     store = str(tmp_path / "s")
-    LogStore.open(store)
+    Store.open(store)
     code, _, err = run(capsys, "--store", store, "produce", "cli", stdin="a\n", monkeypatch=monkeypatch)
     assert code == 6 and err == "error: topic 'cli' does not exist\n"
-    assert LogStore.open(store).list_topics() == []
+    assert Store.open(store).list_topics() == []
     monkeypatch.setenv("LAKELOG_AUTO_CREATE_TOPICS_ENABLE", "true")
     monkeypatch.setenv("LAKELOG_NUM_PARTITIONS", "2")
     code, _, err = run(capsys, "--store", store, "produce", "cli", stdin="a\nb\n", monkeypatch=monkeypatch)
     assert code == 0, err
-    opened = LogStore.open(store)
+    opened = Store.open(store)
     assert opened.describe_topic("cli").partitions == 2
     assert sum(opened.end_offsets("cli").values()) == 2
 
 
 def test_the_console_consumer_creates_the_topic_when_the_store_and_the_consumer_allow(tmp_path, capsys, monkeypatch):
     store = str(tmp_path / "s")
-    LogStore.open(store)
+    Store.open(store)
     argv = ["--store", store, "consume", "cli", "--from-beginning", "--timeout-ms", "100"]
     code, _, err = run(capsys, *argv, monkeypatch=monkeypatch)
     assert code == 6 and err == "error: topic 'cli' does not exist\n"
     monkeypatch.setenv("LAKELOG_AUTO_CREATE_TOPICS_ENABLE", "true")
     monkeypatch.setenv("LAKELOG_CONSUMER_ALLOW_AUTO_CREATE_TOPICS", "false")
     assert run(capsys, *argv, monkeypatch=monkeypatch)[0] == 6
-    assert LogStore.open(store).list_topics() == []
+    assert Store.open(store).list_topics() == []
     monkeypatch.delenv("LAKELOG_CONSUMER_ALLOW_AUTO_CREATE_TOPICS")
     code, out, err = run(capsys, *argv, monkeypatch=monkeypatch)
     assert code == 0 and out == "", err
-    assert LogStore.open(store).list_topics() == ["cli"]
-    assert LogStore.open(store).consumer(None).partitions_for_topic("cli") == [0]
+    assert Store.open(store).list_topics() == ["cli"]
+    assert Store.open(store).consumer(None).partitions_for_topic("cli") == [0]
 
 
 def test_a_transactional_producer_creates_the_topic_its_transaction_writes(path):
@@ -216,7 +216,7 @@ def test_a_transactional_producer_creates_the_topic_its_transaction_writes(path)
     producer.commit_transaction()
     assert future.get(10).offset == 0
     assert store.describe_topic("in-txn").partitions == 3
-    off = LogStore.open(path)
+    off = Store.open(path)
     refused = off.transactional_producer("tx2")
     refused.init_transactions()
     refused.begin_transaction()

@@ -6,7 +6,7 @@ import io
 
 from lakelog.cli import main
 from lakelog.cli.arguments import split_configs as _split_configs
-from lakelog.engine.partitioner import partition_for_key
+from lakelog.engine.produce.partitioner import partition_for_key
 
 
 def run(capsys, *argv, stdin: str | None = None, monkeypatch=None):

@@ -12,7 +12,7 @@ import pytest
 
 from lakelog.cli import main
 from lakelog.cli.produce import committed_ranges, produce_outcome
-from lakelog.engine import LogStore
+from lakelog.engine import Store
 from lakelog.engine.errors import (
     CommitStateUnknownError,
     InvalidConfigError,
@@ -28,7 +28,7 @@ from lakelog.engine.errors import (
     error_for_os_error,
     marked,
 )
-from lakelog.engine.partitioner import partition_for_key
+from lakelog.engine.produce.partitioner import partition_for_key
 from lakelog.engine.records import RecordMetadata
 
 
@@ -45,7 +45,7 @@ def run(capsys, monkeypatch, *argv: str, stdin: str = ""):
 
 def store_with_topic(tmp_path, partitions: int = 3) -> str:
     path = str(tmp_path / "s")
-    LogStore.open(path).create_topic("t", partitions=partitions)
+    Store.open(path).create_topic("t", partitions=partitions)
     return path
 
 
@@ -94,9 +94,9 @@ def test_config_does_not_touch_the_store(tmp_path, capsys, monkeypatch):
 
 def test_the_python_api_still_creates_by_default_and_not_without_create(tmp_path):
     with pytest.raises(StoreNotFoundError, match="no lakelog store at"):
-        LogStore.open(tmp_path / "a", create=False)
+        Store.open(tmp_path / "a", create=False)
     assert not (tmp_path / "a").exists()
-    LogStore.open(tmp_path / "b")
+    Store.open(tmp_path / "b")
     assert (tmp_path / "b" / "_delta_log").is_dir()
 
 
@@ -126,7 +126,7 @@ def test_a_store_path_with_a_space_works_end_to_end(tmp_path, capsys, monkeypatc
     assert run(capsys, monkeypatch, "--store", path, "produce", "t", stdin="one\ntwo\n")[0] == 0
     code, out, _ = run(capsys, monkeypatch, "--store", path, "consume", "t", "--from-beginning", "--timeout-ms", "200")
     assert code == 0 and out.splitlines() == ["one", "two"]
-    assert LogStore.open(path, create=False).end_offsets("t") == {0: 2}
+    assert Store.open(path, create=False).end_offsets("t") == {0: 2}
 
 
 @pytest.mark.parametrize("name", ["a%20b", "x%41y", "100%25"])
@@ -136,7 +136,7 @@ def test_a_store_path_with_a_percent_escape_is_refused_and_nothing_is_created(tm
     code, _, err = run(capsys, monkeypatch, "--store", str(path), "topics", "create", "t")
     assert code == 2 and "percent-escape" in err
     with pytest.raises(InvalidConfigError, match="percent-escape"):
-        LogStore.open(path)
+        Store.open(path)
     assert list(tmp_path.iterdir()) == []
     # A lone % is no escape: taken literally by both sides.
     assert run(capsys, monkeypatch, "--store", str(tmp_path / "50%" / "s"), "topics", "create", "t")[0] == 0
@@ -147,7 +147,7 @@ def test_a_store_path_that_is_a_file_is_a_store_error(tmp_path, capsys, monkeypa
     file.write_text("mine")
     for create in (True, False):
         with pytest.raises(StoreError, match="is a file"):
-            LogStore.open(file, create=create)
+            Store.open(file, create=create)
     code, _, err = run(capsys, monkeypatch, "--store", str(file), "topics", "create", "t")
     assert code == 1 and err == f"error: {file} is a file, not a directory that could hold a store\n"
     code, _, err = run(capsys, monkeypatch, "--store", str(file / "sub"), "topics", "create", "t")
@@ -157,11 +157,11 @@ def test_a_store_path_that_is_a_file_is_a_store_error(tmp_path, capsys, monkeypa
 
 def test_wrong_argument_types_are_invalid_config_errors(tmp_path):
     with pytest.raises(InvalidConfigError, match=r"str or os\.PathLike"):
-        LogStore.open([str(tmp_path / "s")])  # type: ignore[arg-type]
+        Store.open([str(tmp_path / "s")])  # type: ignore[arg-type]
     with pytest.raises(InvalidConfigError, match="conf_file"):
-        LogStore.open(tmp_path / "s", conf_file=["x.conf"])  # type: ignore[arg-type]
+        Store.open(tmp_path / "s", conf_file=["x.conf"])  # type: ignore[arg-type]
     assert list(tmp_path.iterdir()) == []
-    store = LogStore.open(tmp_path / "s")
+    store = Store.open(tmp_path / "s")
     with pytest.raises(InvalidConfigError, match="config must be a mapping"):
         store.create_topic("t", config=["retention.ms=5"])  # type: ignore[arg-type]
     with pytest.raises(InvalidConfigError, match="config must be a mapping"):
@@ -232,7 +232,7 @@ def test_an_unexpected_error_is_one_line_with_a_hint(tmp_path, capsys, monkeypat
     def broken(*_args, **_kwargs):
         raise RuntimeError("boom\nsecond line")
 
-    monkeypatch.setattr(LogStore, "list_topics", broken)
+    monkeypatch.setattr(Store, "list_topics", broken)
     code, out, err = run(capsys, monkeypatch, "--store", path, "topics", "list")
     assert (code, out) == (1, "")
     assert err == "error: RuntimeError: boom\n(run again with -v to see the traceback)\n"
@@ -249,7 +249,7 @@ def test_an_unexpected_error_is_one_line_with_a_hint(tmp_path, capsys, monkeypat
     def jvm(*_args, **_kwargs):
         raise Py4JLike("An error occurred while calling o42.save.\n: org.apache.spark.SparkException: ...")
 
-    monkeypatch.setattr(LogStore, "list_topics", jvm)
+    monkeypatch.setattr(Store, "list_topics", jvm)
     code, _, err = run(capsys, monkeypatch, "--store", path, "topics", "list")
     assert code == 1 and err.splitlines()[0] == "error: Py4JLike: org.apache.spark.SparkException: Job aborted"
 
@@ -266,7 +266,7 @@ def test_a_failed_store_creation_leaves_no_directories(tmp_path, capsys, monkeyp
     # A directory the user made is kept (only what the call made is removed).
     (tmp_path / "mine").mkdir()
     with pytest.raises(StoreFullError):
-        LogStore.open(tmp_path / "mine")
+        Store.open(tmp_path / "mine")
     assert [p.name for p in tmp_path.iterdir()] == ["mine"] and list((tmp_path / "mine").iterdir()) == []
 
 
@@ -298,7 +298,7 @@ def test_unknown_topics_and_partitions_exit_6(tmp_path, capsys, monkeypatch):
     assert code == 6 and "partition 3 of topic 't' does not exist" in err
     code, _, err = run(capsys, monkeypatch, "--store", path, "consume", "t", "--partition", "9")
     assert code == 6 and "partition 9 of topic 't' does not exist (the topic has 3)" in err
-    assert LogStore.open(path).end_offsets("t") == {0: 0, 1: 0, 2: 0}
+    assert Store.open(path).end_offsets("t") == {0: 0, 1: 0, 2: 0}
 
 
 @pytest.mark.parametrize(
@@ -351,7 +351,7 @@ def test_produce_stops_at_a_malformed_line_and_names_what_it_committed(tmp_path,
     assert code == PartiallyCommittedError.exit_code == 7 and out == ""
     assert err.startswith(f"error: committed 1 record(s): t-{p} offsets 0..0; first failure: line 2 has no key")
     assert "would duplicate" in err
-    store = LogStore.open(path)
+    store = Store.open(path)
     assert sum(store.end_offsets("t").values()) == 1 and store.end_offsets("t")[p] == 1
     code, out, err = run(
         capsys,

@@ -10,7 +10,7 @@ import uuid
 import pytest
 
 from lakelog.cli import main
-from lakelog.engine.object_store import filesystem
+from lakelog.engine.storage.object_store import filesystem
 
 VERBS = {
     "produce": (

@@ -57,9 +57,9 @@ def test_reads_are_refused_where_parquet_files_alone_would_read_wrong():
 
 @pytest.mark.spark
 def test_a_table_upgraded_by_spark_to_features_lakelog_lacks_is_refused_never_written(spark, tmp_path):
-    from lakelog.engine import LogStore
+    from lakelog.engine import Store
 
-    store = LogStore.open(tmp_path / "store", spark=spark)
+    store = Store.open(tmp_path / "store", spark=spark)
     store.create_topic("t", partitions=1)
     with store.producer(linger_ms=0) as producer:
         producer.send("t", "before").get()
@@ -74,4 +74,4 @@ def test_a_table_upgraded_by_spark_to_features_lakelog_lacks_is_refused_never_wr
     assert store.log.latest_version() == version and store.end_offsets("t") == {0: 1}  # readers are unaffected
     spark.sql(f"ALTER TABLE delta.`{store.uri}` SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
     with pytest.raises(UnsupportedTableFeatureError, match="deletionVectors"):
-        LogStore.open(store.uri).end_offsets("t")
+        Store.open(store.uri).end_offsets("t")

@@ -7,7 +7,7 @@ import random
 from lakelog.engine.commit import RetryPolicy
 from lakelog.engine.commit.info import append_tags, commit_info, parse_ranges, user_metadata
 from lakelog.engine.offsets import OffsetRange, TopicPartition
-from lakelog.engine.reads import partition_predicate
+from lakelog.spark_connector.frames import partition_predicate
 
 
 def test_backoff_doubles_with_jitter_up_to_the_cap():

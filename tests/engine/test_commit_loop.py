@@ -17,14 +17,14 @@ from collections.abc import Callable
 import pytest
 
 from lakelog.compaction import maintain
-from lakelog.engine import LogStore
+from lakelog.engine import Store
 from lakelog.engine.commit import AppTransaction, Committer, MaintenanceChange, RetryPolicy, TableLog
 from lakelog.engine.commit.actions import RemoveFile
+from lakelog.engine.commit.partition_reader import PartitionReader
 from lakelog.engine.errors import CommitConflictError, CommitStateUnknownError, InvalidTxnStateError
-from lakelog.engine.object_store import filesystem
 from lakelog.engine.offsets import TopicPartition
-from lakelog.engine.partition_reader import PartitionReader
-from lakelog.engine.producer_batch import ProducerBatch, RecordBatch
+from lakelog.engine.produce.batches import ProducerBatch, RecordBatch
+from lakelog.engine.storage.object_store import filesystem
 
 T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)
 FAST = RetryPolicy(retries=5, backoff_ms=1, backoff_max_ms=5)
@@ -38,8 +38,8 @@ def uri(request, tmp_path) -> str:
 
 
 @pytest.fixture
-def store(uri) -> LogStore:
-    store = LogStore.open(uri)
+def store(uri) -> Store:
+    store = Store.open(uri)
     store.create_topic("t", partitions=2)
     return store
 
@@ -180,7 +180,7 @@ def test_an_optimize_of_the_partition_is_rebased_over(store, uri):
 def test_a_metadata_change_makes_an_append_replan(store, uri):
     committer = Committer(store.log, "p")
     faults = Faults(committer)
-    faults.queue.append(faults.after(lambda: LogStore.open(uri).create_topic("u", partitions=1)))
+    faults.queue.append(faults.after(lambda: Store.open(uri).create_topic("u", partitions=1)))
     result = append(committer, T0, ["ours"])
     assert result.attempts == 2
     assert check_store(uri)[T0] == ["ours"]
@@ -217,7 +217,7 @@ def test_a_maintenance_commit_with_an_unknown_outcome_keeps_its_files(store, uri
         append(committer, T0, [f"v{i}"])
     state = store.log.latest()
     old = state.files_of(T0).all()
-    from lakelog.engine.data_files import DataFileWriter
+    from lakelog.engine.commit.data_files import DataFileWriter
 
     rows = PartitionReader(uri).read(old, T0, 0)
     (merged,) = DataFileWriter(uri).write(rows, data_change=False)

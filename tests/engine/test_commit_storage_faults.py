@@ -6,7 +6,7 @@ import errno
 
 import pytest
 
-from lakelog.engine import LogStore
+from lakelog.engine import Store
 from lakelog.engine.commit import Committer, DataWriteError, TableLog
 from lakelog.engine.commit.committer import write_failure
 from lakelog.engine.errors import FatalError, RetriableError, StoreAccessError, StoreFullError
@@ -32,7 +32,7 @@ def test_write_failure_keeps_fatal_storage_refusals_apart_from_retriable_ones(co
 @pytest.mark.parametrize("where", ["data", "commit"])
 def test_a_full_disk_fails_the_append_at_once_and_leaves_nothing(tmp_path, where):
     uri = str(tmp_path / "store")
-    LogStore.open(uri).create_topic("t", partitions=2)
+    Store.open(uri).create_topic("t", partitions=2)
     committer = Committer(TableLog(uri), "w")
     version = committer.log.latest().version
     calls = []

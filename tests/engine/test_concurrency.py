@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from lakelog.compaction import maintain
-from lakelog.engine import LogStore
+from lakelog.engine import Store
 from tests.log_checks import check_acknowledged, check_dense, read_acks
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -46,7 +46,7 @@ def wait_all(processes, tmp_path, timeout=900):
 
 def test_concurrent_producers_keep_offsets_dense_and_acknowledged(spark, tmp_path):
     path = str(tmp_path / "store")
-    store = LogStore.open(path, spark=spark)
+    store = Store.open(path, spark=spark)
     store.create_topic("shared", partitions=3)
     store.create_topic("side", partitions=2)
     start = tmp_path / "go"
@@ -80,7 +80,7 @@ def data_files(path: str) -> set[str]:
     return {str(p.relative_to(root)) for p in root.glob("topic=*/partition=*/*.parquet")}
 
 
-def committed_files(store: LogStore) -> set[str]:
+def committed_files(store: Store) -> set[str]:
     files = set()
     for version in range(store.log.latest_version() + 1):
         commit = store.log.read_commit(version)
@@ -90,7 +90,7 @@ def committed_files(store: LogStore) -> set[str]:
 
 def test_a_producer_killed_mid_commit_leaves_the_log_consistent(spark, tmp_path):
     path = str(tmp_path / "store")
-    store = LogStore.open(path, spark=spark)
+    store = Store.open(path, spark=spark)
     store.create_topic("t", partitions=2)
     start = tmp_path / "go"
     steady = {}
@@ -162,7 +162,7 @@ def test_a_producer_killed_mid_commit_leaves_the_log_consistent(spark, tmp_path)
 
 def test_jvm_free_producers_a_dataframe_write_and_maintenance_race_on_one_partition(spark, tmp_path):
     path = str(tmp_path / "store")
-    store = LogStore.open(path, spark=spark)
+    store = Store.open(path, spark=spark)
     store.create_topic("one", partitions=1, config={"segment.bytes": 1 << 20})
     start = tmp_path / "go"
     processes, logs = {}, []
@@ -183,7 +183,7 @@ def test_jvm_free_producers_a_dataframe_write_and_maintenance_race_on_one_partit
     wait_all(processes, tmp_path)
     maintain(path, topics=["one"], vacuum=False)
     assert runs >= 1
-    rows = LogStore.open(path, spark=spark).read("one").select("topic", "partition", "offset", "value").collect()
+    rows = Store.open(path, spark=spark).read("one").select("topic", "partition", "offset", "value").collect()
     assert check_dense(rows)[("one", 0)] == 3 * 60 + 3 * 500
     check_acknowledged(rows, read_acks(logs))
     present = {r.offset for r in rows if bytes(r.value).startswith(b"df:")}

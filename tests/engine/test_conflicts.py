@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from lakelog.engine import LogStore
+from lakelog.engine import Store
 from lakelog.engine.commit import RetryPolicy
+from lakelog.engine.commit.data_files import DataFileWriter
 from lakelog.engine.commit.log_files import LogFiles
-from lakelog.engine.data_files import DataFileWriter
-from lakelog.engine.dataframe_append import DataFrameAppend
+from lakelog.engine.commit.partition_reader import PartitionReader
 from lakelog.engine.errors import CommitConflictError, CommitStateUnknownError, RetriableError
 from lakelog.engine.offsets import TopicPartition
-from lakelog.engine.partition_reader import PartitionReader
+from lakelog.spark_connector.dataframe_write import DataFrameAppend
 
 
 class Contended(DataFrameAppend):
@@ -56,7 +56,7 @@ def values(store, topic):
 
 
 def rival_writer(store, topic, partition):
-    other = LogStore.open(store.uri)  # its own log and committer
+    other = Store.open(store.uri)  # its own log and committer
 
     def commit(attempt):
         with other.producer(linger_ms=0) as producer:
@@ -116,7 +116,7 @@ def test_commits_to_other_partitions_do_not_conflict(store, spark):
 @pytest.mark.spark
 def test_a_topic_change_during_a_commit_makes_it_retry_against_new_metadata(store, spark):
     store.create_topic("t", partitions=1)
-    other = LogStore.open(store.uri)
+    other = Store.open(store.uri)
     ours = spark.createDataFrame([("ours",)], "value string")
     batch = Contended(spark, ours, "t", store.uri, lambda _: other.create_partitions("t", 3), times=1)
     result = store._writer.append_reserved(batch, RetryPolicy(retries=1, backoff_ms=1))
@@ -212,4 +212,4 @@ def test_an_outcome_that_cannot_be_settled_is_unknown_and_reported_so(plain_stor
     assert isinstance(future.exception(), CommitStateUnknownError)
     monkeypatch.undo()
     # It did land once (the first put), and only once: later attempts found the log unreadable.
-    assert values(LogStore.open(store.uri), "t") == [(0, 0, "maybe")]
+    assert values(Store.open(store.uri), "t") == [(0, 0, "maybe")]

@@ -21,7 +21,7 @@ import pytest
 from deltalake import DeltaTable
 
 from lakelog.cli import main
-from lakelog.engine import LogStore
+from lakelog.engine import Store
 from lakelog.engine.commit import wait_for_checkpoints
 from lakelog.engine.commit.actions import CorruptCommitError, decode_commit
 from lakelog.engine.errors import CorruptLogError
@@ -33,8 +33,8 @@ EMPTY, NON_UTF8, UNPARSEABLE = b"", b'{"commitInfo":{"operation":"WRITE\xff"}}\n
 DAMAGE = {"empty": EMPTY, "non-utf8": NON_UTF8, "unparseable": UNPARSEABLE}
 
 
-def _store(path: Path, records: int = 3) -> tuple[LogStore, dict[int, bytes]]:
-    store = LogStore.open(path)
+def _store(path: Path, records: int = 3) -> tuple[Store, dict[int, bytes]]:
+    store = Store.open(path)
     store.create_topic("t", partitions=1)
     acked = {}
     with store.producer(linger_ms=0) as producer:
@@ -48,7 +48,7 @@ def _commits(root: Path) -> list[Path]:
     return sorted((root / "_delta_log").glob("*.json"))
 
 
-def _read_all(store: LogStore) -> dict[int, bytes]:
+def _read_all(store: Store) -> dict[int, bytes]:
     consumer = store.consumer(None, auto_offset_reset="earliest")
     consumer.assign([TP])
     found = {r.offset: r.value for r in consumer.poll(timeout_ms=500)}
@@ -80,7 +80,7 @@ def test_a_damaged_newest_commit_fails_closed_for_a_new_process_and_check_names_
     if damage == "empty":
         DeltaTable(str(root))  # delta-rs reads it as a commit of nothing: why lakelog decodes it itself
     with pytest.raises(CorruptLogError, match=newest.name):
-        LogStore.open(root, create=False)  # so nothing can be produced at offset 2 again
+        Store.open(root, create=False)  # so nothing can be produced at offset 2 again
     assert main(["--store", str(root), "offsets", "t"]) == 1
     code, out = _check(root, capsys)
     assert code == 8
@@ -99,7 +99,7 @@ def test_a_damaged_commit_a_running_process_has_not_read_yet_fails_its_readers_a
     consumer.assign([TP])
     assert len(consumer.poll(timeout_ms=500)) == 3
     producer = store.producer(linger_ms=0)
-    with LogStore.open(root, create=False).producer(linger_ms=0) as other:  # another process
+    with Store.open(root, create=False).producer(linger_ms=0) as other:  # another process
         assert other.send("t", b"v3", partition=0).get().offset == 3
     damaged = _commits(root)[-1]
     damaged.write_bytes(DAMAGE[damage])
@@ -122,7 +122,7 @@ def test_a_damaged_commit_under_a_checkpoint_is_named_by_check_only(tmp_path, ca
     wait_for_checkpoints()
     damaged = _commits(root)[10]
     damaged.write_bytes(NON_UTF8)
-    assert _read_all(LogStore.open(root, create=False)) == acked
+    assert _read_all(Store.open(root, create=False)) == acked
     code, out = _check(root, capsys)
     assert code == 8 and f"corrupt_commit: {damaged}" in out and "not UTF-8" in out
 
@@ -148,11 +148,11 @@ def test_a_missing_checkpoint_costs_one_warning_and_nothing_else(checkpointed, c
     with pytest.raises(Exception, match="didn't find any checkpoints"):
         DeltaTable(str(root))  # what every command met before
     with caplog.at_level(logging.WARNING):
-        store = LogStore.open(root, create=False)
+        store = Store.open(root, create=False)
         assert _read_all(store) == acked
         with store.producer(linger_ms=0) as producer:
             assert producer.send("t", b"after", partition=0).get().offset == 105
-        assert _read_all(LogStore.open(root, create=False))[105] == b"after"
+        assert _read_all(Store.open(root, create=False))[105] == b"after"
     warnings = [r for r in caplog.records if "checkpoint.parquet" in r.getMessage()]
     assert len(warnings) == 1 and "reading the JSON log instead" in warnings[0].getMessage()
     code, out = _check(root, capsys)
@@ -161,8 +161,8 @@ def test_a_missing_checkpoint_costs_one_warning_and_nothing_else(checkpointed, c
     assert code == 0, out
     assert "removed _delta_log/_last_checkpoint" in out and "wrote a checkpoint of version" in out
     table = DeltaTable(str(root))  # delta-rs (and Spark) read the log again
-    assert table.version() == LogStore.open(root, create=False).log.latest().version
-    assert len(_read_all(LogStore.open(root, create=False))) == 106
+    assert table.version() == Store.open(root, create=False).log.latest().version
+    assert len(_read_all(Store.open(root, create=False))) == 106
 
 
 def test_a_checkpoint_missing_with_the_json_before_it_is_a_named_corruption(checkpointed, capsys):
@@ -172,7 +172,7 @@ def test_a_checkpoint_missing_with_the_json_before_it_is_a_named_corruption(chec
     for commit in _commits(root)[:3]:  # log cleanup had removed what the checkpoints covered
         commit.unlink()
     with pytest.raises(CorruptLogError, match=r"00000000000000000100\.checkpoint\.parquet is missing"):
-        LogStore.open(root, create=False)
+        Store.open(root, create=False)
     code, out = _check(root, capsys, "--repair")
     assert code == 8 and "missing_commit" in out
 
@@ -197,14 +197,14 @@ def test_a_checksum_that_disagrees_is_not_trusted_reported_and_removed(tmp_path,
     crc = _tamper_checksum(root, version, change)
     assert "lakelog.topic.t" not in DeltaTable(str(root)).metadata().configuration  # delta-rs trusts it
     with caplog.at_level(logging.WARNING):
-        reopened = LogStore.open(root, create=False)
+        reopened = Store.open(root, create=False)
     assert "t" in reopened.list_topics() and _read_all(reopened) == acked
     assert any(f"{crc.name} disagrees with the log (numFiles 10" in r.getMessage() for r in caplog.records)
     with reopened.producer(linger_ms=0) as producer:
         assert producer.send("t", b"v3", partition=0).get().offset == 3
     # The next commit's checksum is not derived from the bad one (nor is any later).
     assert not (root / "_delta_log" / f"{version + 1:020d}.crc").exists()
-    assert _read_all(LogStore.open(root, create=False))[3] == b"v3"
+    assert _read_all(Store.open(root, create=False))[3] == b"v3"
     code, out = _check(root, capsys)
     assert code == 8 and f"checksum_mismatch: {crc.name} disagrees with the log: numFiles 10" in out
     code, out = _check(root, capsys, "--repair")
@@ -219,14 +219,14 @@ def test_an_orphaned_checksum_or_a_missing_commit_is_named_not_retried_forever(t
     orphan = root / "_delta_log" / f"{version + 1:020d}.crc"
     orphan.write_text((root / "_delta_log" / f"{version:020d}.crc").read_text())
     with pytest.raises(CorruptLogError, match=orphan.name):
-        LogStore.open(root, create=False)
+        Store.open(root, create=False)
     code, out = _check(root, capsys, "--repair")
     assert code == 0 and f"removed _delta_log/{orphan.name}" in out
-    assert _read_all(LogStore.open(root, create=False)) == acked
+    assert _read_all(Store.open(root, create=False)) == acked
     missing = _commits(root)[-2]
     missing.unlink()
     with pytest.raises(CorruptLogError, match=missing.name):
-        LogStore.open(root, create=False)
+        Store.open(root, create=False)
     code, out = _check(root, capsys, "--repair")
     assert code == 8 and f"missing_commit: {missing.name} is missing" in out
 
@@ -241,10 +241,10 @@ def test_checking_and_repairing_a_damaged_log_needs_no_jvm(tmp_path):
         NO_JVM
         + r"""
 from lakelog.cli import main
-from lakelog.engine import LogStore
+from lakelog.engine import Store
 from lakelog.engine.errors import CorruptLogError
 try:
-    LogStore.open(sys.argv[1], create=False)
+    Store.open(sys.argv[1], create=False)
     raise SystemExit("opened a damaged store")
 except CorruptLogError:
     pass
@@ -284,6 +284,6 @@ def test_a_commit_cut_at_a_line_boundary_still_parses_and_is_still_corrupt(tmp_p
     with pytest.raises(CorruptCommitError, match="CRC-32"):
         decode_commit(first_line)
     with pytest.raises(CorruptLogError, match=newest.name):  # readers and writers alike
-        LogStore.open(tmp_path / "store")
+        Store.open(tmp_path / "store")
     newest.write_bytes(data)
-    assert _read_all(LogStore.open(tmp_path / "store")) == acked
+    assert _read_all(Store.open(tmp_path / "store")) == acked

@@ -15,10 +15,10 @@ import pytest
 from deltalake import write_deltalake
 
 from lakelog.compaction import maintain
-from lakelog.engine import LogStore
+from lakelog.engine import Store
+from lakelog.engine.commit.partition_reader import PartitionReader
 from lakelog.engine.errors import ForeignRowsWarning
 from lakelog.engine.offsets import TopicPartition
-from lakelog.engine.partition_reader import PartitionReader
 from lakelog.engine.schema import LOG_ARROW_SCHEMA
 
 NOW = int(time.time() * 1000)
@@ -45,11 +45,11 @@ def foreign_rows(rows: list[tuple[int, int, bytes]], ts_ms: int = NOW) -> pa.Tab
     )
 
 
-def append_foreign(store: LogStore, rows: list[tuple[int, int, bytes]]) -> None:
+def append_foreign(store: Store, rows: list[tuple[int, int, bytes]]) -> None:
     write_deltalake(store.uri, foreign_rows(rows), mode="append", partition_by=["topic", "partition"])
 
 
-def produce(store: LogStore, partition: int, values: list[bytes]) -> list[int]:
+def produce(store: Store, partition: int, values: list[bytes]) -> list[int]:
     producer = store.producer(**{"client.id": "p"})
     futures = [producer.send("t", v, partition=partition) for v in values]
     producer.flush()
@@ -58,7 +58,7 @@ def produce(store: LogStore, partition: int, values: list[bytes]) -> list[int]:
     return offsets
 
 
-def consume_all(store: LogStore, fetch_min_records: int | None) -> dict[int, list[tuple[int, bytes]]]:
+def consume_all(store: Store, fetch_min_records: int | None) -> dict[int, list[tuple[int, bytes]]]:
     config = {"auto.offset.reset": "earliest", "client.id": "c"}
     if fetch_min_records is not None:
         config["fetch.min.records"] = fetch_min_records
@@ -79,8 +79,8 @@ def consume_all(store: LogStore, fetch_min_records: int | None) -> dict[int, lis
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> LogStore:
-    s = LogStore.open(tmp_path / "store")
+def store(tmp_path: Path) -> Store:
+    s = Store.open(tmp_path / "store")
     s.create_topic("t", partitions=2)
     return s
 
@@ -89,18 +89,18 @@ def expected(values: dict[int, list[bytes]]) -> dict[int, list[tuple[int, bytes]
     return {p: list(enumerate(vs)) for p, vs in values.items()}
 
 
-def test_foreign_rows_never_surface_never_move_offsets(store: LogStore, tmp_path: Path) -> None:
+def test_foreign_rows_never_surface_never_move_offsets(store: Store, tmp_path: Path) -> None:
     values = {0: [f"a{i}".encode() for i in range(25)], 1: [f"b{i}".encode() for i in range(25)]}
     for p, vs in values.items():
         assert produce(store, p, vs) == list(range(25))
     # A consumer that followed the log before the foreign commit, and one that opens after.
-    follower = LogStore.open(tmp_path / "store")
+    follower = Store.open(tmp_path / "store")
     follower.end_offsets("t")
     # The issue's case: two rows at offsets 0 and 1, one past the end.
     append_foreign(store, [(0, 0, b"X0"), (0, 1, b"X1"), (1, 30, b"far")])
     with pytest.warns(ForeignRowsWarning):
         PartitionReader(store.uri).read(store.log.latest().files_of(TopicPartition("t", 0)), TopicPartition("t", 0), 0)
-    for opened in (follower, LogStore.open(tmp_path / "store")):
+    for opened in (follower, Store.open(tmp_path / "store")):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ForeignRowsWarning)
             assert opened.end_offsets("t") == {0: 25, 1: 25}
@@ -110,31 +110,31 @@ def test_foreign_rows_never_surface_never_move_offsets(store: LogStore, tmp_path
             hit = opened.offsets_for_times("t", {0: 0, 1: 0})
             assert hit[0].offset == 0 and hit[1].offset == 0
     # The next produce goes on from the committed end (not from the foreign row at 30).
-    fresh = LogStore.open(tmp_path / "store")
+    fresh = Store.open(tmp_path / "store")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ForeignRowsWarning)
         assert produce(fresh, 1, [b"b25", b"b26"]) == [25, 26]
         assert produce(fresh, 0, [b"a25"]) == [25]
         values[1] += [b"b25", b"b26"]
         values[0] += [b"a25"]
-        assert consume_all(LogStore.open(tmp_path / "store"), 1) == expected(values)
-        assert LogStore.open(tmp_path / "store").end_offsets("t") == {0: 26, 1: 27}
+        assert consume_all(Store.open(tmp_path / "store"), 1) == expected(values)
+        assert Store.open(tmp_path / "store").end_offsets("t") == {0: 26, 1: 27}
 
 
-def test_foreign_rows_at_offsets_the_log_reaches_later_stay_out(store: LogStore, tmp_path: Path) -> None:
+def test_foreign_rows_at_offsets_the_log_reaches_later_stay_out(store: Store, tmp_path: Path) -> None:
     """A row appended past the end is not a record; when lakelog's own records reach that
     offset later, lakelog's row is the record there, not the foreign one."""
     produce(store, 0, [b"a0", b"a1"])
     append_foreign(store, [(0, 3, b"early"), (0, 4, b"early")])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ForeignRowsWarning)
-        assert produce(LogStore.open(tmp_path / "store"), 0, [b"a2", b"a3", b"a4", b"a5"]) == [2, 3, 4, 5]
-        for opened in (store, LogStore.open(tmp_path / "store")):
+        assert produce(Store.open(tmp_path / "store"), 0, [b"a2", b"a3", b"a4", b"a5"]) == [2, 3, 4, 5]
+        for opened in (store, Store.open(tmp_path / "store")):
             seen = consume_all(opened, 1)[0]
             assert seen == [(i, f"a{i}".encode()) for i in range(6)]
 
 
-def test_maintenance_keeps_records_and_never_adopts_foreign_rows(store: LogStore, tmp_path: Path) -> None:
+def test_maintenance_keeps_records_and_never_adopts_foreign_rows(store: Store, tmp_path: Path) -> None:
     values = {0: [f"a{i}".encode() for i in range(10)], 1: [f"b{i}".encode() for i in range(10)]}
     for p, vs in values.items():
         for v in vs:  # one file per record: maintenance has something to merge
@@ -144,13 +144,13 @@ def test_maintenance_keeps_records_and_never_adopts_foreign_rows(store: LogStore
         warnings.simplefilter("ignore", ForeignRowsWarning)
         report = maintain(store, topics=["t"], vacuum=False)
         assert report.topics[0].versions, report.lines()
-        for opened in (store, LogStore.open(tmp_path / "store")):
+        for opened in (store, Store.open(tmp_path / "store")):
             assert consume_all(opened, 1) == expected(values)
             assert opened.end_offsets("t") == {0: 10, 1: 10}
-        assert produce(LogStore.open(tmp_path / "store"), 0, [b"a10"]) == [10]
+        assert produce(Store.open(tmp_path / "store"), 0, [b"a10"]) == [10]
 
 
-def test_a_table_without_end_markers_still_reads(store: LogStore, tmp_path: Path) -> None:
+def test_a_table_without_end_markers_still_reads(store: Store, tmp_path: Path) -> None:
     """Partitions no lakelog append has marked (tables written before the markers) end one
     past their largest offset, as before."""
     produce(store, 0, [b"a0", b"a1"])
@@ -162,7 +162,7 @@ def test_a_table_without_end_markers_still_reads(store: LogStore, tmp_path: Path
 
 
 def test_foreign_rows_below_the_log_start_retention_left_stay_out(tmp_path: Path) -> None:
-    store = LogStore.open(tmp_path / "store")
+    store = Store.open(tmp_path / "store")
     store.create_topic("t", partitions=2, config={"retention.ms": 3_600_000})
     old = NOW - 10 * 3_600_000
     producer = store.producer(**{"client.id": "p", "linger.ms": 0})
@@ -174,7 +174,7 @@ def test_foreign_rows_below_the_log_start_retention_left_stay_out(tmp_path: Path
     append_foreign(store, [(0, 1, b"below"), (0, 2, b"below")])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ForeignRowsWarning)
-        for opened in (store, LogStore.open(tmp_path / "store")):
+        for opened in (store, Store.open(tmp_path / "store")):
             assert opened.beginning_offsets("t") == {0: 4, 1: 0}
             assert consume_all(opened, 1)[0] == [(4, b"a4")]
             maintain(opened, topics=["t"], vacuum=False, now_ms=NOW)
@@ -184,7 +184,7 @@ def test_foreign_rows_below_the_log_start_retention_left_stay_out(tmp_path: Path
         PartitionReader(store.uri).read(store.log.latest().files_of(tp), tp, 0)
 
 
-def test_the_newest_record_by_timestamp_is_found_across_files_and_never_a_foreign_row(store: LogStore) -> None:
+def test_the_newest_record_by_timestamp_is_found_across_files_and_never_a_foreign_row(store: Store) -> None:
     """ListOffsets MAX_TIMESTAMP (-3): the earliest record holding the largest timestamp; the files
     whose statistics stay below it are not read; a foreign row past the end is no record."""
     for stamps in ([1_000, 5_000], [2_000, 9_000, 3_000], [9_000, 4_000]):  # one file each

@@ -9,14 +9,7 @@ import pytest
 
 from lakelog.cli import main
 from lakelog.engine import TopicPartition, group_admin
-from lakelog.engine.errors import (
-    GroupIdNotFoundError,
-    GroupNotEmptyError,
-    InvalidConfigError,
-    InvalidOffsetError,
-    UnknownTopicOrPartitionError,
-)
-from lakelog.engine.group_admin import (
+from lakelog.engine.admin.groups import (
     GroupListing,
     PartitionOffsets,
     delete_group,
@@ -24,9 +17,16 @@ from lakelog.engine.group_admin import (
     list_groups,
     reset_offsets,
 )
-from lakelog.engine.group_coordinator import GroupLog, change_group, partition_counts
-from lakelog.engine.group_state import expire
-from lakelog.engine.partition_reader import PartitionReader
+from lakelog.engine.commit.partition_reader import PartitionReader
+from lakelog.engine.errors import (
+    GroupIdNotFoundError,
+    GroupNotEmptyError,
+    InvalidConfigError,
+    InvalidOffsetError,
+    UnknownTopicOrPartitionError,
+)
+from lakelog.engine.groups.coordinator import GroupLog, change_group, partition_counts
+from lakelog.engine.groups.state import expire
 
 pytestmark = pytest.mark.spark
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from lakelog.engine import LogStore
-from lakelog.engine.group_leases import Lease, LeaseStore, Liveness, fresh
-from lakelog.engine.group_state import Member
+from lakelog.engine import Store
+from lakelog.engine.groups.leases import Lease, LeaseStore, Liveness, fresh
+from lakelog.engine.groups.state import Member
 
 
 @pytest.fixture(params=["local", "s3"])
@@ -21,7 +21,7 @@ def uri(request, tmp_path) -> str:
 
 
 def test_leases_are_renewed_read_and_removed_beside_the_table_not_in_it(uri):
-    store = LogStore.open(uri)
+    store = Store.open(uri)
     version = store.log.latest_version()
     leases = LeaseStore(uri, "group/with odd:chars")
     assert leases.read() == {}
@@ -44,7 +44,7 @@ def test_leases_are_renewed_read_and_removed_beside_the_table_not_in_it(uri):
 
 
 def test_announced_members_are_read_until_withdrawn_and_stale_announcements_are_dropped(uri):
-    store = LogStore.open(uri)
+    store = Store.open(uri)
     version = store.log.latest_version()
     leases = LeaseStore(uri, "group/with odd:chars")
     assert leases.announced(int(time.time() * 1000)) == []
@@ -97,7 +97,7 @@ def test_the_first_announced_member_is_the_earliest_announcement_whatever_its_id
 def test_ids_too_long_for_a_file_name_get_a_short_name_of_their_own_on_every_store(uri):
     """Group and member ids longer than a path component may be (255 bytes locally, 1,024 bytes for
     a whole S3 key) are named by a prefix and their SHA-256; shorter ones keep their quoted names."""
-    store = LogStore.open(uri)
+    store = Store.open(uri)
     version = store.log.latest_version()
     long_group, other_group = "g" * 5_000, "g" * 4_999 + "h"
     long_member, odd_member = "m\u00e9" * 2_000, "m/" * 200 + "="

@@ -9,10 +9,10 @@ import time
 import pytest
 
 from lakelog.engine import TopicPartition
+from lakelog.engine.admin.groups import describe_group
 from lakelog.engine.errors import FencedInstanceIdError
-from lakelog.engine.group_admin import describe_group
-from lakelog.engine.group_leases import LeaseStore
-from lakelog.engine.group_state import Member
+from lakelog.engine.groups.leases import LeaseStore
+from lakelog.engine.groups.state import Member
 
 FAST = {"heartbeat_interval_ms": 200, "session_timeout_ms": 2500, "auto_offset_reset": "earliest"}
 TPS = {TopicPartition("t", p) for p in range(4)}
@@ -200,8 +200,8 @@ def test_a_member_announced_after_another_leaves_the_join_to_it_and_commits_none
     member announced by then) instead of each racing a join commit of its own."""
     import threading
 
-    from lakelog.engine.group_coordinator import change_group, partition_counts
-    from lakelog.engine.group_state import join_all
+    from lakelog.engine.groups.coordinator import change_group, partition_counts
+    from lakelog.engine.groups.state import join_all
 
     leases = LeaseStore(store.uri, "g")
     first = Member("first", "first", ("t",), FAST["session_timeout_ms"], 300_000)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from lakelog.engine.admin.groups import describe_group
 from lakelog.engine.errors import InvalidOffsetError, UnknownTopicOrPartitionError
-from lakelog.engine.group_admin import describe_group
 from lakelog.engine.offsets import TopicPartition
 
 TP = TopicPartition("t", 0)
@@ -77,9 +77,9 @@ def test_a_transaction_refuses_offsets_of_a_partition_that_does_not_exist_and_st
 def test_membership_reads_skip_offset_commits_yet_see_every_group_change(plain_store, monkeypatch):
     """Members check the group's state on every poll; offset commits are far more frequent than
     group changes and live in their own files, which those checks never open."""
-    from lakelog.engine.data_files import holds_only_offsets
-    from lakelog.engine.group_coordinator import GroupLog
-    from lakelog.engine.partition_reader import PartitionReader
+    from lakelog.engine.commit.data_files import holds_only_offsets
+    from lakelog.engine.commit.partition_reader import PartitionReader
+    from lakelog.engine.groups.coordinator import GroupLog
 
     store = plain_store
     store.create_topic("t", partitions=2)

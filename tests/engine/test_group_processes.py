@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from lakelog.engine import LogStore
+from lakelog.engine import Store
 
 pytestmark = pytest.mark.slow
 
@@ -55,7 +55,7 @@ class Members:
         return sorted(found, key=lambda e: e["t"])
 
 
-def produce_until(store: LogStore, stop: threading.Event, sent: list[int]) -> None:
+def produce_until(store: Store, stop: threading.Event, sent: list[int]) -> None:
     with store.producer(linger_ms=5) as producer:
         i = 0
         while not stop.is_set():
@@ -88,7 +88,7 @@ def ownership_intervals(events: list[dict], ends: dict[str, float]) -> dict[int,
 @pytest.mark.parametrize("assignor", ["cooperative-sticky", "range"])
 def test_a_group_of_processes_joining_leaving_and_killed_owns_each_partition_once(tmp_path, assignor):
     path = str(tmp_path / "store")
-    store = LogStore.open(path)
+    store = Store.open(path)
     store.create_topic("t", partitions=PARTITIONS)
     stop_producing = threading.Event()
     sent = [0]
@@ -121,7 +121,7 @@ def test_a_group_of_processes_joining_leaving_and_killed_owns_each_partition_onc
     deadline = time.monotonic() + 120
     alive = [n for n in names if n not in ends]
     while time.monotonic() < deadline:
-        committed = LogStore.open(path).consumer("g").committed([("t", p) for p in range(PARTITIONS)])
+        committed = Store.open(path).consumer("g").committed([("t", p) for p in range(PARTITIONS)])
         if all(c is not None and c.offset == end_offsets[tp.partition] for tp, c in committed.items()):
             break
         time.sleep(0.5)

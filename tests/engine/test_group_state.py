@@ -6,9 +6,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lakelog.engine.consumer_offsets import GroupRecords, group_key, java_string_hash, offset_key, partition_for_group
 from lakelog.engine.errors import CommitFailedError, FencedInstanceIdError
-from lakelog.engine.group_state import (
+from lakelog.engine.groups.offsets_topic import (
+    GroupRecords,
+    group_key,
+    java_string_hash,
+    offset_key,
+    partition_for_group,
+)
+from lakelog.engine.groups.state import (
     COMPLETING_REBALANCE,
     EMPTY,
     PREPARING_REBALANCE,

@@ -28,9 +28,9 @@ def tick() -> int:
 def prices(spark, tmp_path_factory):
     """A compacted topic written by an idempotent producer, a transaction and direct commits,
     then compacted; the times between its commits are kept."""
-    from lakelog.engine import LogStore
+    from lakelog.engine import Store
 
-    store = LogStore.open(tmp_path_factory.mktemp("history") / "store", spark=spark)
+    store = Store.open(tmp_path_factory.mktemp("history") / "store", spark=spark)
     store.create_topic("prices", partitions=1, config={"cleanup.policy": "compact", "min.compaction.lag.ms": 0})
     marks = {"created": tick()}
     with store.producer(client_id="feed") as producer:

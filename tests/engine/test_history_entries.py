@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import json
 
+from lakelog.engine.admin.history import HistoryEntry, history_entry
 from lakelog.engine.commit.actions import decode_commit
 from lakelog.engine.commit.info import admin_tags, append_tags, user_metadata
-from lakelog.engine.history import HistoryEntry, history_entry
 from lakelog.engine.offsets import OffsetRange, TopicPartition
 
 

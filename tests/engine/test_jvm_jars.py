@@ -8,8 +8,8 @@ import pytest
 
 from lakelog import jvm
 from lakelog.cli import main
-from lakelog.engine import jvm_jars
 from lakelog.engine.errors import StoreError
+from lakelog.jvm import jars as jvm_jars
 
 
 def test_setup_resolves_delta_jars_once_and_keeps_only_what_spark_lacks(tmp_path, capsys, monkeypatch):

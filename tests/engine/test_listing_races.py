@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from lakelog.engine import LogStore
+from lakelog.engine import Store
 from lakelog.engine.commit import Committer, RetryPolicy, TableLog
 from lakelog.engine.commit import delta_table as delta_table_module
 from lakelog.engine.commit.follower import load_state
@@ -33,8 +33,8 @@ TP = TopicPartition("t", 0)
 APPEARS_AFTER_S = 0.3
 
 
-def _store(root: Path) -> LogStore:
-    store = LogStore.open(root)
+def _store(root: Path) -> Store:
+    store = Store.open(root)
     store.create_topic("t", partitions=1)
     with store.producer(linger_ms=0) as producer:
         for i in range(4):
@@ -122,7 +122,7 @@ def test_when_the_timeout_runs_out_the_race_is_retriable_not_a_store_error(tmp_p
         with pytest.raises(LogListingRaceError):
             TableLog(store.uri).latest(timeout_ms=200)
     assert isinstance(raised.value, RetriableError) and not isinstance(raised.value, StoreError)
-    assert LogStore.open(root, create=False).end_offsets("t") == {0: 4}  # nothing was committed
+    assert Store.open(root, create=False).end_offsets("t") == {0: 4}  # nothing was committed
 
 
 def test_loaders_racing_a_real_producer_never_fail(tmp_path, races):
@@ -151,5 +151,5 @@ def test_loaders_racing_a_real_producer_never_fail(tmp_path, races):
         stop.set()
         writer.join()
     assert acked == list(range(4, 4 + len(acked)))
-    assert LogStore.open(root, create=False).end_offsets("t") == {0: 4 + len(acked)}
+    assert Store.open(root, create=False).end_offsets("t") == {0: 4 + len(acked)}
     print(f"{loads} loads, {len(races)} listing races retried")

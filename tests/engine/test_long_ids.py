@@ -6,8 +6,7 @@ from __future__ import annotations
 import pytest
 
 from lakelog.engine import TopicPartition
-from lakelog.engine.errors import InvalidConfigError
-from lakelog.engine.group_admin import (
+from lakelog.engine.admin.groups import (
     alter_group_offsets,
     delete_group,
     describe_group,
@@ -15,6 +14,7 @@ from lakelog.engine.group_admin import (
     list_groups,
     reset_offsets,
 )
+from lakelog.engine.errors import InvalidConfigError
 from tests.stores import store_with_records
 
 KAFKA_LIMIT = 32_767  # a Kafka protocol STRING: an int16 length, then the UTF-8 bytes

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from lakelog.engine import TopicPartition
+from lakelog.engine.admin.groups import alter_group_offsets, describe_group, reset_offsets
 from lakelog.engine.errors import InvalidOffsetError
-from lakelog.engine.group_admin import alter_group_offsets, describe_group, reset_offsets
 from tests.stores import BASE_MS, store_with_records
 
 LONG_MAX = 2**63 - 1

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lakelog.engine import partitioner
-from lakelog.engine.partitioner import (
+from lakelog.engine.produce.partitioner import (
     KeylessPartitioner,
     murmur2,
     murmur2_array,

@@ -20,10 +20,10 @@ from lakelog.engine.errors import (
     UnknownTopicOrPartitionError,
 )
 from lakelog.engine.offsets import TopicPartition
-from lakelog.engine.partitioner import KeylessPartitioner
-from lakelog.engine.placement import RECORD_SCHEMA, PlacedBatch, PlacedRecords, place_records
-from lakelog.engine.producer import outgoing_record
-from lakelog.engine.producer_batch import ProducerBatch, RecordBatch
+from lakelog.engine.produce.batches import ProducerBatch, RecordBatch
+from lakelog.engine.produce.partitioner import KeylessPartitioner
+from lakelog.engine.produce.placement import RECORD_SCHEMA, PlacedBatch, PlacedRecords, place_records
+from lakelog.engine.produce.producer import outgoing_record
 from lakelog.engine.topics import TopicMetadata
 from tests.states import state_with
 
@@ -114,7 +114,7 @@ def compare(
     rows written and what a commit at ``later`` refuses. Returns the outcome."""
     with (
         mock.patch("time.time", return_value=NOW_S),
-        mock.patch("lakelog.engine.placement.KeylessPartitioner", new_keyless),
+        mock.patch("lakelog.engine.produce.placement.KeylessPartitioner", new_keyless),
     ):
         new = outcome(lambda: place_records(VIEW, tables))
         old = outcome(lambda: reference_place(VIEW, tables, new_keyless))

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from lakelog.engine import LogStore
+from lakelog.engine import Store
 from lakelog.engine.offsets import TopicPartition
 
 READERS = {
@@ -43,7 +43,7 @@ print(json.dumps(rows))
 
 @pytest.mark.parametrize("reader", sorted(READERS))
 def test_a_plain_delta_reader_sees_lakelogs_records_and_offsets(tmp_path: Path, reader: str) -> None:
-    store = LogStore.open(tmp_path / "store")
+    store = Store.open(tmp_path / "store")
     store.create_topic("t", partitions=2)
     producer = store.producer(**{"client.id": "p"})
     for i in range(30):

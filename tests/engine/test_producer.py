@@ -16,7 +16,7 @@ from lakelog.engine.errors import (
     RecordTooLargeError,
     UnknownTopicOrPartitionError,
 )
-from lakelog.engine.partitioner import partition_for_key
+from lakelog.engine.produce.partitioner import partition_for_key
 from tests.rows import topic_rows
 
 

@@ -7,7 +7,7 @@ import pytest
 
 from lakelog.engine.errors import CommitConflictError, RecordTooLargeError, UnknownTopicOrPartitionError
 from lakelog.engine.offsets import TopicPartition
-from lakelog.engine.producer_batch import ProducerBatch, RecordBatch, RecordFuture, number_records
+from lakelog.engine.produce.batches import ProducerBatch, RecordBatch, RecordFuture, number_records
 from lakelog.engine.topics import TopicMetadata
 from tests.states import state_with
 

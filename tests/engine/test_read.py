@@ -24,9 +24,9 @@ def filled(spark, tmp_path_factory):
 
     Shared by the module's tests, which only read it.
     """
-    from lakelog.engine import LogStore
+    from lakelog.engine import Store
 
-    store = LogStore.open(tmp_path_factory.mktemp("read") / "store", spark=spark)
+    store = Store.open(tmp_path_factory.mktemp("read") / "store", spark=spark)
     store.create_topic("orders", partitions=3)
     store.create_topic("other", partitions=1)
     for batch in range(10):
@@ -124,9 +124,9 @@ def test_a_seek_into_a_large_file_reads_only_the_row_groups_it_needs(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from lakelog.engine.data_files import ROW_GROUP_ROWS, DataFileWriter
+    from lakelog.engine.commit.data_files import ROW_GROUP_ROWS, DataFileWriter
+    from lakelog.engine.commit.partition_reader import PartitionReader, _row_groups
     from lakelog.engine.offsets import TopicPartition
-    from lakelog.engine.partition_reader import PartitionReader, _row_groups
     from lakelog.engine.schema import LOG_ARROW_SCHEMA
 
     n = 3 * ROW_GROUP_ROWS + 10

@@ -9,7 +9,7 @@ import re
 import pytest
 
 from lakelog.cli import main
-from lakelog.engine import LogStore
+from lakelog.engine import Store
 from lakelog.engine.errors import CorruptLogError, DataLossError
 from lakelog.engine.offsets import TopicPartition
 
@@ -18,7 +18,7 @@ TP = TopicPartition("t", 0)
 
 def _store(tmp_path):
     root = tmp_path / "store"
-    store = LogStore.open(root)
+    store = Store.open(root)
     store.create_topic("t", partitions=1)
     with store.producer(linger_ms=0) as producer:
         for i in range(5):
@@ -41,7 +41,7 @@ def test_a_truncated_commit_file_is_named(tmp_path):
     newest = sorted((root / "_delta_log").glob("*.json"))[-1]
     newest.write_bytes(newest.read_bytes()[: newest.stat().st_size // 2])
     with pytest.raises(CorruptLogError, match=newest.name):
-        LogStore.open(root, create=False)
+        Store.open(root, create=False)
     assert main(["--store", str(root), "offsets", "t"]) == 1
 
 
@@ -49,7 +49,7 @@ def test_a_follower_names_a_truncated_commit_it_has_not_read_yet(tmp_path):
     store, root = _store(tmp_path)
     consumer = _consumer(store)
     assert [r.offset for r in consumer.poll(timeout_ms=100)] == [0, 1, 2, 3, 4]
-    with LogStore.open(root, create=False).producer(linger_ms=0) as other:  # another process's commit
+    with Store.open(root, create=False).producer(linger_ms=0) as other:  # another process's commit
         other.send("t", "v5", partition=0).get()
     newest = sorted((root / "_delta_log").glob("*.json"))[-1]
     newest.write_bytes(newest.read_bytes()[:10])
@@ -90,7 +90,7 @@ def test_a_data_file_that_is_not_parquet_is_named(tmp_path):
 @pytest.mark.spark
 def test_a_spark_read_names_a_missing_file_before_any_job(tmp_path, spark):
     root = tmp_path / "store"
-    store = LogStore.open(root, spark=spark)
+    store = Store.open(root, spark=spark)
     store.create_topic("t", partitions=1)
     with store.producer(linger_ms=0) as producer:
         for i in range(3):

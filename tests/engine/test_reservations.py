@@ -10,24 +10,24 @@ import time
 import pyarrow as pa
 import pytest
 
-from lakelog.engine import LogStore
+from lakelog.engine import Store
+from lakelog.engine.admin.check import check_store, repair_store
 from lakelog.engine.commit import Committer, RetryPolicy, TableLog
 from lakelog.engine.commit.actions import Commit, Txn
 from lakelog.engine.commit.conflicts import Resolution, append_verdict
 from lakelog.engine.commit.markers import end_marker_id
 from lakelog.engine.commit.reservations import expired, fill_verdict, holds, plan_reservations, release_verdict
 from lakelog.engine.errors import InconsistentWriteError, ReservationLostError
-from lakelog.engine.log_check import check_store, repair_store
 from lakelog.engine.offsets import TopicPartition
-from lakelog.engine.placement import RECORD_SCHEMA, PlacedBatch, place_records
+from lakelog.engine.produce.placement import RECORD_SCHEMA, PlacedBatch, place_records
 
 T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)
 FAST = RetryPolicy(retries=50, backoff_ms=1, backoff_max_ms=5)
 
 
 @pytest.fixture
-def store(tmp_path) -> LogStore:
-    store = LogStore.open(str(tmp_path / "store"))
+def store(tmp_path) -> Store:
+    store = Store.open(str(tmp_path / "store"))
     store.create_topic("t", partitions=2)
     return store
 
@@ -72,7 +72,7 @@ def slow_batch(committer: Committer, values: list[str], partition: int, **kwargs
     return SlowBatch(placed, None, operation="write", **kwargs)
 
 
-def offsets_of(store: LogStore, tp: TopicPartition) -> dict[int, str]:
+def offsets_of(store: Store, tp: TopicPartition) -> dict[int, str]:
     consumer = store.consumer(None, auto_offset_reset="earliest")
     consumer.assign([tp])
     found = {}
@@ -85,7 +85,7 @@ def offsets_of(store: LogStore, tp: TopicPartition) -> dict[int, str]:
 class Producing:
     """A producer committing one record at a time to ``tp`` as fast as it can, in a thread."""
 
-    def __init__(self, store: LogStore, tp: TopicPartition) -> None:
+    def __init__(self, store: Store, tp: TopicPartition) -> None:
         self.store, self.tp = store, tp
         self.acked: dict[int, str] = {}
         self._stop = threading.Event()
@@ -288,7 +288,7 @@ RESERVING_WRITER = """
 import sys, time
 import pyarrow as pa
 from lakelog.engine.commit import Committer, RetryPolicy, TableLog
-from lakelog.engine.placement import RECORD_SCHEMA, PlacedBatch, place_records
+from lakelog.engine.produce.placement import RECORD_SCHEMA, PlacedBatch, place_records
 
 class Stuck(PlacedBatch):
     def build(self, ends, topics, append_time_ms):
@@ -323,7 +323,7 @@ def test_check_reports_a_pending_reservation_and_repair_aborts_it_once_expired(s
     assert report.violations == [] and report.pending == [(0, 3)]
     assert repair_store(store, check_store(store)) == []  # not expired: left alone
     later = Committer(TableLog(store.uri), "x").latest().pending_reservations(T0)[0].until_ms + 1
-    import lakelog.engine.log_check as log_check
+    import lakelog.engine.admin.check as log_check
 
     real_time = log_check.time.time
     log_check.time.time = lambda: later / 1000  # the deadline has passed

@@ -139,10 +139,10 @@ def test_no_log_line_of_a_cli_run_shows_a_secret(tmp_path, capsys, caplog, monke
 
 @pytest.mark.spark
 def test_a_store_applies_its_settings_to_topics_producers_and_consumers(spark, tmp_path, monkeypatch):
-    from lakelog.engine import LogStore
+    from lakelog.engine import Store
 
     monkeypatch.setenv("LAKELOG_CONSUMER_AUTO_OFFSET_RESET", "earliest")
-    store = LogStore.open(
+    store = Store.open(
         tmp_path / "s", spark=spark, num_partitions=3, **{"topic.retention.ms": 5000, "producer.client.id": "site"}
     )
     meta = store.create_topic("t")
@@ -161,5 +161,5 @@ def test_a_store_applies_its_settings_to_topics_producers_and_consumers(spark, t
     consumer.close()
     assert [r.value for r in records] == [b"v"]
     with pytest.raises(InvalidConfigError, match=r"unknown setting 'num\.partitons'"):
-        LogStore.open(tmp_path / "s", spark=spark, num_partitons=2)
+        Store.open(tmp_path / "s", spark=spark, num_partitons=2)
     assert store.list_topics() == ["t", "u"]

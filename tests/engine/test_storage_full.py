@@ -20,11 +20,11 @@ import pytest
 from lakelog.cli import main as cli_main
 from lakelog.compaction import maintain
 from lakelog.compaction.rewrite import run_tasks
-from lakelog.engine import LogStore
+from lakelog.engine import Store
+from lakelog.engine.admin.check import check_store
 from lakelog.engine.errors import StoreFullError
-from lakelog.engine.group_leases import LeaseStore
-from lakelog.engine.group_state import Member
-from lakelog.engine.log_check import check_store
+from lakelog.engine.groups.leases import LeaseStore
+from lakelog.engine.groups.state import Member
 
 NO_SPACE = "No space left on device"
 
@@ -79,7 +79,7 @@ def files_under(root: Path) -> set[str]:
 
 def test_a_lease_that_does_not_fit_raises_store_full_and_leaves_no_temporary_file(tmp_path, full_disk):
     uri = str(tmp_path / "store")
-    store = LogStore.open(uri)
+    store = Store.open(uri)
     leases = LeaseStore(uri, "g")
     leases.renew("kept", None)
     before = files_under(tmp_path)
@@ -97,7 +97,7 @@ def test_a_lease_that_does_not_fit_raises_store_full_and_leaves_no_temporary_fil
 
 def test_a_group_join_on_a_full_disk_raises_store_full_and_commits_nothing(tmp_path, full_disk):
     uri = str(tmp_path / "store")
-    store = LogStore.open(uri)
+    store = Store.open(uri)
     store.create_topic("t", partitions=2)
     producer = store.producer()
     producer.send("t", b"v", partition=0)
@@ -115,7 +115,7 @@ def test_a_group_join_on_a_full_disk_raises_store_full_and_commits_nothing(tmp_p
     assert outside_log == {f for f in before if not f.startswith("store/_delta_log/")}  # no lease, no announcement
 
 
-def _small_files(store: LogStore) -> None:
+def _small_files(store: Store) -> None:
     store.create_topic("t", partitions=2)
     producer = store.producer()
     for i in range(6):
@@ -126,7 +126,7 @@ def _small_files(store: LogStore) -> None:
 
 def test_maintenance_on_a_full_disk_raises_store_full_and_commits_nothing(tmp_path, full_disk):
     uri = str(tmp_path / "store")
-    store = LogStore.open(uri)
+    store = Store.open(uri)
     _small_files(store)
     version = store.log.latest_version()
     ends = store.end_offsets("t")
@@ -140,7 +140,7 @@ def test_maintenance_on_a_full_disk_raises_store_full_and_commits_nothing(tmp_pa
 
 def test_maintain_from_the_cli_on_a_full_disk_exits_as_the_table_says(tmp_path, full_disk, capsys):
     uri = str(tmp_path / "store")
-    _small_files(LogStore.open(uri))
+    _small_files(Store.open(uri))
     full_disk(uri)
     code = cli_main(["--store", uri, "maintain", "--no-vacuum"])
     err = capsys.readouterr().err

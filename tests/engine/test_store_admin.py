@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lakelog.engine import LogStore
+from lakelog.engine import Store
 from lakelog.engine.errors import (
     InvalidConfigError,
     InvalidPartitionsError,
@@ -19,9 +19,9 @@ pytestmark = pytest.mark.spark
 
 def test_open_creates_a_store_and_reopens_it(spark, tmp_path):
     path = tmp_path / "s"
-    store = LogStore.open(path, spark=spark)
+    store = Store.open(path, spark=spark)
     store.create_topic("orders", partitions=3)
-    again = LogStore.open(str(path), spark=spark)
+    again = Store.open(str(path), spark=spark)
     assert again.list_topics() == ["orders"]
     detail = spark.sql(f"DESCRIBE DETAIL delta.`{path}`").first()
     assert detail.partitionColumns == ["topic", "partition"]
@@ -33,12 +33,12 @@ def test_open_refuses_paths_that_are_not_stores(spark, tmp_path):
     plain = tmp_path / "plain"
     spark.range(3).write.format("delta").save(str(plain))
     with pytest.raises(StoreError, match="not a lakelog store"):
-        LogStore.open(plain, spark=spark)
+        Store.open(plain, spark=spark)
     junk = tmp_path / "junk"
     junk.mkdir()
     (junk / "notes.txt").write_text("hello")
     with pytest.raises(StoreError, match="non-empty directory"):
-        LogStore.open(junk, spark=spark)
+        Store.open(junk, spark=spark)
 
 
 def test_topic_lifecycle(store):

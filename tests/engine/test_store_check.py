@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 
 from lakelog.cli import main
-from lakelog.engine import LogStore
-from lakelog.engine.log_check import FileContents, check_partition, recorded_runs, stray_temporaries
+from lakelog.engine import Store
+from lakelog.engine.admin.check import FileContents, check_partition, recorded_runs, stray_temporaries
 from lakelog.engine.offsets import FileStats, TopicPartition
 
 TP = TopicPartition("t", 0)
@@ -151,9 +151,9 @@ def test_only_old_temporaries_in_the_stores_own_directories_are_stray():
 # -- a real store ----------------------------------------------------------------------
 
 
-def _store(tmp_path: Path, records: int = 12) -> tuple[LogStore, Path]:
+def _store(tmp_path: Path, records: int = 12) -> tuple[Store, Path]:
     root = tmp_path / "store"
-    store = LogStore.open(root)
+    store = Store.open(root)
     store.create_topic("t", partitions=2)
     with store.producer(linger_ms=0) as producer:
         for i in range(records):
@@ -245,7 +245,7 @@ def test_a_missing_file_is_found_and_dropped_only_when_asked(tmp_path, capsys):
     assert "dropped 1 missing file(s)" in out and "lost offsets 2..2" in out and "lost (recorded) 2..2" in out
     last = (root / "_delta_log" / f"{_log_versions(root)[-1]:020d}.json").read_text()
     assert '"operation":"FSCK"' in last and "lost_offsets" in last and "lakelog.lost." in last
-    fresh = LogStore.open(root, create=False)
+    fresh = Store.open(root, create=False)
     consumer = fresh.consumer(None, auto_offset_reset="earliest")
     consumer.assign([TP])
     got = []

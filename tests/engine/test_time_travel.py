@@ -6,8 +6,8 @@ from datetime import UTC, datetime
 
 import pytest
 
+from lakelog.engine.admin.time_travel import earliest_version, timestamp_ms, version_as_of
 from lakelog.engine.errors import InvalidOffsetError
-from lakelog.engine.time_travel import earliest_version, timestamp_ms, version_as_of
 
 # versions 0..6 committed at 100, 200, ..., 700 ms; versions 0 and 1 removed by log cleanup
 TIMES = {v: 100 * (v + 1) for v in range(7)}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from lakelog.cli import main
-from lakelog.engine.quickstart import run_quickstart
+from lakelog.cli.quickstart import run_quickstart
 
 
 def test_quickstart_runs_end_to_end_without_spark_and_can_run_again(tmp_path):

@@ -9,7 +9,7 @@ from lakelog.engine.errors import (
     TopicExistsError,
     UnknownTopicOrPartitionError,
 )
-from lakelog.engine.topic_admin import plan_alter_config, plan_create, plan_create_partitions, plan_delete
+from lakelog.engine.topic_changes import plan_alter_config, plan_create, plan_create_partitions, plan_delete
 from lakelog.engine.topics import (
     TopicMetadata,
     decode_topic,

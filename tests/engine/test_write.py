@@ -1,4 +1,4 @@
-"""LogStore.write: DataFrames with the Kafka sink's columns, offsets assigned inside Spark."""
+"""Store.write: DataFrames with the Kafka sink's columns, offsets assigned inside Spark."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import functions as F
 
-from lakelog.engine.dataframe_append import KAFKA_PARTITION_FUNCTION, register_functions
 from lakelog.engine.errors import (
     InvalidRecordError,
     InvalidTopicError,
@@ -17,7 +16,8 @@ from lakelog.engine.errors import (
     UnknownTopicOrPartitionError,
 )
 from lakelog.engine.offsets import TopicPartition
-from lakelog.engine.partitioner import partition_for_key
+from lakelog.engine.produce.partitioner import partition_for_key
+from lakelog.spark_connector.dataframe_write import KAFKA_PARTITION_FUNCTION, register_functions
 
 pytestmark = pytest.mark.spark
 
@@ -199,9 +199,9 @@ def test_keyless_rows_from_more_tasks_than_partitions_are_spread_and_dense(store
 
 REFUSED_WRITE = """
 import sys
-from lakelog.engine import LogStore
+from lakelog.engine import Store
 from lakelog.engine.errors import InvalidRecordError
-store = LogStore.open(sys.argv[1])
+store = Store.open(sys.argv[1])
 store.create_topic("t", partitions=2)
 for rows, schema in [([("v", -1)], "value string, timestamp long"),
                      ([("v", [(None, b"x")])], "value string, headers array<struct<key:string,value:binary>>")]:

@@ -12,7 +12,7 @@ import pyarrow.compute as pc
 import pytest
 from pyspark.sql import functions as F
 
-from lakelog.benchmarks.paced import PacedProducer
+from benchmarks.paced import PacedProducer
 from lakelog.engine.offsets import TopicPartition
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]

@@ -15,7 +15,7 @@ from confluent_kafka.admin import (
     NewTopic,
 )
 
-from lakelog.engine import LogStore
+from lakelog.engine import Store
 from lakelog.engine.offsets import TopicPartition
 
 
@@ -33,7 +33,7 @@ def test_topics_partitions_and_configs(agent):
     admin.create_partitions([NewPartitions("a", 4)])["a"].result(30)
     with pytest.raises(KafkaException, match="INVALID_PARTITIONS"):
         admin.create_partitions([NewPartitions("a", 2)])["a"].result(30)  # never shrink
-    store = LogStore.open(agent.store, create=False)
+    store = Store.open(agent.store, create=False)
     assert store.describe_topic("a").partitions == 4
 
     resource = ConfigResource(ConfigResource.Type.TOPIC, "a")
@@ -49,7 +49,7 @@ def test_topics_partitions_and_configs(agent):
         ],
     )
     admin.incremental_alter_configs([change])[change].result(30)
-    topic = LogStore.open(agent.store, create=False).describe_topic("a")
+    topic = Store.open(agent.store, create=False).describe_topic("a")
     assert topic.config_value("cleanup.policy") == ("compact",) and "retention.ms" not in topic.overrides
     bad = ConfigResource(
         ConfigResource.Type.TOPIC,
@@ -60,7 +60,7 @@ def test_topics_partitions_and_configs(agent):
         admin.incremental_alter_configs([bad])[bad].result(30)
 
     admin.delete_topics(["a"])["a"].result(30)
-    assert "a" not in LogStore.open(agent.store, create=False).list_topics()
+    assert "a" not in Store.open(agent.store, create=False).list_topics()
     with pytest.raises(KafkaException, match="UNKNOWN_TOPIC_OR_PART"):
         admin.delete_topics(["a"])["a"].result(30)
 
@@ -70,7 +70,7 @@ def test_groups_are_listed_described_and_deleted(agent):
     consumer.assign([KafkaTP("t", 0, 0)])
     consumer.commit(offsets=[KafkaTP("t", 0, 0)], asynchronous=False)
     consumer.close()
-    store = LogStore.open(agent.store, create=False)
+    store = Store.open(agent.store, create=False)
     mine = store.consumer("g2", enable_auto_commit=False)  # a lakelog group with a live member
     mine.subscribe(["t"])
     mine.poll(timeout_ms=500)
@@ -89,9 +89,9 @@ def test_groups_are_listed_described_and_deleted(agent):
         assert "g1" not in {g.group_id for g in admin.list_consumer_groups().result(30).valid}
     finally:
         mine.close(autocommit=False)
-    from lakelog.engine.group_admin import list_groups
+    from lakelog.engine.admin.groups import list_groups
 
-    assert [g.group_id for g in list_groups(LogStore.open(agent.store, create=False))] == ["g2"]  # lakelog agrees
+    assert [g.group_id for g in list_groups(Store.open(agent.store, create=False))] == ["g2"]  # lakelog agrees
 
 
 def test_a_groups_offsets_are_deleted_per_partition_as_kafkas_offset_delete(agent):
@@ -102,7 +102,7 @@ def test_a_groups_offsets_are_deleted_per_partition_as_kafkas_offset_delete(agen
     from kafka.admin import KafkaAdminClient
     from kafka.errors import GroupIdNotFoundError, GroupSubscribedToTopicError, NoError, UnknownTopicOrPartitionError
 
-    store = LogStore.open(agent.store, create=False)
+    store = Store.open(agent.store, create=False)
     store.create_topic("u", partitions=1)
     committer = store.consumer("g", enable_auto_commit=False)
     committer.assign([("t", 0), ("t", 1), ("u", 0)])
@@ -112,7 +112,7 @@ def test_a_groups_offsets_are_deleted_per_partition_as_kafkas_offset_delete(agen
     try:
         answer = admin.delete_group_offsets("g", [PyTP("t", 0), PyTP("t", 9)])
         assert answer == {PyTP("t", 0): NoError, PyTP("t", 9): UnknownTopicOrPartitionError}
-        left = LogStore.open(agent.store, create=False).consumer("g").committed([("t", 0), ("t", 1)])
+        left = Store.open(agent.store, create=False).consumer("g").committed([("t", 0), ("t", 1)])
         assert left[TopicPartition("t", 0)] is None and left[TopicPartition("t", 1)].offset == 4
         member = store.consumer("g", enable_auto_commit=False)  # live, subscribed to t only
         member.subscribe(["t"])

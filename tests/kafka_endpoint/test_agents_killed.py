@@ -12,7 +12,7 @@ from collections import Counter
 import pytest
 from confluent_kafka import Producer
 
-from lakelog.engine import LogStore
+from lakelog.engine import Store
 from lakelog.engine.offsets import TopicPartition
 from tests.history_checker import check
 from tests.kafka_endpoint.conftest import Agent
@@ -84,7 +84,7 @@ def test_a_killed_agent_loses_and_doubles_nothing(plain_store):
     finally:
         a.stop()
         b.stop()
-    store = LogStore.open(root, create=False)
+    store = Store.open(root, create=False)
     rows = []
     for p in (0, 1):
         tp = TopicPartition("t", p)

@@ -13,8 +13,8 @@ from confluent_kafka import TopicPartition as KafkaTP
 from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
 
-from lakelog.engine import LogStore
-from lakelog.kafka_endpoint.handlers import METADATA, PRODUCE, Endpoint
+from lakelog.engine import Store
+from lakelog.kafka_endpoint.endpoint import METADATA, PRODUCE, Endpoint
 from lakelog.kafka_endpoint.messages import Request, build
 from tests.kafka_endpoint.conftest import Agent
 
@@ -26,7 +26,7 @@ def path(tmp_path) -> Path:
 
 @pytest.fixture
 def endpoint(path):
-    store = LogStore.open(path, auto_create_topics_enable=True, num_partitions=3)
+    store = Store.open(path, auto_create_topics_enable=True, num_partitions=3)
     served = Endpoint(store, "127.0.0.1", 9092)
     yield served
     served.close()
@@ -58,14 +58,14 @@ def test_a_metadata_request_that_does_not_allow_creation_or_asks_for_all_topics_
 
 
 def test_with_the_setting_off_a_missing_topic_stays_unknown(path):
-    endpoint = Endpoint(LogStore.open(path), "127.0.0.1", 9092)
+    endpoint = Endpoint(Store.open(path), "127.0.0.1", 9092)
     try:
         answer = _metadata(endpoint, 12, ["nope"], allow_auto_topic_creation=True)
         assert answer == {"nope": (ErrorCode.unknown_topic_or_partition, 0)}
         assert _metadata(endpoint, 1, ["nope"]) == {"nope": (ErrorCode.unknown_topic_or_partition, 0)}
     finally:
         endpoint.close()
-    assert LogStore.open(path).list_topics() == []
+    assert Store.open(path).list_topics() == []
 
 
 def _produce_unasked(endpoint: Endpoint, transactional_id: str | None = None, producer_id: int = -1, epoch: int = -1):
@@ -98,7 +98,7 @@ def test_a_transactional_produce_to_a_missing_topic_is_refused_too(endpoint):
     auto-creates for its own users; Kafka's Produce still never creates."""
     from datetime import timedelta
 
-    from lakelog.kafka_endpoint.handlers import INIT_PRODUCER_ID
+    from lakelog.kafka_endpoint.endpoint import INIT_PRODUCER_ID
 
     init = build(
         load_request_schema(INIT_PRODUCER_ID, 4), transactional_id="tx", transaction_timeout=timedelta(seconds=60)
@@ -111,7 +111,7 @@ def test_a_transactional_produce_to_a_missing_topic_is_refused_too(endpoint):
 
 
 def _agent(path: Path, monkeypatch, enabled: bool) -> Agent:
-    LogStore.open(path)
+    Store.open(path)
     monkeypatch.setenv("LAKELOG_AUTO_CREATE_TOPICS_ENABLE", str(enabled).lower())
     monkeypatch.setenv("LAKELOG_NUM_PARTITIONS", "2")
     return Agent(path)
@@ -152,7 +152,7 @@ def test_a_kafka_producer_creates_a_topic_through_the_agent_and_a_consumer_reads
         assert placed.offset == 0
     finally:
         agent.stop()
-    store = LogStore.open(path, create=False)
+    store = Store.open(path, create=False)
     assert store.list_topics() == ["fresh", "fresh-kp"] and store.describe_topic("fresh").partitions == 2
 
 
@@ -169,4 +169,4 @@ def test_with_the_setting_off_a_kafka_client_gets_unknown_topic_or_partition(pat
         assert errors and errors[0].code() in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC)
     finally:
         agent.stop()
-    assert LogStore.open(path, create=False).list_topics() == []
+    assert Store.open(path, create=False).list_topics() == []

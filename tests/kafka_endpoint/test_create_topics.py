@@ -12,15 +12,15 @@ import pytest
 from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
 
-from lakelog.engine import LogStore
+from lakelog.engine import Store
 from lakelog.kafka_endpoint.admin import DEFAULT_CONFIG, DYNAMIC_TOPIC_CONFIG
-from lakelog.kafka_endpoint.handlers import CREATE_TOPICS, Endpoint
+from lakelog.kafka_endpoint.endpoint import CREATE_TOPICS, Endpoint
 from lakelog.kafka_endpoint.messages import Request, build
 
 
 @pytest.fixture
 def endpoint(tmp_path):
-    served = Endpoint(LogStore.open(tmp_path / "store", num_partitions=2), "127.0.0.1", 9092)
+    served = Endpoint(Store.open(tmp_path / "store", num_partitions=2), "127.0.0.1", 9092)
     yield served
     served.close()
 

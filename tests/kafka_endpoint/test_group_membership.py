@@ -9,7 +9,7 @@ import time
 
 from confluent_kafka import Consumer, KafkaException
 
-from lakelog.engine import LogStore
+from lakelog.engine import Store
 
 
 def _member(agent, name: str) -> Consumer:
@@ -44,7 +44,7 @@ def _owned(consumer: Consumer) -> set[int]:
 
 
 def test_kafka_members_share_a_group_and_take_over_when_one_leaves(agent):
-    store = LogStore.open(agent.store, create=False)
+    store = Store.open(agent.store, create=False)
     store.create_topic("g", partitions=4)
     with store.producer(linger_ms=0) as producer:
         for i in range(400):
@@ -69,14 +69,14 @@ def test_kafka_members_share_a_group_and_take_over_when_one_leaves(agent):
         assert _owned(a) == {0, 1, 2, 3}  # the leaver's partitions moved to the one left
     finally:
         a.close()
-    from lakelog.engine.group_admin import describe_group
+    from lakelog.engine.admin.groups import describe_group
 
-    group = describe_group(LogStore.open(agent.store, create=False), "kg")
+    group = describe_group(Store.open(agent.store, create=False), "kg")
     assert {p.partition: p.committed for p in group.partitions if p.topic == "g"} == {p: 100 for p in range(4)}
 
 
 def test_a_kafka_member_and_a_lakelog_consumer_share_one_group(agent):
-    store = LogStore.open(agent.store, create=False)
+    store = Store.open(agent.store, create=False)
     store.create_topic("g", partitions=4)
     kafka = _member(agent, "kafka")
     mine = store.consumer("kg", enable_auto_commit=False, auto_offset_reset="earliest", client_id="lakelog")
@@ -111,7 +111,7 @@ def test_a_kafka_member_and_a_lakelog_consumer_share_one_group(agent):
 def test_members_connected_to_different_agents_of_one_store_share_the_group(agent):
     from tests.kafka_endpoint.conftest import Agent
 
-    store = LogStore.open(agent.store, create=False)
+    store = Store.open(agent.store, create=False)
     store.create_topic("g", partitions=4)
     with store.producer(linger_ms=0) as producer:
         for i in range(400):
@@ -144,7 +144,7 @@ def test_a_killed_members_partitions_go_to_the_others_after_its_session(agent, t
     import sys
     from pathlib import Path
 
-    store = LogStore.open(agent.store, create=False)
+    store = Store.open(agent.store, create=False)
     store.create_topic("g", partitions=6)
     with store.producer(linger_ms=0) as producer:
         for i in range(600):

@@ -9,9 +9,9 @@ from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
 
-from lakelog.engine import LogStore
+from lakelog.engine import Store
 from lakelog.engine.offsets import TopicPartition
-from lakelog.kafka_endpoint.handlers import INIT_PRODUCER_ID, PRODUCE, Endpoint
+from lakelog.kafka_endpoint.endpoint import INIT_PRODUCER_ID, PRODUCE, Endpoint
 from lakelog.kafka_endpoint.idempotence import Sequence, sequence_verdict
 from lakelog.kafka_endpoint.messages import Request, build
 
@@ -101,7 +101,7 @@ def test_librdkafka_with_idempotence_produces_every_record_once(agent, acks):
         )
     assert producer.flush(60) == 0
     assert all(e is None for e, _, _ in acked) and len(acked) == 200
-    store = LogStore.open(agent.store, create=False)
+    store = Store.open(agent.store, create=False)
     ends = store.log.latest()
     assert sum(ends.end_offset(TopicPartition("t", p)) for p in (0, 1)) == 200
     assert sorted((p, o) for _, p, o in acked) == sorted(

@@ -9,8 +9,8 @@ import subprocess
 
 import pytest
 
-from lakelog.benchmarks.kafka_reference import ensure_kafka_jars
-from lakelog.engine import LogStore
+from benchmarks.kafka_reference import ensure_kafka_jars
+from lakelog.engine import Store
 from lakelog.engine.offsets import TopicPartition
 
 pytestmark = [
@@ -42,7 +42,7 @@ def test_kafkas_console_producer_and_consumer_work_against_the_agent(agent):
         stdin="k1\tone\nk2\ttwo\nk1\tthree\n",
     )
     assert produced.returncode == 0, produced.stderr
-    store = LogStore.open(agent.store, create=False)
+    store = Store.open(agent.store, create=False)
     ends = [store.log.latest().end_offset(TopicPartition("t", p)) for p in (0, 1)]
     assert sum(ends) == 3
     busy = 0 if ends[0] else 1
@@ -83,7 +83,7 @@ def test_kafkas_producer_perf_test_sends_what_it_reports(agent):
     )
     assert done.returncode == 0, done.stderr
     assert "5000 records sent" in done.stdout
-    ends = LogStore.open(agent.store, create=False).log.latest()
+    ends = Store.open(agent.store, create=False).log.latest()
     assert sum(ends.end_offset(TopicPartition("t", p)) for p in (0, 1)) == 5000
 
 

@@ -10,7 +10,7 @@ from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
 
 from lakelog.engine import TopicPartition
-from lakelog.kafka_endpoint.handlers import (
+from lakelog.kafka_endpoint.endpoint import (
     ADD_OFFSETS_TO_TXN,
     END_TXN,
     INIT_PRODUCER_ID,

@@ -11,7 +11,7 @@ import pytest
 from confluent_kafka import KafkaError, Producer
 from confluent_kafka import TopicPartition as KafkaTP
 
-from lakelog.engine import LogStore
+from lakelog.engine import Store
 from lakelog.engine.offsets import TopicPartition
 
 
@@ -56,7 +56,7 @@ def test_records_produced_through_the_agent_land_with_the_acknowledged_offsets(a
     records += [{"topic": "t", "value": b"keyless", "partition": 1, "timestamp": 1_700_000_000_123}]
     acks = _produce(agent.bootstrap, records, **{"compression.type": compression})
     assert all(error is None for error, *_ in acks)
-    store = LogStore.open(agent.store, create=False)
+    store = Store.open(agent.store, create=False)
     placed = {}
     for p in (0, 1):
         consumer = store.consumer(None, auto_offset_reset="earliest")
@@ -75,7 +75,7 @@ def test_records_produced_through_the_agent_land_with_the_acknowledged_offsets(a
 
 
 def test_records_in_the_store_are_fetched_by_a_kafka_consumer(agent):
-    store = LogStore.open(agent.store, create=False)
+    store = Store.open(agent.store, create=False)
     with store.producer(linger_ms=0) as producer:
         for i in range(30):
             producer.send(
@@ -95,7 +95,7 @@ def test_records_in_the_store_are_fetched_by_a_kafka_consumer(agent):
 def test_list_offsets_earliest_latest_and_by_time(agent):
     from confluent_kafka import Consumer
 
-    store = LogStore.open(agent.store, create=False)
+    store = Store.open(agent.store, create=False)
     with store.producer(linger_ms=0) as producer:
         for i in range(5):
             producer.send("t", f"v{i}", partition=0, timestamp=1_000_000 + 1000 * i).get()
@@ -116,7 +116,7 @@ def test_list_offsets_max_timestamp_answers_the_newest_record(agent):
     largest timestamp, wherever it sits in the partition; nothing for an empty partition."""
     from confluent_kafka.admin import AdminClient, OffsetSpec
 
-    store = LogStore.open(agent.store, create=False)
+    store = Store.open(agent.store, create=False)
     with store.producer(linger_ms=0) as producer:
         for i, ts in enumerate([1_000_000, 1_005_000, 1_002_000, 1_005_000, 1_001_000]):
             producer.send("t", f"v{i}", partition=0, timestamp=ts).get()
@@ -128,7 +128,7 @@ def test_list_offsets_max_timestamp_answers_the_newest_record(agent):
 
 
 def test_an_unknown_topic_is_refused_and_nothing_is_written(agent):
-    store = LogStore.open(agent.store, create=False)
+    store = Store.open(agent.store, create=False)
     version = store.log.latest_version()
     producer = Producer(
         {"bootstrap.servers": agent.bootstrap, "message.timeout.ms": 3000, "topic.metadata.refresh.interval.ms": 500}
@@ -141,7 +141,7 @@ def test_an_unknown_topic_is_refused_and_nothing_is_written(agent):
         KafkaError._UNKNOWN_TOPIC,
         KafkaError._MSG_TIMED_OUT,
     )
-    assert LogStore.open(agent.store, create=False).log.latest_version() == version
+    assert Store.open(agent.store, create=False).log.latest_version() == version
 
 
 def _raw(port: int, frame: bytes) -> bytes:
@@ -183,7 +183,7 @@ def test_sigterm_stops_the_agent_cleanly(agent):
 def test_offsets_committed_by_a_kafka_consumer_are_the_groups_offsets_in_the_store(agent):
     from confluent_kafka import Consumer
 
-    store = LogStore.open(agent.store, create=False)
+    store = Store.open(agent.store, create=False)
     with store.producer(linger_ms=0) as producer:
         for i in range(4):
             producer.send("t", f"v{i}", partition=0).get()
@@ -196,7 +196,7 @@ def test_offsets_committed_by_a_kafka_consumer_are_the_groups_offsets_in_the_sto
             consumer.commit(offsets=[KafkaTP("t", 7, 1)], asynchronous=False)
     finally:
         consumer.close()
-    mine = LogStore.open(agent.store, create=False).consumer("g", enable_auto_commit=False)
+    mine = Store.open(agent.store, create=False).consumer("g", enable_auto_commit=False)
     assert mine.committed([TopicPartition("t", 0)])[TopicPartition("t", 0)].offset == 3  # lakelog's group too
     mine.close(autocommit=False)
 
@@ -225,7 +225,7 @@ def test_kafka_python_produces_consumes_and_commits(agent):
 
 
 def test_a_record_over_max_message_bytes_is_refused_and_nothing_written(agent):
-    store = LogStore.open(agent.store, create=False)
+    store = Store.open(agent.store, create=False)
     store.create_topic("small", partitions=1, config={"max.message.bytes": 100})
     version = store.log.latest_version()
     producer = Producer({"bootstrap.servers": agent.bootstrap, "message.max.bytes": 1_000_000})
@@ -233,4 +233,4 @@ def test_a_record_over_max_message_bytes_is_refused_and_nothing_written(agent):
     producer.produce("small", b"x" * 500, partition=0, on_delivery=lambda error, message: errors.append(error))
     producer.flush(30)
     assert errors and errors[0] is not None and errors[0].code() == KafkaError.MSG_SIZE_TOO_LARGE
-    assert LogStore.open(agent.store, create=False).log.latest_version() == version
+    assert Store.open(agent.store, create=False).log.latest_version() == version

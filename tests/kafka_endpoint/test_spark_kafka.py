@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from lakelog.benchmarks.kafka_reference import SPARK_KAFKA_DIR, ensure_kafka_jars
-from lakelog.engine import LogStore
+from benchmarks.kafka_reference import SPARK_KAFKA_DIR, ensure_kafka_jars
+from lakelog.engine import Store
 from lakelog.engine.offsets import TopicPartition
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
@@ -28,7 +28,7 @@ NEEDED = ("spark-sql-kafka-0-10", "spark-token-provider-kafka-0-10", "kafka-clie
 
 JOB = """
 import json, sys
-from lakelog.engine.session import build_session, session_conf
+from lakelog.spark_connector.session import build_session, session_conf
 bootstrap, jars = sys.argv[1], sys.argv[2]
 spark = build_session({"spark.jars": session_conf()["spark.jars"] + "," + jars, "spark.master": "local[2]"})
 rows = (
@@ -50,8 +50,8 @@ batches = len([p for p in query.recentProgress if p["numInputRows"]])
 out = spark.createDataFrame([("k-new", "from-spark")], "key string, value string")
 out.write.format("kafka").option("kafka.bootstrap.servers", bootstrap).option("topic", "t").save()
 # What went in through the agent, as lakelog's Spark readers see it.
-from lakelog.engine import LogStore
-store = LogStore.open(sys.argv[3], spark=spark)
+from lakelog.engine import Store
+store = Store.open(sys.argv[3], spark=spark)
 columns = ["partition", "offset", "CAST(key AS STRING) AS key", "CAST(value AS STRING) AS value"]
 lakelog_source = spark.read.format("lakelog").option("path", sys.argv[3]).option("subscribe", "t").load()
 print(json.dumps({
@@ -67,7 +67,7 @@ print(json.dumps({
 def test_spark_format_kafka_reads_and_writes_a_store_through_the_agent(agent, tmp_path):
     from confluent_kafka import Producer
 
-    store = LogStore.open(agent.store, create=False)
+    store = Store.open(agent.store, create=False)
     sent = {}
     with store.producer(linger_ms=0) as producer:
         for i in range(12):
@@ -100,7 +100,7 @@ def test_spark_format_kafka_reads_and_writes_a_store_through_the_agent(agent, tm
     # The streaming source read the same 18 records once each, at most 5 a micro-batch.
     streamed = [(r["partition"], r["offset"]) for r in seen["streamed"]]
     assert sorted(streamed) == sorted(sent) and seen["stream_batches"] >= 4
-    ends = LogStore.open(agent.store, create=False).log.latest()
+    ends = Store.open(agent.store, create=False).log.latest()
     assert sum(ends.end_offset(TopicPartition("t", p)) for p in (0, 1)) == 19  # and Spark's one record
     for reader in ("store_read", "format_lakelog"):  # the same records at the same offsets
         found = {(r["partition"], r["offset"]): (r["key"], r["value"]) for r in seen[reader]}

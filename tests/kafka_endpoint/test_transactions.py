@@ -8,7 +8,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka import TopicPartition as KafkaTP
 
-from lakelog.engine import LogStore
+from lakelog.engine import Store
 from lakelog.engine.offsets import TopicPartition
 
 
@@ -31,7 +31,7 @@ def test_committed_transactions_land_whole_and_aborted_ones_never(agent):
         producer.produce("t", f"dropped-{i}".encode(), partition=0)
     producer.flush(30)
     producer.abort_transaction(30)
-    fresh = LogStore.open(agent.store, create=False)
+    fresh = Store.open(agent.store, create=False)
     ends = fresh.log.latest()
     assert [ends.end_offset(TopicPartition("t", p)) for p in (0, 1)] == [5, 5]
     appends = [e for e in fresh.history_entries("t") if e.ranges]
@@ -73,7 +73,7 @@ def test_a_new_instance_fences_the_old_one(agent):
     new.begin_transaction()
     new.produce("t", b"from-new", partition=0)
     new.commit_transaction(30)
-    store = LogStore.open(agent.store, create=False)
+    store = Store.open(agent.store, create=False)
     consumer = store.consumer(None, auto_offset_reset="earliest")
     consumer.assign([TopicPartition("t", 0)])
     assert [bytes(r.value) for r in consumer.poll(timeout_ms=500)] == [b"from-new"]

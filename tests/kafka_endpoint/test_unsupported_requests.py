@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from lakelog.engine import LogStore
-from lakelog.kafka_endpoint.handlers import API_VERSIONS, SUPPORTED
+from lakelog.engine import Store
+from lakelog.kafka_endpoint.endpoint import API_VERSIONS, SUPPORTED
 from lakelog.kafka_endpoint.messages import api_name, header_client_id
 from lakelog.kafka_endpoint.server import UnsupportedRequests
 from tests.kafka_endpoint.conftest import Agent, wait_for
@@ -80,7 +80,7 @@ def _ask(port: int, frame: bytes) -> int:
 @pytest.mark.slow
 def test_the_agent_logs_each_unsupported_client_and_api_once(tmp_path: Path):
     store = tmp_path / "store"
-    LogStore.open(store).close()
+    Store.open(store).close()
     log = tmp_path / "agent.log"
     agent = Agent(store, log=log)
     try:

@@ -63,13 +63,13 @@ def test_any_other_registration_error_is_raised():
 @pytest.mark.spark
 def test_a_second_session_gets_format_lakelog_too(spark, store):
     """spark.newSession() shares the SparkContext but not the registered Python data sources."""
-    from lakelog.engine import LogStore
+    from lakelog.engine import Store
 
     store.create_topic("t", partitions=1)
     with store.producer() as producer:
         producer.send("t", key=b"k", value=b"v")
     other = spark.newSession()
-    reopened = LogStore.open(store.uri, spark=other)  # registers in `other`
+    reopened = Store.open(store.uri, spark=other)  # registers in `other`
     assert reopened.read("t").count() == 1
     frame = other.read.format("lakelog").option("path", store.uri).option("subscribe", "t").load()
     assert [(r.key, r.value) for r in frame.collect()] == [(b"k", b"v")]

@@ -12,9 +12,9 @@ import pytest
 from pyspark.errors import PySparkException, StreamingQueryException
 from pyspark.sql.utils import CapturedException
 
+from lakelog.engine.admin.groups import describe_group
 from lakelog.engine.commit import TableLog
-from lakelog.engine.group_admin import describe_group
-from lakelog.engine.object_store import StoreAccess
+from lakelog.engine.storage.object_store import StoreAccess
 
 pytestmark = pytest.mark.spark
 

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from lakelog.engine import LogStore, object_store
+from lakelog.engine import Store, object_store
 from lakelog.engine.commit.log_files import LogFiles
 from lakelog.engine.errors import CommitNotDurableError
-from lakelog.engine.object_store import put_if_absent
 from lakelog.engine.offsets import TopicPartition
+from lakelog.engine.storage.object_store import put_if_absent
 from tests.storage.power_loss import PowerLoss
 
 TP = TopicPartition("t", 0)
@@ -45,10 +45,10 @@ class SyncLog:
 
 
 @pytest.fixture
-def store(tmp_path) -> LogStore:
+def store(tmp_path) -> Store:
     if not Path("/proc/self/fd").is_dir():
         pytest.skip("needs /proc/self/fd")
-    store = LogStore.open(tmp_path / "store")
+    store = Store.open(tmp_path / "store")
     store.create_topic("t", partitions=1)
     return store
 
@@ -89,7 +89,7 @@ def test_a_new_store_syncs_its_root_and_delta_log_into_their_parents(tmp_path, m
         pytest.skip("needs /proc/self/fd")
     syncs = SyncLog(monkeypatch)
     root = tmp_path / "a" / "store"
-    LogStore.open(root)
+    Store.open(root)
     commit = ("link", f"{root}/_delta_log/{0:020d}.json")
     before = syncs.events[: syncs.events.index(commit)]
     assert ("sync-dir", str(tmp_path)) in before  # "a" is new: its parent holds its name
@@ -106,7 +106,7 @@ def test_no_acknowledged_offset_is_reused_after_a_power_loss(tmp_path, monkeypat
     again, which shows that it can catch the fault the syncs prevent."""
     power = PowerLoss(tmp_path, monkeypatch)
     root = tmp_path / "store"
-    store = LogStore.open(root)
+    store = Store.open(root)
     store.create_topic("t", partitions=1)
     monkeypatch.setattr(object_store, "_sync_directories", synced)
     acked: dict[int, bytes] = {}
@@ -116,7 +116,7 @@ def test_no_acknowledged_offset_is_reused_after_a_power_loss(tmp_path, monkeypat
             acked[producer.send("t", value, partition=0).get().offset] = value
     lost = power.crash()
     monkeypatch.setattr(object_store, "_sync_directories", True)
-    after = LogStore.open(root, create=False)
+    after = Store.open(root, create=False)
     consumer = after.consumer(None, auto_offset_reset="earliest")
     consumer.assign([TP])
     found = {r.offset: r.value for r in consumer.poll(timeout_ms=500)}
@@ -154,7 +154,7 @@ def test_a_commit_whose_directory_cannot_be_synced_is_not_acknowledged_and_keeps
         assert isinstance(future.exception(), CommitNotDurableError)
     monkeypatch.undo()
     # Visible (readers may have seen it) and complete: its data file was not deleted.
-    consumer = LogStore.open(store.uri, create=False).consumer(None, auto_offset_reset="earliest")
+    consumer = Store.open(store.uri, create=False).consumer(None, auto_offset_reset="earliest")
     consumer.assign([TP])
     assert [(r.offset, r.value) for r in consumer.poll(timeout_ms=500)] == [(0, b"v")]
     consumer.close()

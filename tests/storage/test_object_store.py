@@ -11,7 +11,7 @@ from botocore.exceptions import ConnectionClosedError, ReadTimeoutError
 from py4j.protocol import Py4JJavaError
 
 from lakelog.engine.errors import CommitStateUnknownError
-from lakelog.engine.object_store import (
+from lakelog.engine.storage.object_store import (
     WRITE_ID_KEY,
     S3Settings,
     _s3_client,

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from lakelog.compaction import maintain
-from lakelog.engine import LogStore
-from lakelog.engine.consumer import Consumer
-from lakelog.engine.producer import Producer
+from lakelog.engine import Store
+from lakelog.engine.consume.consumer import Consumer
+from lakelog.engine.produce.producer import Producer
 
 
 @pytest.fixture
@@ -29,10 +29,10 @@ def umask_022():
         os.umask(old)
 
 
-def busy_store(root: Path) -> LogStore:
+def busy_store(root: Path) -> Store:
     """A store that went through every kind of write: topics, appends, a checkpoint,
     group offsets, leases, maintenance and VACUUM."""
-    store = LogStore.open(root)
+    store = Store.open(root)
     store.create_topic("t", partitions=2, config={"cleanup.policy": "compact,delete"})
     with Producer(store, {"linger.ms": 0}) as producer:
         for i in range(50):  # past the store's delta.checkpointInterval (50 versions)

@@ -6,13 +6,13 @@ from __future__ import annotations
 import pytest
 
 from lakelog.cli import main
-from lakelog.engine import LogStore
+from lakelog.engine import Store
 
 pytestmark = [pytest.mark.s3]
 
 
 def test_check_finds_a_missing_file_and_a_stray_temporary_on_s3(s3_server, s3_uri, capsys):
-    store = LogStore.open(s3_uri)
+    store = Store.open(s3_uri)
     store.create_topic("t", partitions=1)
     with store.producer(linger_ms=0) as producer:
         for i in range(3):

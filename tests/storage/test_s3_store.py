@@ -10,9 +10,9 @@ import pytest
 from pyspark.errors import StreamingQueryException
 
 from lakelog import compaction
-from lakelog.engine.object_store import bucket_and_key
-from lakelog.engine.session import S3_LOG_STORE
-from lakelog.engine.store import _warn_if_unsafe, s3_commit_hazard
+from lakelog.engine.storage.object_store import bucket_and_key
+from lakelog.spark_connector.session import S3_LOG_STORE
+from lakelog.store import _warn_if_unsafe, s3_commit_hazard
 from tests.log_checks import check_dense
 
 pytestmark = [pytest.mark.spark, pytest.mark.s3]
@@ -140,8 +140,8 @@ def test_a_session_with_deltas_single_driver_s3_log_store_is_reported(spark, s3_
     unsafe.conf.set("spark.delta.logStore.s3a.impl", "io.delta.storage.S3SingleDriverLogStore")
     hazard = s3_commit_hazard(unsafe, s3_uri)
     assert hazard is not None and "S3SingleDriverLogStore" in hazard and S3_LOG_STORE in hazard
-    with caplog.at_level(logging.WARNING, logger="lakelog.engine.store"):
-        # What LogStore.open(s3_uri, spark=unsafe) runs first (the rest of open would only
+    with caplog.at_level(logging.WARNING, logger="lakelog.store"):
+        # What Store.open(s3_uri, spark=unsafe) runs first (the rest of open would only
         # register format("lakelog") again, which Spark refuses in a second session).
         _warn_if_unsafe(unsafe, s3_uri)
     assert any("UNSAFE for concurrent writers" in r.getMessage() for r in caplog.records)

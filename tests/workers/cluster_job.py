@@ -14,8 +14,8 @@ import time
 from pyspark.sql import functions as F
 
 from lakelog.compaction import maintain
-from lakelog.engine.session import build_session
-from lakelog.engine.store import LogStore
+from lakelog.spark_connector.session import build_session
+from lakelog.store import Store
 
 RECORDS = 20_000
 
@@ -37,7 +37,7 @@ def main() -> None:
             **dict(c.split("=", 1) for c in args.conf),
         }
     )
-    store = LogStore.open(args.store, spark=spark)
+    store = Store.open(args.store, spark=spark)
     store.create_topic("events", partitions=4)
     store.create_topic("copy", partitions=4)
     store.create_topic("prices", partitions=2, config={"cleanup.policy": "compact", "min.compaction.lag.ms": 0})

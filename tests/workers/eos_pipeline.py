@@ -20,9 +20,9 @@ def main() -> int:
     parser.add_argument("--batch", type=int, default=15)
     args = parser.parse_args()
 
-    from lakelog.engine import LogStore
+    from lakelog.engine import Store
 
-    store = LogStore.open(args.store)
+    store = Store.open(args.store)
     consumer = store.consumer(
         args.group,
         auto_offset_reset="earliest",

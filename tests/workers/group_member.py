@@ -30,9 +30,9 @@ def main() -> int:
     parser.add_argument("--session-timeout-ms", type=int, default=4000)
     args = parser.parse_args()
 
-    from lakelog.engine import LogStore
+    from lakelog.engine import Store
 
-    store = LogStore.open(args.store)
+    store = Store.open(args.store)
     out = open(args.log, "a", encoding="utf-8")  # noqa: SIM115 - lives as long as the process
 
     def record(event: str, **fields) -> None:

@@ -95,12 +95,12 @@ def outcome_of(exc: BaseException) -> str:
 def open_store(args: argparse.Namespace, record: Recorder, spark: Any = None) -> Any:
     """The store, opened again until it opens: a damaged log fails closed (CorruptLogError,
     recorded as an error) until it is mended."""
-    from lakelog.engine import LogStore
+    from lakelog.engine import Store
     from lakelog.engine.errors import LakelogError
 
     while True:
         try:
-            return LogStore.open(args.store, spark=spark)
+            return Store.open(args.store, spark=spark)
         except LakelogError as exc:
             record(error_event("open", exc))
             time.sleep(0.2)
@@ -320,7 +320,7 @@ def run_consumer(args: argparse.Namespace, rng: random.Random, record: Recorder,
 
 
 def run_writer(args: argparse.Namespace, rng: random.Random, record: Recorder, stopped: Callable[[], bool]) -> None:
-    from lakelog.engine.session import build_session
+    from lakelog.spark_connector.session import build_session
 
     spark = build_session(
         {"spark.master": "local[1]", "spark.driver.memory": "768m", "spark.sql.shuffle.partitions": "1"}
@@ -351,7 +351,7 @@ def run_writer(args: argparse.Namespace, rng: random.Random, record: Recorder, s
 def run_streamer(args: argparse.Namespace, rng: random.Random, record: Recorder, stopped: Callable[[], bool]) -> None:
     from pathlib import Path
 
-    from lakelog.engine.session import build_session
+    from lakelog.spark_connector.session import build_session
 
     spark = build_session(
         {"spark.master": "local[1]", "spark.driver.memory": "768m", "spark.sql.shuffle.partitions": "1"}

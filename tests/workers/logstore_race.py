@@ -26,7 +26,7 @@ def main() -> None:
     parser.add_argument("--ready", required=True, help="file to create once the JVM is up")
     args = parser.parse_args()
 
-    from lakelog.engine.session import build_session
+    from lakelog.spark_connector.session import build_session
 
     spark = build_session({"spark.master": "local[1]", "spark.driver.memory": "512m"})
     jvm = spark._jvm

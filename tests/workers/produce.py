@@ -39,16 +39,16 @@ def main() -> int:
     # The commit core says at DEBUG when another writer took the version a commit wanted.
     logging.basicConfig(level=logging.WARNING, stream=sys.stdout, format="%(name)s %(message)s")
     logging.getLogger("lakelog.engine.commit.committer").setLevel(logging.DEBUG)
-    from lakelog.engine import LogStore
+    from lakelog.engine import Store
 
     spark = None
     if args.mode == "dataframe":
-        from lakelog.engine.session import build_session
+        from lakelog.spark_connector.session import build_session
 
         spark = build_session(
             {"spark.master": "local[1]", "spark.driver.memory": "768m", "spark.sql.shuffle.partitions": "1"}
         )
-    store = LogStore.open(args.store, spark=spark)
+    store = Store.open(args.store, spark=spark)
     print(f"ready after {time.monotonic() - began:.1f} s", flush=True)
     while args.start and not os.path.exists(args.start):
         time.sleep(0.05)

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import argparse
 
-from lakelog.engine.session import build_session
-from lakelog.engine.store import LogStore
+from lakelog.spark_connector.session import build_session
+from lakelog.store import Store
 
 
 def main() -> None:
@@ -21,7 +21,7 @@ def main() -> None:
     parser.add_argument("--available-now", action="store_true")
     args = parser.parse_args()
     spark = build_session({"spark.master": "local[2]", "spark.sql.shuffle.partitions": "2"})
-    store = LogStore.open(args.store, spark=spark)
+    store = Store.open(args.store, spark=spark)
     writer = (
         spark.readStream.format("lakelog")
         .option("path", store.uri)

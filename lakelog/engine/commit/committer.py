@@ -1,7 +1,7 @@
 """The commit loop: every write of the log table goes through :class:`Committer`.
 
 One pipeline for appends (producers, transactions, consumer groups, the
-streaming sink, ``LogStore.write``), topic changes and maintenance steps::
+streaming sink, ``Store.write``), topic changes and maintenance steps::
 
       plan against the state at version V        (pure: the batch, the change, the step)
         |
@@ -66,6 +66,7 @@ from lakelog.engine.commit.conflicts import (
     record_verdict,
     topic_change_verdict,
 )
+from lakelog.engine.commit.data_files import DataFile, DataFileWriter
 from lakelog.engine.commit.features import check_writable
 from lakelog.engine.commit.follower import TableLog
 from lakelog.engine.commit.info import TAG_CLIENT, TAG_DETAILS, TAG_OPERATION, append_tags, commit_info
@@ -89,7 +90,6 @@ from lakelog.engine.commit.reservations import (
 )
 from lakelog.engine.commit.retry import RetryPolicy, retries_exhausted
 from lakelog.engine.commit.state import TableState
-from lakelog.engine.data_files import DataFile, DataFileWriter
 from lakelog.engine.errors import (
     CommitConflictError,
     CommitNotDurableError,
@@ -108,7 +108,6 @@ from lakelog.engine.errors import (
     StoreFullError,
     error_for_os_error,
 )
-from lakelog.engine.object_store import delta_storage_options, is_s3, make_directories, python_uri
 from lakelog.engine.offsets import (
     FileStats,
     OffsetRange,
@@ -118,6 +117,7 @@ from lakelog.engine.offsets import (
     plan_ranges,
     verify_written,
 )
+from lakelog.engine.storage.object_store import delta_storage_options, is_s3, make_directories, python_uri
 from lakelog.engine.topics import TopicMetadata
 
 log = logging.getLogger(__name__)
@@ -157,7 +157,7 @@ class AppTransaction:
 
 class AppendBatch(Protocol):
     """Records to append in one commit. A batch may name its files with a ``file_label``
-    attribute (:data:`engine.data_files.OFFSETS_LABEL`)."""
+    attribute (:data:`engine.commit.data_files.OFFSETS_LABEL`)."""
 
     operation: str
     # The app transaction the commit sets, or None.
@@ -189,7 +189,7 @@ class AppendBatch(Protocol):
 
         An Arrow table (rows grouped by partition, in offset order) is written
         here, one Parquet file per partition; a batch that writes its own files
-        (Spark executors for ``LogStore.write``) returns them.
+        (Spark executors for ``Store.write``) returns them.
         """
 
 
@@ -474,7 +474,7 @@ class Committer:
         ends = {tp: state.end_offset(tp) for tp in tps}
         unknown = [tp for tp in tps if tp in state.unknown_ends and state.committed_end(tp) is None]
         if unknown:
-            from lakelog.engine.partition_reader import PartitionReader
+            from lakelog.engine.commit.partition_reader import PartitionReader
 
             reader = PartitionReader(self.uri)
             for tp in unknown:

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from lakelog.engine.commit.log_files import HINT, LogFiles, checkpoint_name
 from lakelog.engine.errors import CorruptLogError, LogListingRaceError, StoreError, one_line
-from lakelog.engine.object_store import delta_storage_options, python_uri
+from lakelog.engine.storage.object_store import delta_storage_options, python_uri
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable

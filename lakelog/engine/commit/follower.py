@@ -36,8 +36,8 @@ from lakelog.engine.commit.markers import Reservation
 from lakelog.engine.commit.reservations import expired
 from lakelog.engine.commit.state import AppVersions, TableState
 from lakelog.engine.errors import CorruptLogError, StoreError
-from lakelog.engine.object_store import delta_storage_options, is_s3, python_uri
 from lakelog.engine.offsets import FileStats, TopicPartition
+from lakelog.engine.storage.object_store import delta_storage_options, is_s3, python_uri
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable
@@ -336,7 +336,7 @@ def add_action_column(actions: pa.Table, name: str) -> list:
 class TableLog:
     """One table's log as this process sees it: the latest state, history, time travel.
 
-    Thread-safe; share one per table and process (a LogStore holds one).
+    Thread-safe; share one per table and process (a Store holds one).
     """
 
     def __init__(self, uri: str) -> None:
@@ -470,7 +470,7 @@ class TableLog:
         """Those of the table-relative data file ``paths`` that no longer exist (VACUUM)."""
         from urllib.parse import unquote
 
-        from lakelog.engine.object_store import filesystem
+        from lakelog.engine.storage.object_store import filesystem
 
         fs, root = filesystem(self.uri)
         return [p for p in paths if not fs.exists(f"{root.rstrip('/')}/{unquote(p)}")]

@@ -3,7 +3,7 @@ read and written.
 
 The storage seam of the commit core (delta-rs' ``LogStore::write_commit_entry``
 plays this part there): reading one commit file, creating one with
-put-if-absent (:func:`engine.object_store.put_if_absent`: ``link(2)`` of a
+put-if-absent (:func:`engine.storage.object_store.put_if_absent`: ``link(2)`` of a
 complete temporary file locally, ``If-None-Match: *`` on S3), the per-version
 ``.crc`` checksum, and the ``_last_checkpoint`` hint. Local paths are read
 with plain file calls (a probe for the next commit costs one failed
@@ -23,7 +23,7 @@ from urllib.parse import unquote
 
 from lakelog.engine.commit.actions import Commit, CorruptCommitError, decode_commit
 from lakelog.engine.errors import CorruptLogError
-from lakelog.engine.object_store import filesystem, is_s3, put_if_absent
+from lakelog.engine.storage.object_store import filesystem, is_s3, put_if_absent
 
 log = logging.getLogger(__name__)
 

@@ -100,7 +100,7 @@ class Target:
 def target(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
     workdir = tmp_path_factory.mktemp(f"frameworks-{request.param}")
     if request.param == KAFKA:
-        from lakelog.benchmarks.kafka_reference import KafkaBroker
+        from benchmarks.kafka_reference import KafkaBroker
 
         broker = KafkaBroker().start()
         try:
@@ -108,11 +108,11 @@ def target(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
         finally:
             broker.stop()
         return
-    from lakelog.engine import LogStore
+    from lakelog.engine import Store
     from tests.kafka_endpoint.conftest import Agent
 
     store = workdir / "store"
-    LogStore.open(store).close()
+    Store.open(store).close()
     agent = Agent(store, log=workdir / "agent.log")
     try:
         yield Target(LAKELOG, agent.bootstrap, agent.log)

@@ -35,8 +35,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from lakelog.benchmarks.kafka_reference import MAVEN_REPOSITORY
-from lakelog.engine.jvm_jars import cache_root
+from benchmarks.kafka_reference import MAVEN_REPOSITORY
+from lakelog.jvm.jars import cache_root
 
 JAVA_DIR = Path(__file__).with_name("java")
 POM = JAVA_DIR / "pom.xml"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from lakelog.engine import LogStore
+from lakelog.engine import Store
 from tests.kafka_endpoint.conftest import Agent
 from tests.kafka_endpoint.frameworks.conftest import LAKELOG, Target
 from tests.kafka_endpoint.frameworks.harness import (
@@ -84,7 +84,7 @@ def _librdkafka(bootstrap: str) -> _Member:
     return _Member("librdkafka", consume)
 
 
-def _lakelog(store: LogStore) -> _Member:
+def _lakelog(store: Store) -> _Member:
     def consume(member: _Member) -> None:
         consumer = store.consumer(
             GROUP,
@@ -144,7 +144,7 @@ def _settled(owners: list[set[int]]) -> bool:
 
 def test_java_librdkafka_and_lakelog_members_share_a_group_through_two_agents_one_sigkilled(tmp_path: Path) -> None:
     path = tmp_path / "store"
-    store = LogStore.open(path)
+    store = Store.open(path)
     store.create_topic(TOPIC, partitions=PARTITIONS)
     agents = {"a": Agent(path, log=tmp_path / "agent-a.log"), "b": Agent(path, log=tmp_path / "agent-b.log")}
     producer = Target(LAKELOG, agents["b"].bootstrap, None)
@@ -224,7 +224,7 @@ def test_java_librdkafka_and_lakelog_members_share_a_group_through_two_agents_on
                 assert not strays, f"member {i} (java, librdkafka, lakelog) read partitions {strays} it does not own"
 
             counts = consumed()
-            ends = LogStore.open(path, create=False).end_offsets(TOPIC)
+            ends = Store.open(path, create=False).end_offsets(TOPIC)
             assert set(counts) == {(p, o) for p, end in ends.items() for o in range(end)}
             twice = {record for record, n in counts.items() if n > 1}
             assert twice <= _java_uncommitted(java), sorted(twice - _java_uncommitted(java))[:20]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from lakelog.benchmarks.kafka_reference import ensure_kafka_jars
+from benchmarks.kafka_reference import ensure_kafka_jars
 from tests.kafka_endpoint.frameworks.conftest import Target, against_kafka_and_lakelog
 
 pytestmark = [pytest.mark.slow, pytest.mark.kafka]

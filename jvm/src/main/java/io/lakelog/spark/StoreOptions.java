@@ -33,7 +33,7 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 final class StoreOptions {
 
     private static final Set<String> S3_SCHEMES = Set.of("s3", "s3a", "s3n");
-    // What spark_connector/options.py → engine.object_store.settings_from_hadoop reads.
+    // What spark_connector/options.py → engine.storage.object_store.settings_from_hadoop reads.
     private static final String[] SETTINGS = {
         "endpoint", "endpoint.region", "path.style.access", "connection.ssl.enabled",
     };

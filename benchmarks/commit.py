@@ -1,0 +1,470 @@
+"""``lakelog perf commit``: what one commit costs, in figures, next to its baselines.
+
+Every section runs in a temporary directory this tool creates and removes;
+lakelog and its baseline run in the same process (or the same kind of
+process), interleaved round by round, on the same disk, with the same
+checkpoint interval and the same warm-up:
+
+* ``dir-sync``: one-record commits acknowledged through the producer with
+  the directory syncs that make them survive a power loss (``_delta_log/``
+  after the commit file is linked, a data file's directory) against the same
+  commits without them (a private hook of :mod:`engine.storage.object_store`, never a
+  setting), alternating in rounds in one store: p50/p99 of each and the ratio;
+* ``latency``: one-record commits acknowledged through the producer
+  (``linger.ms=0``) against delta-rs appending one row (``write_deltalake``,
+  a blind append) to a Delta table with the log table's schema,
+  partitioning and ``delta.checkpointInterval``;
+* ``throughput``: records x bytes into 8 partitions through ``send_batch``
+  (and, for reference, ``send`` per record) against pyarrow's ``write_table``
+  of the same rows, one file per partition, to the same disk;
+* ``contention``: N processes appending 100-record batches to one
+  partition: aggregate acknowledged records/s, batch latency p50/p99, and
+  how many deliveries timed out at default settings;
+* ``first-ack``: from starting ``python -c`` to the first acknowledged
+  record in a process that never imports Spark;
+* ``growth``: one-record commit latency and a consumer's poll at a small
+  and a large number of versions in the log, in the process that followed
+  the log and in a fresh one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+SECTIONS = ("latency", "dir-sync", "throughput", "contention", "first-ack", "growth")
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else 0.0
+
+
+def _random_values(count: int, size: int, seed: int = 7) -> pa.Array:
+    """``count`` distinct ``size``-byte values (random bytes: nothing compresses away)."""
+    raw = np.random.default_rng(seed).integers(0, 256, count * size, dtype=np.uint8)
+    offsets = np.arange(0, count * size + 1, size, dtype=np.int32)
+    return pa.Array.from_buffers(pa.binary(), count, [None, pa.py_buffer(offsets), pa.py_buffer(raw.tobytes())])
+
+
+def _store(path: str, partitions: int = 1, topic: str = "t"):
+    from lakelog.engine import Store
+
+    store = Store.open(path)
+    store.create_topic(topic, partitions=partitions)
+    return store
+
+
+# -- latency ---------------------------------------------------------------------
+
+
+def latency(work: str, commits: int, out: Callable[[str], None]) -> dict[str, float]:
+    from deltalake import write_deltalake
+
+    from lakelog.store import TABLE_PROPERTIES
+
+    store = _store(f"{work}/latency-store")
+    plain = f"{work}/latency-delta-rs"
+    now = int(time.time() * 1000)
+
+    def row(i: int) -> pa.Table:
+        return pa.table(
+            {
+                "topic": ["t"],
+                "partition": pa.array([0], pa.int32()),
+                "offset": pa.array([i], pa.int64()),
+                "timestamp": pa.array([now * 1000], pa.timestamp("us", tz="UTC")),
+                "value": pa.array([b"x" * 100], pa.binary()),
+            }
+        )
+
+    interval = {"delta.checkpointInterval": TABLE_PROPERTIES["delta.checkpointInterval"]}
+    write_deltalake(plain, row(0), partition_by=["topic", "partition"], configuration=interval)
+    ours: list[float] = []
+    theirs: list[float] = []
+    with store.producer(linger_ms=0, client_id="perf-latency") as producer:
+        for i in range(10):  # warm-up, both sides
+            producer.send("t", b"x" * 100, partition=0).get()
+            write_deltalake(plain, row(i), mode="append")
+        for i in range(commits):
+            started = time.perf_counter()
+            producer.send("t", b"x" * 100, partition=0).get()
+            ours.append((time.perf_counter() - started) * 1000)
+            started = time.perf_counter()
+            write_deltalake(plain, row(i), mode="append")
+            theirs.append((time.perf_counter() - started) * 1000)
+    figures = {
+        "p50_ms": percentile(ours, 0.5),
+        "p99_ms": percentile(ours, 0.99),
+        "delta_rs_p50_ms": percentile(theirs, 0.5),
+        "delta_rs_p99_ms": percentile(theirs, 0.99),
+    }
+    out(
+        f"latency: {commits} one-record commits, acknowledged: lakelog p50 {figures['p50_ms']:.1f} ms, "
+        f"p99 {figures['p99_ms']:.1f} ms; delta-rs blind append p50 {figures['delta_rs_p50_ms']:.1f} ms, "
+        f"p99 {figures['delta_rs_p99_ms']:.1f} ms; p50 ratio lakelog/delta-rs "
+        f"{figures['p50_ms'] / figures['delta_rs_p50_ms']:.2f}"
+    )
+    return figures
+
+
+# -- directory syncs ---------------------------------------------------------------
+
+DIR_SYNC_ROUND = 20  # commits per side and round
+
+
+def dir_sync(work: str, commits: int, out: Callable[[str], None]) -> dict[str, float]:
+    from lakelog.engine import object_store
+
+    store = _store(f"{work}/dir-sync-store")
+    synced: list[float] = []
+    unsynced: list[float] = []
+    with store.producer(linger_ms=0, client_id="perf-dir-sync") as producer:
+
+        def one() -> float:
+            started = time.perf_counter()
+            producer.send("t", b"x" * 100, partition=0).get()
+            return (time.perf_counter() - started) * 1000
+
+        for _ in range(10):  # warm-up
+            one()
+        rounds = max(1, commits // DIR_SYNC_ROUND)
+        for r in range(rounds):
+            # Alternate which side goes first, so neither always follows the other's flush.
+            for side in ("synced", "unsynced") if r % 2 == 0 else ("unsynced", "synced"):
+                if side == "synced":
+                    synced.extend(one() for _ in range(DIR_SYNC_ROUND))
+                else:
+                    with object_store._unsynced_directories():
+                        unsynced.extend(one() for _ in range(DIR_SYNC_ROUND))
+    figures = {
+        "p50_ms": percentile(synced, 0.5),
+        "p99_ms": percentile(synced, 0.99),
+        "unsynced_p50_ms": percentile(unsynced, 0.5),
+        "unsynced_p99_ms": percentile(unsynced, 0.99),
+    }
+    figures["p50_ratio"] = figures["p50_ms"] / figures["unsynced_p50_ms"]
+    figures["p99_ratio"] = figures["p99_ms"] / figures["unsynced_p99_ms"]
+    out(
+        f"dir-sync: {len(synced)} one-record commits per side, acknowledged, interleaved in rounds of "
+        f"{DIR_SYNC_ROUND}: with directory syncs p50 {figures['p50_ms']:.2f} ms, p99 {figures['p99_ms']:.2f} ms; "
+        f"without p50 {figures['unsynced_p50_ms']:.2f} ms, p99 {figures['unsynced_p99_ms']:.2f} ms; ratio "
+        f"p50 {figures['p50_ratio']:.2f}, p99 {figures['p99_ratio']:.2f} (target p50 <= 1.5)"
+    )
+    return figures
+
+
+# -- throughput ----------------------------------------------------------------------
+
+
+def _log_rows(values: pa.Array, partition: int, first: int, now_ms: int) -> pa.Table:
+    """The rows a data file of one partition holds (the log table's file columns)."""
+    from lakelog.engine.schema import HEADERS_ARROW
+
+    n = len(values)
+    return pa.table(
+        {
+            "offset": pa.array(np.arange(first, first + n), pa.int64()),
+            "timestamp": pa.array(np.full(n, now_ms * 1000), pa.timestamp("us", tz="UTC")),
+            "timestamp_type": pa.array(np.zeros(n, np.int32)),
+            "key": pa.nulls(n, pa.binary()),
+            "value": values,
+            "headers": pa.nulls(n, HEADERS_ARROW),
+            "producer_id": pa.array(np.full(n, 1, np.int64)),
+            "producer_epoch": pa.array(np.zeros(n, np.int32)),
+            "sequence": pa.array(np.arange(n, dtype=np.int32)),
+        }
+    )
+
+
+def throughput(work: str, records: int, size: int, rounds: int, out: Callable[[str], None]) -> dict[str, float]:
+    partitions = 8
+    store = _store(f"{work}/throughput-store", partitions)
+    values = _random_values(records, size)
+    per = records // partitions
+    slices = [values.slice(p * per, per) for p in range(partitions)]
+    now = int(time.time() * 1000)
+    ours, theirs = [], []
+    with store.producer(linger_ms=0, client_id="perf-throughput") as producer:
+        producer.send_batch("t", values.slice(0, 1000), partition=0).get()  # warm-up
+        pq.write_table(_log_rows(values.slice(0, 1000), 0, 0, now), f"{work}/warm.parquet")
+        for r in range(rounds):
+            started = time.perf_counter()
+            futures = [producer.send_batch("t", slices[p], partition=p) for p in range(partitions)]
+            for future in futures:
+                future.get()
+            ours.append(time.perf_counter() - started)
+            directory = f"{work}/pyarrow-{r}"
+            os.makedirs(directory)
+            started = time.perf_counter()
+            for p in range(partitions):
+                pq.write_table(_log_rows(slices[p], p, r * per, now), f"{directory}/part-{p}.parquet")
+            theirs.append(time.perf_counter() - started)
+            shutil.rmtree(directory)
+        sample = min(records, 200_000)
+        started = time.perf_counter()
+        batch_values = values.slice(0, sample).to_pylist()
+        for i, value in enumerate(batch_values):
+            producer.send("t", value, partition=i % partitions)
+        producer.flush()
+        per_record = sample / (time.perf_counter() - started)
+    mb = records * size / 2**20
+    ours_rate, theirs_rate = records / statistics.median(ours), records / statistics.median(theirs)
+    out(
+        f"throughput: {records:,} x {size} B into {partitions} partitions, median of {rounds}: lakelog send_batch "
+        f"{ours_rate:,.0f} rec/s ({mb / statistics.median(ours):.0f} MB/s); pyarrow write_table of the same rows "
+        f"{theirs_rate:,.0f} rec/s; ratio {ours_rate / theirs_rate:.2f}. Per-record send(): {per_record:,.0f} rec/s "
+        f"(ratio {per_record / theirs_rate:.2f})"
+    )
+    return {"send_batch_rps": ours_rate, "pyarrow_rps": theirs_rate, "send_rps": per_record}
+
+
+# -- contention -------------------------------------------------------------------------
+
+
+def contention_worker(path: str, name: str, batches: int, per_batch: int, start_file: str) -> None:
+    """One contending process: ``batches`` flushed batches of ``per_batch`` records to partition 0."""
+    from lakelog.engine import Store
+
+    store = Store.open(path)
+    latencies, timeouts = [], 0
+    while not os.path.exists(start_file):
+        time.sleep(0.005)
+    began = time.time()
+    with store.producer(client_id=name, linger_ms=5) as producer:
+        for b in range(batches):
+            started = time.perf_counter()
+            futures = [producer.send("t", f"{name}-{b}-{i}", partition=0) for i in range(per_batch)]
+            producer.flush()
+            errors = [f.exception() for f in futures]
+            timeouts += sum(type(e).__name__ == "DeliveryTimeoutError" for e in errors)
+            latencies.append((time.perf_counter() - started) * 1000)
+    print(json.dumps({"began": began, "ended": time.time(), "latencies": latencies, "timeouts": timeouts}))
+
+
+def contention(work: str, processes: int, batches: int, out: Callable[[str], None]) -> dict[str, float]:
+    path = f"{work}/contention-store"
+    store = _store(path)
+    go = f"{work}/go"
+    children = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "benchmarks.commit",
+                "contention-worker",
+                path,
+                f"w{i}",
+                str(batches),
+                "100",
+                go,
+            ],
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(processes)
+    ]
+    time.sleep(3)  # let every process open the store before the start
+    Path(go).touch()
+    results = []
+    for child in children:
+        stdout, _ = child.communicate(timeout=1800)
+        if child.returncode != 0:
+            raise RuntimeError(f"a contention worker exited {child.returncode}")
+        results.append(json.loads(stdout.strip().splitlines()[-1]))
+    wall = max(r["ended"] for r in results) - min(r["began"] for r in results)
+    latencies = [x for r in results for x in r["latencies"]]
+    total = processes * batches * 100
+    assert sum(store.end_offsets("t").values()) == total
+    figures = {
+        "records_per_s": total / wall,
+        "p50_ms": percentile(latencies, 0.5),
+        "p99_ms": percentile(latencies, 0.99),
+        "timeouts": sum(r["timeouts"] for r in results),
+    }
+    out(
+        f"contention: {processes} processes x {batches} batches of 100 records on one partition: "
+        f"{figures['records_per_s']:,.0f} acknowledged rec/s, batch p50 {figures['p50_ms']:.0f} ms, "
+        f"p99 {figures['p99_ms']:.0f} ms, {figures['timeouts']} DeliveryTimeoutError(s) at default settings"
+    )
+    return figures
+
+
+# -- first acknowledgement ----------------------------------------------------------------
+
+_FIRST_ACK = """
+import sys, time
+from lakelog.engine import Store
+store = Store.open(sys.argv[1])
+with store.producer(linger_ms=0) as producer:
+    producer.send("t", b"first").get()
+    print(time.time())
+assert "pyspark" not in sys.modules
+"""
+
+
+def first_ack(work: str, runs: int, out: Callable[[str], None]) -> dict[str, float]:
+    path = f"{work}/first-ack-store"
+    _store(path)
+    times = []
+    for _ in range(runs):
+        started = time.time()
+        done = subprocess.run(
+            [sys.executable, "-c", _FIRST_ACK, path],
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        times.append(float(done.stdout.strip().splitlines()[-1]) - started)
+    figures = {"median_s": statistics.median(times), "max_s": max(times)}
+    out(
+        f"first-ack: python -c start to the first acknowledged record (no JVM), {runs} runs: median "
+        f"{figures['median_s']:.2f} s, max {figures['max_s']:.2f} s"
+    )
+    return figures
+
+
+# -- growth ------------------------------------------------------------------------------
+
+
+def _measure(store, samples: int) -> tuple[float, float]:
+    """p50 of a one-record commit and of the poll that returns it, in a store's own process."""
+    commits, polls = [], []
+    consumer = store.consumer(enable_auto_commit=False)
+    consumer.assign([("t", 0)])
+    consumer.seek_to_end()
+    with store.producer(linger_ms=0) as producer:
+        for _ in range(samples):
+            started = time.perf_counter()
+            producer.send("t", b"x" * 100, partition=0).get()
+            commits.append((time.perf_counter() - started) * 1000)
+            started = time.perf_counter()
+            got = consumer.poll(timeout_ms=0)
+            polls.append((time.perf_counter() - started) * 1000)
+            assert len(got) == 1
+    consumer.close(autocommit=False)
+    return statistics.median(commits), statistics.median(polls)
+
+
+_FRESH = """
+import json, sys
+from lakelog.engine import Store
+from benchmarks.commit import _measure
+print(json.dumps(_measure(Store.open(sys.argv[1]), int(sys.argv[2]))))
+"""
+
+
+def _fresh_measure(path: str, samples: int) -> tuple[float, float]:
+    done = subprocess.run(
+        [sys.executable, "-c", _FRESH, path, str(samples)],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    commit, poll = json.loads(done.stdout.strip().splitlines()[-1])
+    return commit, poll
+
+
+def growth(work: str, small: int, large: int, samples: int, out: Callable[[str], None]) -> dict[str, float]:
+    from lakelog.engine.commit import RetryPolicy, wait_for_checkpoints
+    from lakelog.engine.offsets import TopicPartition
+    from lakelog.engine.produce.batches import ProducerBatch, RecordBatch
+
+    path = f"{work}/growth-store"
+    store = _store(path)
+    committer = store._new_writer("perf-growth")
+
+    def grow_to(versions: int) -> None:
+        # One-record commits straight through the committer: the same commits a producer
+        # makes, without the acknowledgement round trip.
+        now = int(time.time() * 1000)
+        while store.log.latest_version() < versions:
+            records = RecordBatch()
+            records.add(TopicPartition("t", 0), None, b"g", None, now, 1, 0)
+            committer.append(ProducerBatch(records, 1), RetryPolicy())
+
+    grow_to(small - 2 * samples)
+    wait_for_checkpoints()
+    before = _measure(store, samples)
+    fresh_before = _fresh_measure(path, samples)
+    started = time.monotonic()
+    grow_to(large - 2 * samples)
+    grown_s = time.monotonic() - started
+    wait_for_checkpoints()
+    after = _measure(store, samples)
+    fresh_after = _fresh_measure(path, samples)
+    figures = {
+        "commit_ratio": after[0] / before[0],
+        "poll_ratio": after[1] / before[1],
+        "fresh_commit_ratio": fresh_after[0] / fresh_before[0],
+        "fresh_poll_ratio": fresh_after[1] / fresh_before[1],
+    }
+    out(
+        f"growth: at ~{small:,} vs ~{large:,} versions (grown in {grown_s:.0f} s), p50 of {samples}: "
+        f"commit {before[0]:.1f} -> {after[0]:.1f} ms (x{figures['commit_ratio']:.2f}), "
+        f"poll {before[1]:.2f} -> {after[1]:.2f} ms (x{figures['poll_ratio']:.2f}) in the process that followed "
+        f"the log; in a fresh process commit {fresh_before[0]:.1f} -> {fresh_after[0]:.1f} ms "
+        f"(x{figures['fresh_commit_ratio']:.2f}), poll {fresh_before[1]:.2f} -> {fresh_after[1]:.2f} ms "
+        f"(x{figures['fresh_poll_ratio']:.2f})"
+    )
+    return figures
+
+
+def perf_commit(
+    sections: Sequence[str],
+    *,
+    commits: int,
+    records: int,
+    record_size: int,
+    processes: int,
+    batches: int,
+    small_versions: int,
+    large_versions: int,
+    work_dir: str | None,
+    out: Callable[[str], None],
+) -> dict[str, dict[str, float]]:
+    """Run the chosen sections in a temporary directory (removed afterwards); their figures."""
+    work = tempfile.mkdtemp(prefix="lakelog-perf-commit-", dir=work_dir)
+    figures: dict[str, dict[str, float]] = {}
+    try:
+        for section in sections:
+            if section == "latency":
+                figures[section] = latency(work, commits, out)
+            elif section == "dir-sync":
+                figures[section] = dir_sync(work, commits, out)
+            elif section == "throughput":
+                figures[section] = throughput(work, records, record_size, 3, out)
+            elif section == "contention":
+                figures[section] = contention(work, processes, batches, out)
+            elif section == "first-ack":
+                figures[section] = first_ack(work, 5, out)
+            elif section == "growth":
+                figures[section] = growth(work, small_versions, large_versions, 50, out)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return figures
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "contention-worker":
+        path, name, batches, per_batch, start = sys.argv[2:7]
+        contention_worker(path, name, int(batches), int(per_batch), start)

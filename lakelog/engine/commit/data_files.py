@@ -1,0 +1,235 @@
+"""Data files written from the driver with pyarrow, committed as Delta ``add`` actions.
+
+Records a producer (or a transaction, a heartbeat, an offset commit) has
+in hand are already an Arrow table on the driver. Writing them through a
+Spark job costs a job (~0.1-0.3 s here) per commit; writing one Parquet file
+per partition with pyarrow and handing Delta the ``add`` actions costs a few
+milliseconds. The files follow Delta's layout for a table partitioned by
+``topic`` and ``partition`` (Hive-style directories, partition columns not
+stored in the file) and carry the statistics Spark would collect for
+``delta.dataSkippingStatsColumns = offset,timestamp``, in Delta's stats JSON
+format (timestamps in ms with a ``Z``, as Delta's own writer emits them), so
+Delta's and delta-rs' readers prune them like any other file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import json
+import os
+import time
+import uuid
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from urllib.parse import quote
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from lakelog.engine.commit.actions import AddFile
+from lakelog.engine.offsets import FileStats, TopicPartition
+from lakelog.engine.schema import LOG_ARROW_SCHEMA, PARTITION_COLUMNS, STATS_COLUMNS
+from lakelog.engine.storage.object_store import filesystem, is_s3, make_directories, sync_all
+
+# Row groups small enough that a seek into a large (OPTIMIZEd) file reads
+# little more than it needs: the offset statistics of each group prune it.
+ROW_GROUP_ROWS = 65_536
+
+_FILE_COLUMNS = [f.name for f in LOG_ARROW_SCHEMA if f.name not in PARTITION_COLUMNS]
+# Parquet min/max statistics where a reader prunes by them; computing them over keys,
+# values and headers would cost a fifth of the write and prune nothing.
+_STATISTICS = [name for name in _FILE_COLUMNS if name not in ("key", "value", "headers")]
+
+
+# lakelog's data files are named with this prefix, so a reader can tell them from files
+# another writer appended when two files hold the same offset (engine.commit.partition_reader).
+FILE_PREFIX = "lakelog-"
+
+
+# A file holding only consumer-group offset commits is named ``lakelog-offsets-*``: a member
+# following its group's membership skips such files (engine.groups.coordinator).
+OFFSETS_LABEL = "offsets-"
+
+
+def holds_only_offsets(path: str) -> bool:
+    """Whether the data file at ``path`` was written by lakelog holding offset commits only."""
+    return path.rsplit("/", 1)[-1].startswith(FILE_PREFIX + OFFSETS_LABEL)
+
+
+def written_by_lakelog(path: str) -> bool:
+    """Whether the data file at ``path`` (an ``add`` action's path) was written by lakelog's
+    own writer. Files a plain Delta OPTIMIZE wrote are not, yet hold lakelog's records."""
+    return path.rsplit("/", 1)[-1].startswith(FILE_PREFIX)
+
+
+@dataclass(frozen=True)
+class DataFile:
+    """A written, not yet committed data file: its ``add`` action and its offsets."""
+
+    add: AddFile
+    stats: FileStats
+    full_path: str
+
+
+def _stats_time(value: dt.datetime | None, *, upper: bool) -> str | None:
+    if value is None:
+        return None
+    ms = value.replace(microsecond=(value.microsecond // 1000) * 1000)
+    # Delta truncates to ms; a max that lost its micros would exclude its own row.
+    if upper and ms != value:
+        ms += dt.timedelta(milliseconds=1)
+    return ms.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms.microsecond // 1000:03d}Z"
+
+
+def file_stats_json(part: pa.Table) -> str:
+    """Delta's ``stats`` for one file's rows (``offset`` and ``timestamp`` columns)."""
+    mins: dict[str, object] = {}
+    maxs: dict[str, object] = {}
+    nulls: dict[str, int] = {}
+    for name in STATS_COLUMNS:
+        column = part.column(name)
+        bounds = pc.min_max(column)
+        lo, hi = bounds["min"].as_py(), bounds["max"].as_py()
+        if name == "timestamp":
+            lo, hi = _stats_time(lo, upper=False), _stats_time(hi, upper=True)
+        if lo is not None:
+            mins[name], maxs[name] = lo, hi
+        nulls[name] = column.null_count
+    return json.dumps(
+        {"numRecords": part.num_rows, "minValues": mins, "maxValues": maxs, "nullCount": nulls},
+        separators=(",", ":"),
+    )
+
+
+def partition_runs(table: pa.Table | pa.RecordBatch) -> list[tuple[TopicPartition, int, int]]:
+    """The runs of consecutive rows of one (topic, partition): (tp, first row, row count)."""
+    n = table.num_rows
+    if n == 0:
+        return []
+    topics = table.column("topic")
+    partitions = table.column("partition")
+    if isinstance(topics, pa.ChunkedArray):
+        topics, partitions = topics.combine_chunks(), partitions.combine_chunks()
+    encoded = pc.dictionary_encode(topics)
+    names = encoded.dictionary.to_pylist()
+    codes = (encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64) << 32) | partitions.to_numpy(
+        zero_copy_only=False
+    ).astype(np.int64)
+    starts = np.concatenate([[0], np.flatnonzero(codes[1:] != codes[:-1]) + 1])
+    ends = np.append(starts[1:], n)
+    return [
+        (TopicPartition(names[int(codes[a]) >> 32], int(codes[a]) & 0xFFFFFFFF), int(a), int(b - a))
+        for a, b in zip(starts, ends, strict=True)
+    ]
+
+
+class DataFileWriter:
+    """Writes Parquet files into a log table's partition directories."""
+
+    def __init__(self, uri: str) -> None:
+        self._fs, self._root = filesystem(uri)
+        self._local = not is_s3(uri) and "://" not in uri
+
+    def write(
+        self, table: pa.Table, *, data_change: bool = True, modification_time_ms: int | None = None, label: str = ""
+    ) -> list[DataFile]:
+        """One file per (topic, partition) of ``table`` (log columns, rows grouped
+        by partition in offset order); nothing is committed.
+
+        ``data_change=False`` marks files that only rearrange records already
+        in the table (OPTIMIZE); ``modification_time_ms`` replaces the ``add``
+        action's write time (a rewrite keeps its sources' age, as Kafka's log
+        cleaner keeps a cleaned segment's last-modified time); ``label`` goes
+        into the file names after lakelog's prefix (:data:`OFFSETS_LABEL`).
+
+        Local files are synced, and so are their directories (new ones into
+        their parents too), before this returns: a commit is durable only if
+        the files it references are. Raises OSError; the files of a failed
+        call are deleted.
+        """
+        written: list[DataFile] = []
+        try:
+            for tp, start, count in partition_runs(table):
+                written.append(self._write_one(tp, table.slice(start, count), data_change, modification_time_ms, label))
+            self._sync(written)
+        except BaseException:
+            self.discard(written)  # never committed: a failed write leaves nothing behind
+            raise
+        return written
+
+    def write_stream(self, batches: Iterable[pa.RecordBatch], label: str = "") -> Iterator[DataFile]:
+        """Files for a stream of log-column batches whose rows come grouped by partition
+        (each partition's rows in one run, in offset order): one file per run, each
+        yielded when its run ends (synced with its directory, as :meth:`write`). What a
+        Spark task writing a shuffled partition runs. ``label`` goes into the file names
+        after lakelog's prefix."""
+        current: TopicPartition | None = None
+        pending: list[pa.RecordBatch] = []
+        for batch in batches:
+            batch = batch.cast(LOG_ARROW_SCHEMA) if batch.schema != LOG_ARROW_SCHEMA else batch
+            for tp, start, count in partition_runs(batch):
+                if current is not None and tp != current:
+                    yield self._durable(self._write_one(current, pa.Table.from_batches(pending), True, None, label))
+                    pending = []
+                current = tp
+                pending.append(batch.slice(start, count))
+        if current is not None and pending:
+            yield self._durable(self._write_one(current, pa.Table.from_batches(pending), True, None, label))
+
+    def _write_one(
+        self, tp: TopicPartition, part: pa.Table, data_change: bool, modification_time_ms: int | None, label: str = ""
+    ) -> DataFile:
+        name = f"{FILE_PREFIX}{label}{uuid.uuid4()}.c000.snappy.parquet"
+        relative = f"topic={quote(tp.topic, safe='')}/partition={tp.partition}/{name}"
+        full = f"{self._root}/{relative}"
+        columns = part.select(_FILE_COLUMNS)
+        if self._local:
+            make_directories(os.path.dirname(full))
+            try:
+                pq.write_table(
+                    columns, full, compression="snappy", row_group_size=ROW_GROUP_ROWS, write_statistics=_STATISTICS
+                )
+            except BaseException:
+                with contextlib.suppress(OSError):  # a part written before a full disk said no
+                    os.unlink(full)
+                raise
+            size = os.path.getsize(full)
+        else:
+            self._fs.makedirs(full.rsplit("/", 1)[0], exist_ok=True)
+            with self._fs.open(full, "wb") as handle:
+                pq.write_table(
+                    columns, handle, compression="snappy", row_group_size=ROW_GROUP_ROWS, write_statistics=_STATISTICS
+                )
+            size = self._fs.size(full)
+        add = AddFile(
+            relative,
+            {"topic": tp.topic, "partition": str(tp.partition)},
+            size,
+            int(time.time() * 1000) if modification_time_ms is None else modification_time_ms,
+            data_change,
+            file_stats_json(part),
+        )
+        return DataFile(add, add.file_stats(), full)
+
+    def _sync(self, files: Sequence[DataFile]) -> None:
+        """Sync newly written local files and their directories (once each): their records and
+        their names must be on disk before a commit that references them is."""
+        if self._local:
+            sync_all([f.full_path for f in files], sorted({os.path.dirname(f.full_path) for f in files}))
+
+    def _durable(self, written: DataFile) -> DataFile:
+        try:
+            self._sync([written])
+        except BaseException:
+            self.discard([written])
+            raise
+        return written
+
+    def discard(self, files: list[DataFile]) -> None:
+        """Delete files that are certain never to have been committed."""
+        for f in files:
+            with contextlib.suppress(OSError):  # VACUUM removes what is left
+                self._fs.rm(f.full_path)

@@ -1,0 +1,250 @@
+"""Consumer group liveness off the Delta log: one lease object per member.
+
+A member renews its lease every ``heartbeat.interval.ms`` by overwriting
+``<store>/_lakelog/groups/<group>/members/<member>.json`` (a temporary file
+renamed over it locally, a plain PUT on S3). Heartbeats are therefore not
+Delta commits: an idle group writes nothing to the table. Delta readers and
+VACUUM leave ``_``-prefixed directories alone, so the leases are invisible to
+them.
+
+Deciding that a member is gone uses only the observer's own clock
+(:class:`Liveness`): a lease counts as stale once the observer has seen it
+unchanged (same modification time / ETag) for the member's
+``session.timeout.ms``. Clocks of different machines (or of the S3 service)
+never meet; an observer that just started waits a whole session before it
+expires anyone, as a Kafka coordinator that just took over does.
+
+A member about to join also leaves an announcement
+(``.../joining/<member>.json``: its subscription and timeouts) until its join
+landed. Whoever commits a join admits every announced member with it, so
+members that start together form the group in one rebalance, as Kafka's
+coordinator gathers the JoinGroup requests that arrive while it prepares one;
+the others leave that join to the member that announced first
+(:meth:`LeaseStore.first_announced`) rather than race it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from urllib.parse import quote, unquote
+
+from lakelog.engine.errors import error_for_os_error
+from lakelog.engine.groups.state import Member
+from lakelog.engine.storage.object_store import filesystem, is_s3
+
+LEASES_DIR = "_lakelog/groups"
+# Group and member ids name directories and files. A path component may be 255 bytes on POSIX file
+# systems (NAME_MAX) and a whole S3 key 1,024 bytes, while Kafka's ids may be 32,767 bytes (client.id
+# goes into a member id): an id whose quoted name is longer than this is named by a readable prefix
+# and its SHA-256 instead (:func:`file_name`), so every id Kafka accepts works on every store.
+NAME_MAX_CHARS = 120
+_PREFIX_CHARS = 48
+_HASHED = "="  # quote(..., safe="") escapes "=": no quoted name contains it
+
+
+def file_name(identifier: str) -> str:
+    """The path component naming ``identifier``: its percent-quoted form (as always) when that
+    has at most :data:`NAME_MAX_CHARS` characters, else ``<quoted prefix>=<sha256 hex>`` (at most
+    113 ASCII characters). Distinct ids get distinct names."""
+    quoted = quote(identifier, safe="")
+    if len(quoted) <= NAME_MAX_CHARS:
+        return quoted
+    digest = hashlib.sha256(identifier.encode("utf-8", "surrogatepass")).hexdigest()
+    # Cut before a split escape so the prefix stays readable.
+    prefix = re.sub(r"%[0-9A-F]?$", "", quoted[:_PREFIX_CHARS])
+    return f"{prefix}{_HASHED}{digest}"
+
+
+@dataclass(frozen=True)
+class Lease:
+    member_id: str
+    modified_ms: int  # when it was last written, by the storage's clock (for display only)
+    token: str  # changes with every renewal (modification time, or the object's ETag)
+
+
+def _shown(identifier: str) -> str:
+    """``identifier`` quoted for a message, cut short when it is long."""
+    return repr(identifier if len(identifier) <= 80 else identifier[:77] + "...")
+
+
+class LeaseStore:
+    """The member leases of one group. Thread-safe (no shared mutable state)."""
+
+    def __init__(self, uri: str, group_id: str) -> None:
+        self.uri = uri
+        self.group_id = group_id
+        self._fs, root = filesystem(uri)
+        self._local = not is_s3(uri) and "://" not in uri
+        self.group_directory = f"{root}/{LEASES_DIR}/{file_name(group_id)}"
+        self.directory = f"{self.group_directory}/members"
+        self.joining = f"{self.group_directory}/joining"
+
+    def _path(self, member_id: str, directory: str | None = None) -> str:
+        return f"{directory or self.directory}/{file_name(member_id)}.json"
+
+    def _put(self, directory: str, member_id: str, document: Mapping, what: str) -> None:
+        body = json.dumps(document).encode()
+        path = self._path(member_id, directory)
+        try:
+            if self._local:
+                os.makedirs(directory, exist_ok=True)
+                temp = f"{directory}/.{uuid.uuid4().hex}.tmp"
+                try:
+                    with open(temp, "wb") as handle:
+                        handle.write(body)
+                    os.replace(temp, path)  # atomic: a reader sees the old object or the new one
+                except BaseException:
+                    # A full disk fails the write after the file was created: leave nothing behind.
+                    with contextlib.suppress(OSError):
+                        os.unlink(temp)
+                    raise
+            else:
+                with self._fs.open(path, "wb") as handle:
+                    handle.write(body)
+        except OSError as exc:
+            raise error_for_os_error(
+                exc, f"writing {what} of member {_shown(member_id)} of group {_shown(self.group_id)}"
+            ) from exc
+
+    def renew(self, member_id: str, instance_id: str | None) -> None:
+        """Write (or overwrite) the member's lease. Raises StoreFullError (no space),
+        StoreAccessError (refused) or StoreError when it could not be written; then no
+        temporary file is left and an earlier lease of the member is unchanged."""
+        document = {"member_id": member_id, "instance_id": instance_id, "renewed_ms": int(time.time() * 1000)}
+        self._put(self.directory, member_id, document, "the lease")
+
+    def remove(self, member_id: str) -> None:
+        """Drop the member's lease (it left); nothing if there is none."""
+        with contextlib.suppress(FileNotFoundError):
+            self._fs.rm(self._path(member_id))
+
+    def remove_all(self) -> None:
+        """Drop every lease and announcement of the group (it was deleted)."""
+        with contextlib.suppress(FileNotFoundError):
+            self._fs.rm(self.group_directory, recursive=True)
+
+    def announce(self, member: Member) -> None:
+        """Announce that ``member`` is joining (until :meth:`withdraw`). Raises as :meth:`renew`
+        when it could not be written."""
+        document = {"member": member.to_dict(), "announced_ms": int(time.time() * 1000)}
+        self._put(self.joining, member.member_id, document, "the join announcement")
+
+    def withdraw(self, member_id: str) -> None:
+        """Drop the member's announcement (its join landed, or failed); nothing if there is none."""
+        with contextlib.suppress(FileNotFoundError):
+            self._fs.rm(self._path(member_id, self.joining))
+
+    def announced(self, now_ms: int) -> list[Member]:
+        """Members announced as joining within their session timeout (by ``now_ms``, the
+        reader's clock), in member id order. An announcement left by a member that died
+        before its join landed is older than that soon; it is removed when seen."""
+        return [member for _, member in self.announcements(now_ms)]
+
+    def first_announced(self, now_ms: int) -> str | None:
+        """The member id of the earliest announcement (by its writer's clock, then member id)
+        among those :meth:`announced` returns; None when there is none."""
+        found = sorted(self.announcements(now_ms), key=lambda a: (a[0], a[1].member_id))
+        return found[0][1].member_id if found else None
+
+    def announcements(self, now_ms: int) -> list[tuple[int, Member]]:
+        """(announced_ms, member) of each member :meth:`announced` returns, in member id order."""
+        try:
+            names = sorted(self._fs.ls(self.joining, detail=False))
+        except FileNotFoundError:
+            return []
+        found = []
+        for name in names:
+            if not name.endswith(".json") or name.rsplit("/", 1)[-1].startswith("."):
+                continue
+            try:
+                document = json.loads(self._fs.cat_file(name))
+            except FileNotFoundError:  # withdrawn since the listing
+                continue
+            member = Member.from_dict(document["member"])
+            if now_ms - document["announced_ms"] > member.session_timeout_ms:
+                with contextlib.suppress(FileNotFoundError):
+                    self._fs.rm(name)
+                continue
+            found.append((document["announced_ms"], member))
+        return found
+
+    def read(self) -> dict[str, Lease]:
+        """Every member's lease, by member id (one directory listing)."""
+        try:
+            entries = self._fs.ls(self.directory, detail=True)
+        except FileNotFoundError:
+            return {}
+        leases = {}
+        for entry in entries:
+            name = entry["name"].rsplit("/", 1)[-1]
+            if not name.endswith(".json") or name.startswith("."):
+                continue
+            stem = name[: -len(".json")]
+            member_id = unquote(stem) if _HASHED not in stem else self._member_of(entry["name"])
+            if member_id is None:
+                continue
+            modified = entry.get("mtime") or entry.get("LastModified") or entry.get("created")
+            if hasattr(modified, "timestamp"):
+                modified_ms = int(modified.timestamp() * 1000)
+            else:
+                modified_ms = int(float(modified or 0) * 1000)
+            token = str(entry.get("ETag") or entry.get("mtime") or modified_ms)
+            leases[member_id] = Lease(member_id, modified_ms, token)
+        return leases
+
+    def _member_of(self, path: str) -> str | None:
+        """The member id a lease under a hashed name holds (None when it was removed meanwhile)."""
+        try:
+            return json.loads(self._fs.cat_file(path))["member_id"]
+        except FileNotFoundError:
+            return None
+
+
+class Liveness:
+    """Which members went silent, judged by how long this observer saw their leases unchanged.
+
+    Pure bookkeeping over observations: :meth:`observe` with the leases read
+    and the observer's monotonic time, then :meth:`silent` for the members
+    whose lease (or its absence) has not changed for their session timeout.
+    """
+
+    def __init__(self, now: float) -> None:
+        self._started = now
+        self._seen: dict[str, tuple[str | None, float]] = {}
+
+    def observe(self, leases: Mapping[str, Lease], members: Mapping[str, int], now: float) -> None:
+        """Record what the leases of ``members`` (member id -> session timeout ms) look like now."""
+        for member_id in members:
+            token = leases[member_id].token if member_id in leases else None
+            seen = self._seen.get(member_id)
+            if seen is None:
+                # First sight: count from now, or from the observer's start if the lease is missing.
+                self._seen[member_id] = (token, now if token is not None else self._started)
+            elif seen[0] != token:
+                self._seen[member_id] = (token, now)
+        for member_id in list(self._seen):
+            if member_id not in members:
+                del self._seen[member_id]
+
+    def silent(self, members: Mapping[str, int], now: float) -> list[str]:
+        """Members (of ``members``: id -> session timeout ms) not renewed for their session timeout."""
+        return sorted(
+            m for m, timeout in members.items() if m in self._seen and now - self._seen[m][1] > timeout / 1000
+        )
+
+
+def fresh(leases: Mapping[str, Lease], members: Mapping[str, int], now_ms: int) -> set[str]:
+    """Members whose lease was written within their session timeout, by the reader's clock.
+
+    A one-shot view for admin commands and ``describe`` (which have no history
+    of observations); members decide expiry with :class:`Liveness`.
+    """
+    return {m for m, timeout in members.items() if m in leases and now_ms - leases[m].modified_ms <= timeout}

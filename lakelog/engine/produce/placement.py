@@ -1,0 +1,368 @@
+"""Placing records in partitions, column-wise: Kafka's default partitioner over Arrow columns.
+
+A batch of records given as columns (the streaming sink's micro-batch,
+``Producer.send_batch``) is placed exactly as the producer places records
+sent one by one -- an explicit partition, else the key's murmur2 hash, else
+sticky keyless partitioning -- and refused with the error the producer would
+raise for its first refused record. :class:`PlacedBatch` commits placed
+records as one append through the commit core, the rows built from the
+columns without a per-record Python step.
+"""
+
+from __future__ import annotations
+
+import heapq
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakelog.engine.commit import AppTransaction
+from lakelog.engine.commit.state import TableState
+from lakelog.engine.errors import InvalidRecordError, InvalidTopicError, LakelogError, UnknownTopicOrPartitionError
+from lakelog.engine.offsets import TopicPartition
+from lakelog.engine.produce.batches import check_partition, check_size, log_rows, number_records
+from lakelog.engine.produce.partitioner import KeylessPartitioner, partitions_for_keys
+from lakelog.engine.records import MAX_TIMESTAMP_MS, check_timestamps_ms
+from lakelog.engine.schema import HEADERS_ARROW
+from lakelog.engine.topics import TopicMetadata
+
+# The columns of records to place: what the Kafka sink takes, timestamps in ms.
+RECORD_SCHEMA = pa.schema(
+    [
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("key", pa.binary()),
+        ("value", pa.binary()),
+        ("headers", HEADERS_ARROW),
+        ("timestamp_ms", pa.int64()),
+    ]
+)
+
+
+@dataclass(frozen=True, eq=False)
+class PlacedRecords:
+    """A sink commit's records with their partitions, as columns; record i is row i of
+    the task tables in order (its producer sequence is i)."""
+
+    tps: list[TopicPartition]  # partition id -> partition, in order of first record
+    tp_ids: np.ndarray  # int64: each record's partition id
+    keys: pa.Array
+    values: pa.Array
+    headers: pa.Array
+    timestamps_ms: np.ndarray  # int64
+    sizes: np.ndarray  # int64: what each record counts against max.message.bytes
+
+    def __len__(self) -> int:
+        return len(self.tp_ids)
+
+
+class PlacedBatch:
+    """Placed records as one :class:`engine.commit.AppendBatch`: refused as a whole if the
+    topics refuse any record; rows built from the placed Arrow columns."""
+
+    commit_when_empty = False
+
+    def __init__(
+        self,
+        records: PlacedRecords,
+        app_transaction: AppTransaction | None,
+        *,
+        operation: str = "stream_write",
+        producer_id: int = -1,
+        producer_epoch: int = 0,
+        base_sequence: int = 0,
+    ) -> None:
+        self.records = records
+        self.app_transaction = app_transaction
+        self.operation = operation
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        # Record i's sequence is base_sequence + i (Kafka's producer sequence, for one partition).
+        self.base_sequence = base_sequence
+        self.offsets: np.ndarray | None = None  # each record's offset, once built
+        self.log_append_time_ms: dict[str, int] = {}
+
+    def prepare(self, view: TableState) -> dict[TopicPartition, int]:
+        """The record count per partition; raises the error of the first record (in
+        record order) the topics refuse as of ``view`` -- they may have changed since
+        the records were placed (UnknownTopicOrPartitionError, RecordTooLargeError)."""
+        records = self.records
+        errors: list[LakelogError | None] = []
+        max_bytes = np.zeros(len(records.tps), dtype=np.int64)
+        for tp_id, tp in enumerate(records.tps):
+            topic = view.topics.get(tp.topic)
+            errors.append(check_partition(topic, tp.topic, tp.partition))
+            max_bytes[tp_id] = topic.max_message_bytes if topic is not None else 0
+        bad_tp = np.array([e is not None for e in errors], dtype=bool)
+        refused = bad_tp[records.tp_ids] | (records.sizes > max_bytes[records.tp_ids])
+        if refused.any():
+            first = int(np.argmax(refused))
+            tp = records.tps[records.tp_ids[first]]
+            raise errors[records.tp_ids[first]] or check_size(
+                view.topics[tp.topic], tp.topic, int(records.sizes[first])
+            )
+        counts = np.bincount(records.tp_ids, minlength=len(records.tps))
+        return {tp: int(counts[i]) for i, tp in enumerate(records.tps)}
+
+    def check(self, committed_app_version: int, view: TableState) -> None:
+        """A sink batch is never fenced: its app transaction only makes replays no-ops."""
+
+    def target_partitions(self, view: TableState) -> list[TopicPartition]:
+        return sorted(self.records.tps)
+
+    def build(
+        self, ends: Mapping[TopicPartition, int], topics: Mapping[str, TopicMetadata], append_time_ms: int
+    ) -> pa.Table:
+        """Rows grouped by partition (in order of first record), record order within each."""
+        records = self.records
+        n = len(records)
+        starts = np.array([ends.get(tp, 0) for tp in records.tps], dtype=np.int64)
+        order, offsets = number_records(records.tp_ids, np.ones(n, dtype=bool), starts)
+        self.offsets = np.empty(n, dtype=np.int64)
+        self.offsets[order] = offsets
+        self.log_append_time_ms = {
+            t: append_time_ms for t in {tp.topic for tp in records.tps} if topics[t].log_append_time
+        }
+        headers = records.headers
+        if n and bool(np.all(order[1:] > order[:-1])):
+            # Already grouped by partition (one partition, or sticky runs): no reordering copy.
+            keys, values, headers = records.keys, records.values, headers
+            timestamps, row_tps = records.timestamps_ms, records.tp_ids
+        else:
+            take = pa.array(order)
+            keys, values = records.keys.take(take), records.values.take(take)
+            headers = headers if headers.null_count == n else headers.take(take)
+            timestamps, row_tps = records.timestamps_ms[order], records.tp_ids[order]
+        table, _ = log_rows(
+            records.tps,
+            row_tps,
+            offsets,
+            timestamps,
+            keys=keys,
+            values=values,
+            headers=pa.nulls(n, HEADERS_ARROW) if headers.null_count == n else headers,
+            sequences=pa.array(order + self.base_sequence, pa.int32()),
+            producer_id=self.producer_id,
+            producer_epoch=self.producer_epoch,
+            topics=topics,
+            append_time_ms=append_time_ms,
+        )
+        return table
+
+
+def columns_for_batch(
+    topic: str, values: Any, keys: Any, partition: int | None, headers: Any, timestamps: Any
+) -> pa.Table:
+    """``Producer.send_batch``'s arguments as records to place (:data:`RECORD_SCHEMA`).
+
+    Raises InvalidRecordError for columns of the wrong type or length or
+    timestamps outside what the table holds, and UnknownTopicOrPartitionError
+    for a partition that is not an int.
+    """
+    if partition is not None and (isinstance(partition, bool) or not isinstance(partition, int)):
+        raise UnknownTopicOrPartitionError(f"partition must be an int, got {partition!r}")
+    value_column = _binary_column(values, "values")
+    n = len(value_column)
+
+    def optional(data: Any, name: str, kind: pa.DataType) -> pa.Array:
+        if data is None:
+            return pa.nulls(n, kind)
+        column = _binary_column(data, name) if kind == pa.binary() else _typed_column(data, name, kind)
+        if len(column) != n:
+            raise InvalidRecordError(f"{name} has {len(column)} entries for {n} values")
+        return column
+
+    stamps = (
+        pa.array(np.full(n, int(time.time() * 1000), dtype=np.int64))
+        if timestamps is None
+        else optional(timestamps, "timestamps", pa.int64())
+    )
+    check_timestamps_ms(stamps)
+    return pa.Table.from_arrays(
+        [
+            pa.array([topic], pa.string()).take(pa.array(np.zeros(n, dtype=np.int32))),
+            pa.nulls(n, pa.int32()) if partition is None else pa.array(np.full(n, partition, dtype=np.int32)),
+            optional(keys, "keys", pa.binary()),
+            value_column,
+            optional(headers, "headers", HEADERS_ARROW),
+            stamps,
+        ],
+        schema=RECORD_SCHEMA,
+    )
+
+
+def _binary_column(data: Any, name: str) -> pa.Array:
+    if isinstance(data, pa.ChunkedArray):
+        data = data.combine_chunks()
+    if isinstance(data, pa.Array):
+        if pa.types.is_binary(data.type) or pa.types.is_large_binary(data.type):
+            return data.cast(pa.binary())
+        if pa.types.is_string(data.type) or pa.types.is_large_string(data.type):
+            return data.cast(pa.string()).cast(pa.binary())
+        raise InvalidRecordError(f"{name} must be binary or string, got Arrow type {data.type}")
+    try:
+        return pa.array([v.encode() if isinstance(v, str) else v for v in data], pa.binary())
+    except (TypeError, pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+        raise InvalidRecordError(f"{name} must hold bytes, str or None: {exc}") from exc
+
+
+def _typed_column(data: Any, name: str, kind: pa.DataType) -> pa.Array:
+    try:
+        column = data.combine_chunks() if isinstance(data, pa.ChunkedArray) else data
+        return column.cast(kind) if isinstance(column, pa.Array) else pa.array(column, kind)
+    except (TypeError, pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+        raise InvalidRecordError(f"{name} must be {kind}: {exc}") from exc
+
+
+def place_records(view: TableState, tables: list[pa.Table]) -> PlacedRecords:
+    """The records placed in partitions exactly as the producer places records sent one by one.
+
+    Partition: the ``partition`` column if set; else the key's murmur2 hash
+    (Kafka's default partitioner); else sticky keyless partitioning by one
+    :class:`KeylessPartitioner` for the call, records taken in row order. A null
+    ``timestamp_ms`` becomes now. Raises, for the first refused record in row
+    order, what the producer raises for it: InvalidTopicError (null topic),
+    InvalidRecordError (null header key, timestamp outside [1970, 9999]),
+    UnknownTopicOrPartitionError (unknown topic, partition out of range),
+    RecordTooLargeError (over the topic's ``max.message.bytes``); a null entry
+    in a headers list gives the per-record path's TypeError.
+    """
+    table = (
+        pa.concat_tables([t.select(RECORD_SCHEMA.names) for t in tables]).combine_chunks()
+        if tables
+        else RECORD_SCHEMA.empty_table()
+    )
+    n = table.num_rows
+    if n == 0:
+        none = np.zeros(0, dtype=np.int64)
+        key, value, headers = (pa.array([], RECORD_SCHEMA.field(name).type) for name in ("key", "value", "headers"))
+        return PlacedRecords([], none, key, value, headers, none, none)
+    column = {name: table.column(name).chunk(0) for name in RECORD_SCHEMA.names}
+    encoded = column["topic"].dictionary_encode()
+    names: list[str] = encoded.dictionary.to_pylist()
+    # Null topics get the id len(names), whose per-topic entries say "no such topic".
+    topic_ids = encoded.indices.fill_null(len(names)).to_numpy().astype(np.int64)
+    metas = [view.topics.get(name) for name in names]
+    exists = np.array([m is not None for m in metas] + [False], dtype=bool)
+    counts = np.array([m.partitions if m else 0 for m in metas] + [0], dtype=np.int64)
+    max_bytes = np.array([m.max_message_bytes if m else 0 for m in metas] + [0], dtype=np.int64)
+
+    given = _valid(column["partition"])
+    partitions = column["partition"].fill_null(0).to_numpy().astype(np.int64)
+    keys = column["key"]
+    header_sizes, header_refused = _header_sizes(column["headers"])
+    sizes = _lengths(keys) + _lengths(column["value"]) + header_sizes
+    timestamps = column["timestamp_ms"].fill_null(int(time.time() * 1000)).to_numpy().astype(np.int64)
+
+    row_counts = counts[topic_ids]
+    refused = (
+        ~exists[topic_ids]
+        | header_refused
+        | (timestamps < 0)
+        | (timestamps > MAX_TIMESTAMP_MS)
+        | (given & ((partitions < 0) | (partitions >= row_counts)))
+        | (sizes > max_bytes[topic_ids])
+    )
+    if refused.any():
+        first = int(np.argmax(refused))
+        _raise_refusal(view, table.slice(first, 1))
+        raise AssertionError(f"record {first} was found refused but passes the producer's checks")
+
+    key_valid = _valid(keys)
+    keyed = np.flatnonzero(~given & key_valid)
+    if len(keyed):
+        partitions[keyed] = partitions_for_keys(keys.take(pa.array(keyed)), row_counts[keyed])
+    keyless = np.flatnonzero(~given & ~key_valid)
+    if len(keyless):
+        partitions[keyless] = _keyless_partitions(keyless, topic_ids, names, counts, sizes)
+
+    # Partition ids in order of each partition's first record, as RecordBatch.add numbers them.
+    codes = (topic_ids << 32) | partitions
+    unique, first_rows, inverse = np.unique(codes, return_index=True, return_inverse=True)
+    by_appearance = np.argsort(first_rows, kind="stable")
+    tp_id_of = np.empty(len(unique), dtype=np.int64)
+    tp_id_of[by_appearance] = np.arange(len(unique))
+    tps = [TopicPartition(names[int(unique[u]) >> 32], int(unique[u]) & 0xFFFFFFFF) for u in by_appearance]
+    return PlacedRecords(
+        tps, tp_id_of[inverse.reshape(-1)], keys, column["value"], column["headers"], timestamps, sizes
+    )
+
+
+def _valid(array: pa.Array) -> np.ndarray:
+    return array.is_valid().to_numpy(zero_copy_only=False)
+
+
+def _lengths(array: pa.Array) -> np.ndarray:
+    """Byte length of each entry (UTF-8 bytes for strings), 0 for nulls."""
+    return pc.binary_length(array).fill_null(0).to_numpy().astype(np.int64)
+
+
+def _header_sizes(headers: pa.ListArray) -> tuple[np.ndarray, np.ndarray]:
+    """Per record: the bytes of its header keys and values, and whether the producer
+    refuses its headers (a null header or header key)."""
+    per_record = pc.list_value_length(headers).fill_null(0).to_numpy().astype(np.int64)
+    bounds = np.concatenate([[0], np.cumsum(per_record)])
+    # flatten() drops the entries of null lists, so header j belongs to the record
+    # whose bounds hold j; the struct's own nulls become null keys.
+    header_keys, header_values = headers.flatten().flatten()
+    sizes = np.concatenate([[0], np.cumsum(_lengths(header_keys) + _lengths(header_values))])
+    refused = np.concatenate([[0], np.cumsum(header_keys.is_null().to_numpy(zero_copy_only=False))])
+    return sizes[bounds[1:]] - sizes[bounds[:-1]], (refused[bounds[1:]] - refused[bounds[:-1]]) > 0
+
+
+def _keyless_partitions(
+    rows: np.ndarray, topic_ids: np.ndarray, names: list[str], counts: np.ndarray, sizes: np.ndarray
+) -> np.ndarray:
+    """Partitions of the keyless records ``rows`` (ascending), as one KeylessPartitioner
+    given them one by one in row order would choose.
+
+    A sticky run is placed in one step; runs start in row order across topics,
+    since each draws the partitioner's shared counter.
+    """
+    keyless = KeylessPartitioner()
+    result = np.empty(len(rows), dtype=np.int64)
+    by_topic = np.argsort(topic_ids[rows], kind="stable")
+    groups = np.split(by_topic, np.flatnonzero(np.diff(topic_ids[rows][by_topic])) + 1)
+    placed = [0] * len(groups)
+    pending = [(int(rows[group[0]]), g) for g, group in enumerate(groups)]
+    heapq.heapify(pending)
+    while pending:
+        _, g = heapq.heappop(pending)
+        group, start = groups[g], placed[g]
+        topic = int(topic_ids[rows[group[0]]])
+        partition, count = keyless.sticky_run(names[topic], int(counts[topic]), sizes[rows[group[start:]]])
+        result[group[start : start + count]] = partition
+        placed[g] = start + count
+        if placed[g] < len(group):
+            heapq.heappush(pending, (int(rows[group[placed[g]]]), g))
+    return result
+
+
+def _raise_refusal(view: TableState, row: pa.Table) -> None:
+    """Raise what the producer raises for this one record, if anything (the exact
+    error and message of the per-record path)."""
+    from lakelog.engine.produce.producer import outgoing_record
+
+    record = row.to_pylist()[0]
+    topic = record["topic"]
+    if topic is None:
+        raise InvalidTopicError("a record has a null topic (set option('topic', ...) or fill the column)")
+    headers = record["headers"]
+    outgoing = outgoing_record(
+        topic,
+        view.topics.get(topic),
+        record["value"],
+        record["key"],
+        record["partition"],
+        None if headers is None else [(h["key"], h["value"]) for h in headers],
+        record["timestamp_ms"],
+        keyless=KeylessPartitioner(),  # errors do not depend on the keyless choice
+        ignore_keys=False,
+    )
+    if outgoing.error is not None:
+        raise outgoing.error

@@ -1,0 +1,536 @@
+"""The producer: Kafka's ``send`` / ``flush`` / ``close`` over Delta commits.
+
+``send`` places a record in a partition (Kafka's default partitioner) and
+returns a future; a background sender thread seals the pending records into
+a batch when ``linger.ms`` has passed or ``batch.size`` / ``batch.num.messages``
+is reached, and commits the whole batch -- any number of topics and
+partitions -- as one Delta commit through the commit core (:class:`engine.commit.Committer`).
+
+Guarantees:
+
+* a future completes with :class:`RecordMetadata` only after the commit
+  holding its record landed (``acks=all`` is the only mode);
+* records of one producer to one partition get increasing offsets in send
+  order: batches are committed one at a time, in order, and a batch is
+  retried before the next one is started;
+* a batch is all-or-nothing: it is one Delta commit;
+* with ``enable.idempotence`` (the default, as in Kafka >= 3.0) a batch is
+  committed at most once even when a commit attempt fails with an unknown
+  outcome and is retried: each batch commit carries Delta's application
+  transaction id (``txn`` action, appId ``lakelog-producer-<producer id>``,
+  version = the batch's number), and a retry first reads that id's version.
+  The ids expire with the table's ``delta.setTransactionRetentionDuration``
+  (7 days in new stores), far beyond ``delivery.timeout.ms``.
+
+Per-record problems (unknown topic, partition out of range, a record over
+the topic's ``max.message.bytes``) fail that record's future and never hold
+back the rest of its batch, as in Kafka's Java client. Wrong argument types
+and a closed producer raise from ``send`` itself. A topic that does not exist
+is created on first use when the store's ``auto.create.topics.enable`` is
+true, as Kafka's broker creates it for the producer's metadata request.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import random
+import threading
+import time
+from collections import defaultdict, deque
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from lakelog.engine.commit import AppTransaction, Committer, RetryPolicy
+from lakelog.engine.config import INT_MAX, ConfigKey, key_table, resolve_config
+from lakelog.engine.errors import (
+    DeliveryTimeoutError,
+    InvalidConfigError,
+    LakelogError,
+    ProducerClosedError,
+    UnknownTopicOrPartitionError,
+)
+from lakelog.engine.offsets import TopicPartition
+from lakelog.engine.produce.batches import (
+    BatchFuture,
+    PlacedEntry,
+    ProducerBatch,
+    RecordBatch,
+    RecordFuture,
+    check_record,
+)
+from lakelog.engine.produce.partitioner import KeylessPartitioner, partition_for_key
+from lakelog.engine.produce.placement import PlacedBatch
+from lakelog.engine.records import Headers, record_size, to_bytes, to_headers, to_timestamp_ms
+from lakelog.engine.topics import TopicMetadata
+
+if TYPE_CHECKING:
+    from lakelog.store import Store
+
+log = logging.getLogger(__name__)
+
+_producer_ids = itertools.count(1)
+
+
+def _expire(batch: RecordBatch | PlacedEntry, timeout_ms: int) -> None:
+    """Fail a batch that never reached a commit within its delivery timeout (nothing written)."""
+    error = DeliveryTimeoutError(
+        f"{len(batch.records) if isinstance(batch, PlacedEntry) else len(batch)} record(s) expired: "
+        f"not sent within delivery.timeout.ms ({timeout_ms} ms); nothing of them was committed"
+    )
+    log.warning("%s", error)
+    if isinstance(batch, PlacedEntry):
+        batch.future.fail(error)
+    else:
+        batch.fail(error)
+
+
+PRODUCER_CONFIG_KEYS = key_table(
+    [
+        ConfigKey("client.id", "string", "", "Name recorded with every commit of this producer (default producer-N)."),
+        ConfigKey(
+            "acks",
+            "enum",
+            "all",
+            "Only 'all' (or -1): a record is acknowledged when its Delta commit has landed.",
+            choices=("all", "-1"),
+        ),
+        ConfigKey(
+            "batch.size",
+            "int",
+            16 * 1024 * 1024,
+            "Bytes of records that seal a batch at once; one batch is one commit.",
+            minimum=1,
+            maximum=INT_MAX,
+        ),
+        ConfigKey(
+            "batch.num.messages",
+            "int",
+            1_000_000,
+            "Records that seal a batch at once (librdkafka's name).",
+            minimum=1,
+            maximum=INT_MAX,
+        ),
+        ConfigKey("linger.ms", "long", 5, "How long a batch waits for more records before it is committed.", minimum=0),
+        ConfigKey(
+            "buffer.memory",
+            "long",
+            256 * 1024 * 1024,
+            "Bytes of unsent records held before send() blocks.",
+            minimum=1,
+        ),
+        ConfigKey("max.block.ms", "long", 60_000, "How long send() blocks on a full buffer before failing.", minimum=0),
+        ConfigKey(
+            "retries", "int", INT_MAX, "Retries of a conflicting commit (bounded by delivery.timeout.ms).", minimum=0
+        ),
+        ConfigKey("retry.backoff.ms", "long", 100, "First backoff after a commit conflict.", minimum=0),
+        ConfigKey("retry.backoff.max.ms", "long", 1000, "Largest backoff after repeated conflicts.", minimum=0),
+        ConfigKey(
+            "delivery.timeout.ms",
+            "long",
+            120_000,
+            "Upper bound on the time from send() to a record's acknowledgement or failure: time queued "
+            "and commit retries included (at least linger.ms).",
+            minimum=1,
+        ),
+        ConfigKey("partitioner.ignore.keys", "bool", False, "Spread keyed records like keyless ones."),
+        ConfigKey(
+            "enable.idempotence",
+            "bool",
+            True,
+            "Each batch commit sets a Delta app transaction (lakelog-producer-<id>, batch number), so a "
+            "retry after an unknown outcome never commits a batch twice.",
+        ),
+        ConfigKey(
+            "metadata.max.age.ms", "long", 300_000, "Age after which cached topic metadata is re-read.", minimum=0
+        ),
+    ]
+)
+
+
+@dataclass(frozen=True)
+class OutgoingRecord:
+    """A ``send`` call's arguments, converted and checked, with its place."""
+
+    key: bytes | None
+    value: bytes | None
+    headers: Headers | None
+    timestamp_ms: int
+    size: int
+    partition: int | None  # None: the topic does not exist
+    error: LakelogError | None  # why the topic refuses the record
+
+
+def outgoing_record(
+    topic: str,
+    meta: TopicMetadata | None,
+    value: Any,
+    key: Any,
+    partition: int | None,
+    headers: Any,
+    timestamp: Any,
+    *,
+    keyless: KeylessPartitioner,
+    ignore_keys: bool,
+) -> OutgoingRecord:
+    """Convert ``send``'s arguments and place the record as Kafka's default partitioner does.
+
+    Raises InvalidRecordError / UnknownTopicOrPartitionError for arguments of
+    the wrong type; a record the topic refuses carries that error instead.
+    """
+    key_bytes = to_bytes(key, "key")
+    value_bytes = to_bytes(value, "value")
+    header_list = to_headers(headers)
+    timestamp_ms = to_timestamp_ms(timestamp)
+    if partition is not None and (isinstance(partition, bool) or not isinstance(partition, int)):
+        raise UnknownTopicOrPartitionError(f"partition must be an int, got {partition!r}")
+    size = record_size(key_bytes, value_bytes, header_list)
+    if partition is None and meta is not None:
+        if key_bytes is not None and not ignore_keys:
+            partition = partition_for_key(key_bytes, meta.partitions)
+        else:
+            partition = keyless.partition(topic, meta.partitions, size)
+    error = check_record(meta, topic, partition if partition is not None else 0, size)
+    return OutgoingRecord(key_bytes, value_bytes, header_list, timestamp_ms, size, partition, error)
+
+
+class Producer:
+    """Sends records to a store's topics. Thread-safe; use as a context manager."""
+
+    def __init__(self, store: Store, config: Mapping[str, Any]) -> None:
+        self._config = resolve_config(PRODUCER_CONFIG_KEYS, config, what="producer config")
+        cfg = self._config
+        if cfg["retry.backoff.max.ms"] < cfg["retry.backoff.ms"]:
+            raise InvalidConfigError("retry.backoff.max.ms must not be below retry.backoff.ms")
+        if cfg["delivery.timeout.ms"] < cfg["linger.ms"]:
+            # Kafka requires delivery.timeout.ms >= linger.ms + request.timeout.ms; a commit here has
+            # no request timeout of its own (its retries are bounded by delivery.timeout.ms).
+            raise InvalidConfigError(
+                f"delivery.timeout.ms ({cfg['delivery.timeout.ms']}) must be at least linger.ms "
+                f"({cfg['linger.ms']}): every record would expire before its batch is sent"
+            )
+        self.client_id = cfg["client.id"] or f"producer-{next(_producer_ids)}"
+        self.producer_id = random.getrandbits(62)
+        self._store = store
+        self._writer: Committer = store._new_writer(self.client_id)
+        self._policy = RetryPolicy(
+            retries=cfg["retries"],
+            backoff_ms=cfg["retry.backoff.ms"],
+            backoff_max_ms=cfg["retry.backoff.max.ms"],
+            timeout_ms=cfg["delivery.timeout.ms"],
+        )
+        self._batches_committed = 0
+        self._keyless = KeylessPartitioner(cfg["batch.num.messages"], cfg["batch.size"])
+        self._sequences: dict[TopicPartition, int] = defaultdict(int)
+        self._topics: dict[str, TopicMetadata] = {}
+        self._topics_read_at = 0.0
+        self._cond = threading.Condition()
+        self._open: RecordBatch | None = None  # accepting records
+        self._sealed: deque[RecordBatch] = deque()  # waiting for the sender
+        self._in_flight: RecordBatch | None = None
+        self._buffered_bytes = 0  # open + sealed + in flight
+        self._flush_requests = 0
+        self._closing = False
+        self._closed = False
+        self._sender_done = False
+        self._sender = threading.Thread(target=self._run, name=f"lakelog-sender-{self.client_id}", daemon=True)
+        self._sender.start()
+        # Kafka's Sender expires queued batches even while a request is in flight; here the
+        # sender thread may sit in one commit for long, so another thread does it.
+        self._reaper = threading.Thread(target=self._reap, name=f"lakelog-expiry-{self.client_id}", daemon=True)
+        self._reaper.start()
+
+    @property
+    def config(self) -> dict[str, Any]:
+        return dict(self._config)
+
+    # -- metadata ----------------------------------------------------------
+
+    def _topic(self, name: str, partition: int | None) -> TopicMetadata | None:
+        stale = time.monotonic() - self._topics_read_at > self._config["metadata.max.age.ms"] / 1000
+        topic = self._topics.get(name)
+        if stale or topic is None or (partition is not None and partition >= topic.partitions):
+            self._topics = self._store._latest_topics()
+            self._topics_read_at = time.monotonic()
+            topic = self._topics.get(name)
+            # Kafka's producer learns a topic from a metadata request, which creates a missing
+            # one when the broker's auto.create.topics.enable allows it; the store's setting here.
+            if topic is None and self._store._auto_create_topics([name]):
+                self._topics = self._store._latest_topics()
+                topic = self._topics.get(name)
+        return topic
+
+    def partitions_for(self, topic: str) -> list[int]:
+        """The partition ids of ``topic``, created first if it does not exist and the store's
+        ``auto.create.topics.enable`` is true. Raises UnknownTopicOrPartitionError if it does not
+        exist (and was not created), InvalidTopicError for a name that cannot be created."""
+        meta = self._topic(topic, None)
+        if meta is None:
+            raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
+        return list(range(meta.partitions))
+
+    # -- sending -----------------------------------------------------------
+
+    def send(
+        self,
+        topic: str,
+        value: Any = None,
+        key: Any = None,
+        partition: int | None = None,
+        headers: Any = None,
+        timestamp: Any = None,
+    ) -> RecordFuture:
+        """Queue a record; the future completes when its commit lands.
+
+        Raises ProducerClosedError after close(), InvalidRecordError for
+        arguments of the wrong type. A topic that does not exist is created
+        first when the store's ``auto.create.topics.enable`` is true (Kafka's
+        broker setting: ``num.partitions`` and the ``topic.*`` settings);
+        otherwise it fails the returned future with UnknownTopicOrPartitionError,
+        as do unknown partitions, records over ``max.message.bytes`` and a
+        topic that cannot be created (InvalidTopicError). Within
+        ``delivery.timeout.ms`` of this call the future completes or fails: a
+        record still queued then fails with DeliveryTimeoutError and is never
+        committed; one whose commit is under way learns that commit's outcome
+        (DeliveryTimeoutError when its retries ran out, CommitStateUnknownError
+        when it may have landed).
+        """
+        if self._closing:
+            raise ProducerClosedError("cannot send: the producer is closed")
+        if partition is not None and (isinstance(partition, bool) or not isinstance(partition, int)):
+            raise UnknownTopicOrPartitionError(f"partition must be an int, got {partition!r}")
+        try:
+            meta = self._topic(topic, partition)
+        except LakelogError as exc:  # auto-creation refused the name or failed to commit
+            return RecordFuture(error=exc)
+        record = outgoing_record(
+            topic,
+            meta,
+            value,
+            key,
+            partition,
+            headers,
+            timestamp,
+            keyless=self._keyless,
+            ignore_keys=self._config["partitioner.ignore.keys"],
+        )
+        if record.error is not None:
+            return RecordFuture(error=record.error)
+        assert record.partition is not None
+        tp = TopicPartition(topic, record.partition)
+        size = record.size
+        with self._cond:
+            full = self._wait_for_buffer(size)
+            if full is not None:
+                return RecordFuture(error=full)
+            if self._open is None:
+                self._open = RecordBatch()
+                self._cond.notify_all()  # the sender starts the linger clock
+            batch = self._open
+            sequence = self._sequences[tp]
+            self._sequences[tp] = sequence + 1
+            index = batch.add(tp, record.key, record.value, record.headers, record.timestamp_ms, size, sequence)
+            self._buffered_bytes += size
+            if batch.bytes >= self._config["batch.size"] or len(batch) >= self._config["batch.num.messages"]:
+                self._seal()
+        return RecordFuture(batch, index)
+
+    def send_batch(
+        self,
+        topic: str,
+        values: Any,
+        keys: Any = None,
+        *,
+        partition: int | None = None,
+        headers: Any = None,
+        timestamps: Any = None,
+    ) -> BatchFuture:
+        """Queue many records of one topic at once, given as columns; one future for all.
+
+        ``values`` (and ``keys``, ``headers``, ``timestamps`` in ms, each
+        None or one entry per record) are sequences or Arrow arrays. Records
+        are placed exactly as ``send`` would place them one by one (an
+        explicit ``partition``, else the key's hash, else sticky keyless
+        runs) and keep their order within each partition, after the records
+        sent before the call. The batch is committed whole or not at all; its
+        future gives every record's partition and offset (numpy arrays) once
+        the commit landed. A missing topic is auto-created as for ``send``.
+        What ``send`` refuses per record (unknown topic, partition out of range,
+        over ``max.message.bytes``) fails the whole batch's future; wrong
+        argument types and a closed producer raise.
+        """
+        if self._closing:
+            raise ProducerClosedError("cannot send: the producer is closed")
+        from lakelog.engine.produce.placement import columns_for_batch, place_records
+
+        table = columns_for_batch(topic, values, keys, partition, headers, timestamps)
+        try:
+            meta = self._topic(topic, partition)
+            placed = place_records(self._store.log.latest(), [table]) if meta is not None else None
+        except LakelogError as exc:
+            return BatchFuture(error=exc)
+        if placed is None:
+            return BatchFuture(error=UnknownTopicOrPartitionError(f"topic {topic!r} does not exist"))
+        entry = PlacedEntry(placed, int(placed.sizes.sum()))
+        with self._cond:
+            full = self._wait_for_buffer(entry.bytes)
+            if full is not None:
+                return BatchFuture(error=full)
+            self._seal()  # records sent before go first
+            self._sealed.append(entry)
+            self._buffered_bytes += entry.bytes
+            self._cond.notify_all()
+        return entry.future
+
+    def _wait_for_buffer(self, size: int) -> DeliveryTimeoutError | None:
+        """Wait (lock held) until ``size`` more bytes fit in ``buffer.memory``; the error if
+        they did not within ``max.block.ms``."""
+        deadline = time.monotonic() + self._config["max.block.ms"] / 1000
+        while self._buffered_bytes + size > self._config["buffer.memory"] and self._buffered_bytes:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or self._closing:
+                return DeliveryTimeoutError(
+                    f"buffer.memory ({self._config['buffer.memory']} bytes) stayed full for max.block.ms"
+                )
+            self._cond.wait(remaining)
+        return None
+
+    def _seal(self) -> None:
+        """Close the open batch to new records (call with the lock held)."""
+        if self._open is not None:
+            self._sealed.append(self._open)
+            self._open = None
+            self._cond.notify_all()
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Commit everything sent so far and wait until it is acknowledged or failed."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            self._flush_requests += 1
+            try:
+                while self._open is not None or self._sealed or self._in_flight is not None:
+                    self._seal()
+                    remaining = None if deadline is None else deadline - time.monotonic()
+                    if remaining is not None and remaining <= 0:
+                        raise DeliveryTimeoutError(f"flush did not complete within {timeout} s")
+                    self._cond.wait(remaining)
+            finally:
+                self._flush_requests -= 1
+
+    def close(self, timeout: float | None = None) -> None:
+        """Send what is pending, then stop. Idempotent."""
+        with self._cond:
+            if self._closed:
+                return
+            self._closing = True
+            self._cond.notify_all()
+        self._sender.join(timeout)
+        if self._sender.is_alive():
+            raise DeliveryTimeoutError(f"producer did not finish sending within {timeout} s")
+        self._closed = True
+
+    def __enter__(self) -> Producer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- the sender thread ---------------------------------------------------
+
+    def _expired(self, now: float) -> list[RecordBatch | PlacedEntry]:
+        """Take the queued batches (open or sealed, never the one in flight) whose first record
+        was sent more than delivery.timeout.ms ago out of the queue (lock held)."""
+        limit = self._config["delivery.timeout.ms"] / 1000
+        expired = [b for b in self._sealed if now - b.created >= limit]
+        if expired:
+            self._sealed = deque(b for b in self._sealed if now - b.created < limit)
+        if self._open is not None and now - self._open.created >= limit:
+            expired.append(self._open)
+            self._open = None
+        for batch in expired:
+            self._buffered_bytes -= batch.bytes
+        if expired:
+            self._cond.notify_all()
+        return expired
+
+    def _reap(self) -> None:
+        """Fail queued batches as their delivery timeout passes, until the sender stopped."""
+        limit = self._config["delivery.timeout.ms"] / 1000
+        while True:
+            with self._cond:
+                if self._sender_done:
+                    return
+                expired = self._expired(time.monotonic())
+                if not expired:
+                    queued = [b.created for b in self._sealed] + ([self._open.created] if self._open else [])
+                    self._cond.wait(max(0.0, min(queued) + limit - time.monotonic()) if queued else None)
+                    continue
+            for batch in expired:
+                _expire(batch, self._config["delivery.timeout.ms"])
+
+    def _take_batch(self) -> RecordBatch | PlacedEntry | None:
+        """Wait for a batch to be due and take it; None when closing with nothing left."""
+        linger = self._config["linger.ms"] / 1000
+        with self._cond:
+            while not self._sealed:
+                if self._open is not None:
+                    due = self._open.created + linger
+                    if self._flush_requests or self._closing or time.monotonic() >= due:
+                        self._seal()
+                        break
+                    self._cond.wait(max(0.0, due - time.monotonic()))
+                elif self._closing:
+                    return None
+                else:
+                    self._cond.wait()
+            self._in_flight = self._sealed.popleft()
+            return self._in_flight
+
+    def _run(self) -> None:
+        while True:
+            records = self._take_batch()
+            if records is None:
+                with self._cond:
+                    self._sender_done = True
+                    self._cond.notify_all()
+                return
+            left_ms = int((records.created - time.monotonic()) * 1000) + self._config["delivery.timeout.ms"]
+            if left_ms <= 0:
+                _expire(records, self._config["delivery.timeout.ms"])
+                with self._cond:
+                    self._in_flight = None
+                    self._buffered_bytes -= records.bytes
+                    self._cond.notify_all()
+                continue
+            # The commit's retries get what is left of the records' delivery timeout.
+            policy = replace(self._policy, timeout_ms=left_ms)
+            self._keyless.next_batch()
+            self._batches_committed += 1
+            app = (
+                AppTransaction(f"lakelog-producer-{self.producer_id}", self._batches_committed)
+                if self._config["enable.idempotence"]
+                else None
+            )
+            try:
+                if isinstance(records, PlacedEntry):
+                    placed = PlacedBatch(records.records, app, operation="produce", producer_id=self.producer_id)
+                    try:
+                        self._writer.append(placed, policy)
+                        records.future.complete(placed)
+                    except BaseException as exc:
+                        log.warning("batch of %d records failed: %s", len(records.records), exc)
+                        records.future.fail(exc)
+                    continue
+                batch = ProducerBatch(records, self.producer_id, app)
+                try:
+                    self._writer.append(batch, policy)
+                    batch.complete()
+                except BaseException as exc:  # every record learns why it failed
+                    log.warning("batch of %d records failed: %s", len(records), exc)
+                    batch.fail(exc)
+            finally:
+                with self._cond:
+                    self._in_flight = None
+                    self._buffered_bytes -= records.bytes
+                    self._cond.notify_all()

@@ -1,0 +1,106 @@
+"""Produce requests of many connections and partitions become one Delta commit (server-side linger).
+
+A broker appends each request to its log segments; a commit per request would make the
+store's commit rate grow with the number of clients. Requests hand their records (one
+table per partition, already checked against the topics) to :class:`GroupCommit`; its
+thread takes whatever arrived within ``linger_ms`` of the first one, places it all in one
+:class:`engine.produce.placement.PlacedBatch` and commits it through the commit core, then hands
+each request its records' offsets. If the group is refused (a topic changed in between),
+each request's records are committed on their own, so one bad request fails only itself.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from concurrent.futures import Future
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from lakelog.engine.commit import Committer, RetryPolicy
+from lakelog.engine.errors import FatalError
+from lakelog.engine.produce.placement import PlacedBatch, place_records
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Committed:
+    """Where one request's records landed: record i at ``offsets[i]`` of its partition."""
+
+    offsets: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+
+class GroupCommit:
+    """Commits record tables (RECORD_SCHEMA, one partition each) in groups. Thread-safe."""
+
+    def __init__(self, writer: Committer, policy: RetryPolicy, linger_ms: float = 5.0) -> None:
+        self._writer, self._policy, self._linger_s = writer, policy, linger_ms / 1000
+        self._queue: queue.Queue[tuple[pa.Table, Future] | None] = queue.Queue()
+        self._thread = threading.Thread(target=self._run, name="lakelog-serve-group-commit", daemon=True)
+        self._thread.start()
+
+    def submit(self, table: pa.Table) -> Future:
+        """A future of :class:`Committed` (or the error that refused the records)."""
+        future: Future = Future()
+        self._queue.put((table, future))
+        return future
+
+    def close(self) -> None:
+        """Commit what was submitted, then stop."""
+        self._queue.put(None)
+        self._thread.join()
+
+    def _run(self) -> None:
+        stopping = False
+        while not stopping:
+            first = self._queue.get()
+            if first is None:
+                return
+            group = [first]
+            # Measured: lingering after every commit, even for records that queued up during
+            # the last one, makes fewer, fuller commits and keeps up with more records/s
+            # than sending queued records at once.
+            deadline = time.monotonic() + self._linger_s
+            while True:
+                try:
+                    item = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
+                except queue.Empty:
+                    break
+                if item is None:
+                    stopping = True
+                    break
+                group.append(item)
+            self._commit(group)
+
+    def _commit(self, group: list[tuple[pa.Table, Future]]) -> None:
+        try:
+            offsets = self._append([table for table, _ in group])
+        except FatalError as exc:
+            if len(group) == 1:
+                group[0][1].set_exception(exc)
+                return
+            for one in group:  # refused as a whole: each on its own, so only the bad one fails
+                self._commit([one])
+            return
+        except BaseException as exc:  # conflicts exhausted, unknown outcome, storage: all share it
+            for _, future in group:
+                future.set_exception(exc)
+            return
+        start = 0
+        for table, future in group:
+            future.set_result(Committed(offsets[start : start + table.num_rows]))
+            start += table.num_rows
+
+    def _append(self, tables: list[pa.Table]) -> np.ndarray:
+        batch = PlacedBatch(place_records(self._writer.latest(), tables), None, operation="produce")
+        self._writer.append(batch, self._policy)
+        assert batch.offsets is not None
+        return batch.offsets

@@ -1,0 +1,106 @@
+"""Kafka's transactional producers onto lakelog's one-commit transactions.
+
+A transactional id's InitProducerId makes a lakelog transactional producer
+of that id in the agent (:class:`TxnProxy`): its epoch bump is a Delta commit
+that fences every older instance, in this agent or another. The records a
+Kafka client produces in a transaction and the offsets it sends
+(TxnOffsetCommit) gather in that producer; EndTxn commits them as one Delta
+commit -- records and offsets visible together, or, aborted, never. So every
+consumer reads committed data only (read_committed and read_uncommitted see
+the same, and no control records are needed). Produce answers for
+transactional batches carry base offset -1: offsets are given at EndTxn.
+A retried produce request of the open transaction is recognized by its
+partition and base sequence and added once.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from lakelog.engine.consume.consumer import ConsumerGroupMetadata
+from lakelog.engine.offsets import TopicPartition
+from lakelog.kafka_endpoint.record_batches import ProducedBatch
+
+
+class UnknownProducerError(LookupError):
+    """No transactional producer of this id and epoch here (INVALID_PRODUCER_ID_MAPPING)."""
+
+
+class StaleEpochError(LookupError):
+    """The client's epoch is not the current one of its transactional id (INVALID_PRODUCER_EPOCH)."""
+
+
+class TxnProxy:
+    """One transactional id's current producer, held in the agent."""
+
+    def __init__(self, store: Any, transactional_id: str) -> None:
+        self.transactional_id = transactional_id
+        self.producer = store.transactional_producer(transactional_id)
+        self.producer.init_transactions()
+        self.lock = threading.Lock()
+        self._sequences: dict[TopicPartition, int] = {}
+
+    @property
+    def producer_id(self) -> int:
+        return self.producer.producer_id
+
+    @property
+    def epoch(self) -> int:
+        # Kafka's epoch is an int16; lakelog's grows per init: the client only echoes it back.
+        return self.producer.epoch % 32_767
+
+    def check(self, producer_id: int, epoch: int) -> None:
+        if producer_id != self.producer_id:
+            raise UnknownProducerError(f"producer id {producer_id} is not {self.transactional_id!r}'s")
+        if epoch != self.epoch:
+            raise StaleEpochError(f"epoch {epoch} of {self.transactional_id!r} is not the current {self.epoch}")
+
+    def _begin(self) -> None:
+        from lakelog.transactions.producer import TransactionState
+
+        if self.producer.state is TransactionState.READY:
+            self.producer.begin_transaction()
+            self._sequences = {}
+
+    def add(self) -> None:
+        """AddPartitionsToTxn / AddOffsetsToTxn: the transaction is open from now on."""
+        with self.lock:
+            self._begin()
+
+    def send(self, topic: str, partition: int, batches: list[ProducedBatch]) -> None:
+        """The records of a transactional produce request for one partition, once."""
+        tp = TopicPartition(topic, partition)
+        with self.lock:
+            self._begin()
+            for batch in batches:
+                expected = self._sequences.get(tp, batch.base_sequence)
+                if batch.base_sequence < expected:
+                    continue  # a retried request of this transaction: already added
+                self._sequences[tp] = batch.base_sequence + len(batch)
+                for key, value, headers, stamp in zip(
+                    batch.keys, batch.values, batch.headers, batch.timestamps, strict=True
+                ):
+                    future = self.producer.send(topic, value, key, partition, headers, stamp)
+                    if future.done() and future.exception() is not None:
+                        raise future.exception()
+
+    def send_offsets(self, group_id: str, generation: int, member_id: str, offsets: dict[TopicPartition, Any]) -> None:
+        meta = ConsumerGroupMetadata(group_id, generation, member_id or None) if generation >= 0 else group_id
+        with self.lock:
+            self._begin()
+            self.producer.send_offsets_to_transaction(offsets, meta)
+
+    def end(self, commit: bool) -> None:
+        from lakelog.transactions.producer import TransactionState
+
+        with self.lock:
+            if self.producer.state is not TransactionState.IN_TRANSACTION:
+                return  # nothing was added: Kafka's EndTxn of an empty transaction succeeds
+            if commit:
+                self.producer.commit_transaction()
+            else:
+                self.producer.abort_transaction()
+
+    def close(self) -> None:
+        self.producer.close()

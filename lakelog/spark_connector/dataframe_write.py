@@ -1,0 +1,440 @@
+"""``Store.write(df)``: append a DataFrame with the Kafka sink's columns.
+
+Two Spark jobs and two small commits (:meth:`engine.commit.Committer.append_reserved`),
+no shuffle and no Python worker:
+
+1. the count job places every row (explicit ``partition`` column, else
+   murmur2 of the key with lakelog's JVM function, bit-identical to Kafka's
+   and the producer's, else sticky per Spark task), checks it as ``send()``
+   would (unknown topic or partition, over ``max.message.bytes``, timestamp
+   out of range, null header key: ``raise_error`` fails the job before any
+   file exists, and the driver turns the marked message back into the
+   LakelogError) and counts the rows per (Spark task, partition);
+2. the offsets are reserved (one commit: producers append after them,
+   readers wait at them);
+3. the write job numbers the rows without a shuffle: each task sorts its
+   rows by (topic, partition, input position) -- the order Delta's writer
+   needs for partition directories anyway -- and a row's offset is its
+   position in that order plus a per-(task, partition) base looked up in a
+   broadcast table; Delta's own writer (``TransactionalWrite.writeFiles``)
+   writes the files with Delta's statistics, and the driver receives their
+   ``add`` actions. No Delta transaction commits;
+4. one commit adds the files; it rebases over other appends, so however
+   busy the partitions are, the files are written once.
+
+Both jobs must see the same rows per task: the commit checks the files tile
+the reserved ranges exactly, and a write whose input changed in between (a
+plan that is not deterministic) is aborted and written again from Spark's
+cache (``Store.write``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from urllib.parse import unquote
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+)
+
+from lakelog.engine.commit import DataWriteError
+from lakelog.engine.commit.actions import AddFile
+from lakelog.engine.commit.data_files import DataFile
+from lakelog.engine.commit.state import TableState
+from lakelog.engine.errors import (
+    InvalidRecordError,
+    InvalidTopicError,
+    RecordTooLargeError,
+    UnknownTopicOrPartitionError,
+    error_from_text,
+    marked,
+)
+from lakelog.engine.offsets import TopicPartition
+from lakelog.engine.records import MAX_TIMESTAMP_MS
+from lakelog.engine.schema import check_sink_columns
+from lakelog.engine.storage.object_store import filesystem, is_s3, sync_all
+from lakelog.engine.topics import TIMESTAMP_TYPE_CODES, TopicMetadata, validate_topic_name
+from lakelog.spark_connector.frames import sql_string
+
+HEADERS_TYPE = ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())]))
+
+
+KAFKA_PARTITION_FUNCTION = "lakelog_kafka_partition"
+KAFKA_PARTITION_CLASS = "io.lakelog.udf.KafkaPartition"
+
+
+def register_functions(spark: SparkSession) -> None:
+    """Register lakelog's JVM functions (from lakelog-jvm.jar) in the session, once."""
+    if not spark.catalog.functionExists(KAFKA_PARTITION_FUNCTION):
+        spark.udf.registerJavaFunction(KAFKA_PARTITION_FUNCTION, KAFKA_PARTITION_CLASS, IntegerType())
+
+
+def normalize_sink_frame(df: DataFrame, topic: str | None) -> DataFrame:
+    """The input as (topic, partition, key, value, headers, timestamp), types checked.
+
+    ``topic`` (when given) overrides a topic column, as the Kafka sink's
+    ``topic`` option does.
+    """
+    fields = {f.name: f.dataType for f in df.schema.fields}
+    check_sink_columns({name: kind.simpleString() for name, kind in fields.items()})
+    if topic is not None:
+        topic_col = F.lit(validate_topic_name(topic))
+    elif "topic" in fields:
+        topic_col = F.col("topic")
+    else:
+        raise InvalidTopicError("no topic: pass topic=... or give the DataFrame a 'topic' column")
+
+    def column(name: str, cast: str) -> Column:
+        return F.col(name).cast(cast) if name in fields else F.lit(None).cast(cast)
+
+    # Refused as send() refuses them, in the job's first projection: the job fails before it
+    # writes a file (nothing to clean up but what other tasks of it wrote, see build()).
+    if "timestamp" in fields and isinstance(fields["timestamp"], LongType):
+        out_of_range = f"timestamp < 0 OR timestamp > {MAX_TIMESTAMP_MS}"
+        timestamp = F.expr(
+            f"CASE WHEN {out_of_range} THEN {_timestamp_refused('CAST(timestamp AS STRING)')} "
+            "ELSE timestamp_millis(timestamp) END"
+        )
+    else:
+        micros = "unix_micros(CAST(timestamp AS TIMESTAMP))"
+        out_of_range = f"{micros} < 0 OR {micros} > {MAX_TIMESTAMP_MS * 1000 + 999}"
+        refused = _timestamp_refused("CAST(CAST(timestamp AS TIMESTAMP) AS STRING)")
+        timestamp = (
+            F.expr(f"CASE WHEN {out_of_range} THEN {refused} ELSE CAST(timestamp AS TIMESTAMP) END")
+            if "timestamp" in fields
+            else F.lit(None).cast("timestamp")
+        )
+    if "headers" in fields:
+        null_key = _fail(InvalidRecordError, "a header key is null (header keys must be strings)")
+        # A higher-order function turns whole-stage codegen off: only when there are headers.
+        headers = F.expr(f"CASE WHEN exists(headers, h -> h.key IS NULL) THEN {null_key} ELSE headers END")
+    else:
+        headers = F.lit(None).cast(HEADERS_TYPE)
+    return df.select(
+        topic_col.alias("topic"),
+        column("partition", "int").alias("partition"),
+        column("key", "binary").alias("key"),
+        column("value", "binary").alias("value"),
+        headers.alias("headers"),
+        timestamp.alias("timestamp"),
+    )
+
+
+def _timestamp_refused(shown: str) -> str:
+    return _fail(
+        InvalidRecordError,
+        "timestamp ",
+        shown,
+        f": a timestamp must lie in [0, {MAX_TIMESTAMP_MS}] ms (1970-01-01 to 9999-12-31 UTC)",
+    )
+
+
+class DataFrameAppend:
+    """One ``Store.write`` call, as an :class:`engine.commit.AppendBatch` for
+    :meth:`engine.commit.Committer.append_reserved`: counted by one Spark job, written by
+    another once its offsets are reserved."""
+
+    operation = "write"
+    app_transaction = None
+    commit_when_empty = False
+
+    def __init__(self, spark: SparkSession, df: DataFrame, topic: str | None, uri: str) -> None:
+        self._spark = spark
+        self._uri = uri
+        register_functions(spark)
+        self._topic = topic
+        self._has_headers = "headers" in df.columns
+        # Rows with neither key nor partition may go anywhere: each Spark task's
+        # rows then fill one partition (the sticky idea at task granularity).
+        self._keyless = topic is not None and "key" not in df.columns and "partition" not in df.columns
+        self._source = normalize_sink_frame(df, topic)
+        self._counted: _Counted | None = None
+
+    def persist(self) -> None:
+        """Keep the input in Spark's cache, so that the count and the write see the same rows
+        (for an input whose plan is not deterministic); counting starts over."""
+        self._source = self._source.persist()
+        self._counted = None
+
+    def unpersist(self) -> None:
+        self._source.unpersist()
+
+    def prepare(self, view: TableState) -> dict[TopicPartition, int]:
+        """The record count per partition, from a Spark job that places every row (and
+        refuses the write, before anything is written, for a row the topics refuse)."""
+        if self._topic is not None and self._topic not in view.topics:
+            raise UnknownTopicOrPartitionError(f"topic {self._topic!r} does not exist")
+        names = [self._topic] if self._topic is not None else sorted(view.topics)
+        shape = tuple((n, view.topics[n].partitions, view.topics[n].max_message_bytes) for n in names)
+        if self._counted is None or self._counted.shape != shape:
+            self._counted = self._count(view, names, shape)
+        return self._counted.totals()
+
+    def check(self, committed_app_version: int, view: TableState) -> None:
+        """A DataFrame write is never fenced."""
+
+    def target_partitions(self, view: TableState) -> list[TopicPartition]:
+        names = [self._topic] if self._topic is not None else sorted(view.topics)
+        return [TopicPartition(name, p) for name in names for p in range(view.topics[name].partitions)]
+
+    def build(
+        self, ends: Mapping[TopicPartition, int], topics: Mapping[str, TopicMetadata], append_time_ms: int
+    ) -> list[DataFile]:
+        """Number the rows from ``ends`` and write them as data files with Delta's own writer
+        (Spark's Parquet writer on the executors); the files' descriptions. Nothing is committed."""
+        assert self._counted is not None, "prepare() counts the rows first"
+        rows = self.numbered(ends, topics, append_time_ms)
+        try:
+            return write_delta_files(self._spark, self._uri, rows)
+        except Exception as exc:
+            message = _spark_message(exc)
+            error = error_from_text(message)
+            if error is not None:
+                raise error from None
+            raise DataWriteError(f"writing data files failed, nothing was committed: {message}") from exc
+
+    # -- placing and counting -------------------------------------------------------------
+
+    def _count(self, view: TableState, names: list[str], shape: tuple) -> _Counted:
+        placed = self._placed(view, names)
+        # The counts of the checked columns make Spark evaluate every check here: a column
+        # the job did not use would be pruned with the raise_error() inside it.
+        checked = [F.count(name).alias(f"_{name}") for name in ("value", "timestamp", "headers")]
+        counting = placed.groupBy("_task", "topic", "partition").agg(F.count(F.lit(1)).alias("count"), *checked)
+        try:
+            rows = counting.collect()
+        except Exception as exc:
+            message = _spark_message(exc)
+            error = error_from_text(message)
+            if error is not None:
+                raise error from None
+            raise
+        counts = {(int(r["_task"]), TopicPartition(r["topic"], int(r["partition"]))): int(r["count"]) for r in rows}
+        return _Counted(shape, placed, counts)
+
+    def _placed(self, view: TableState, names: list[str]) -> DataFrame:
+        """Every row checked and placed: the log table's data columns plus ``_task`` (the Spark
+        task it is in) and ``_seq`` (its position in the input). Refused rows fail the job."""
+        topics = view.topics
+        count = _topic_lookup({n: str(topics[n].partitions) for n in names}, "INT")
+        limit = _topic_lookup({n: str(topics[n].max_message_bytes) for n in names}, "INT")
+        null_topic = _fail(InvalidRecordError, "a row has a null topic")
+        unknown_topic = _fail(UnknownTopicOrPartitionError, "topic '", "topic", "' does not exist")
+        bad_partition = _fail(
+            UnknownTopicOrPartitionError,
+            "partition ",
+            "coalesce(CAST(_p AS STRING), 'null')",
+            " of topic '",
+            "topic",
+            "' does not exist (partitions: ",
+            f"CAST({count} AS STRING)",
+            ")",
+        )
+        sticky = self._sticky_partitions(view) if self._keyless else None
+        if sticky is not None:
+            # At most as many tasks as partitions: task i's rows fill the i-th least-filled one.
+            chosen = "array(" + ", ".join(str(p) for p in sticky) + ")"
+            placement = f"element_at({chosen}, spark_partition_id() + 1)"
+        else:
+            placement = (
+                f"coalesce(partition, CASE WHEN key IS NOT NULL THEN {KAFKA_PARTITION_FUNCTION}(key, {count}) "
+                f"ELSE CAST(pmod(monotonically_increasing_id(), {count}) AS INT) END)"
+            )
+        # One projection; later items use earlier aliases (lateral column aliases).
+        return self._source.selectExpr(
+            f"{placement} AS _p",
+            f"CASE WHEN topic IS NULL THEN {null_topic} WHEN {count} IS NULL THEN {unknown_topic} "
+            "ELSE topic END AS _topic",
+            f"CASE WHEN _p IS NULL OR _p < 0 OR _p >= {count} THEN {bad_partition} ELSE _p END AS _partition",
+            "key",
+            self._checked_value(limit),
+            "headers",
+            "timestamp",
+            "spark_partition_id() AS _task",
+            "monotonically_increasing_id() AS _seq",
+        ).withColumnsRenamed({"_topic": "topic", "_partition": "partition"})
+
+    def _sticky_partitions(self, view: TableState) -> list[int] | None:
+        """For keyless rows of at most as many Spark tasks as partitions: the partitions the
+        tasks fill, least filled first; else None (rows go round-robin)."""
+        tasks = self._source.rdd.getNumPartitions()
+        partitions = view.topics[self._topic].partitions  # type: ignore[index]
+        if tasks > partitions:
+            return None
+        fill = sorted(range(partitions), key=lambda p: (view.end_offset(TopicPartition(self._topic, p)), p))  # type: ignore[arg-type]
+        return fill[:tasks]
+
+    def _checked_value(self, limit: str) -> str:
+        """``value``, failing the job on a record over its topic's max.message.bytes."""
+        size = _record_size_sql(self._has_headers)
+        too_large = _fail(
+            RecordTooLargeError,
+            "a record of ",
+            f"CAST({size} AS STRING)",
+            " bytes for topic '",
+            "topic",
+            "' is larger than its max.message.bytes=",
+            f"CAST({limit} AS STRING)",
+        )
+        return f"CASE WHEN {size} > {limit} THEN {too_large} ELSE value END AS value"
+
+    # -- numbering ----------------------------------------------------------------------
+
+    def numbered(
+        self, ends: Mapping[TopicPartition, int], topics: Mapping[str, TopicMetadata], append_time_ms: int
+    ) -> DataFrame:
+        """The rows as log-table rows, each partition's numbered from its offset in ``ends``.
+
+        No shuffle: the count job gave every (task, partition) its number of rows, so task
+        t's rows of partition p take the offsets after those of tasks before t. Within a
+        task the rows are sorted by (topic, partition, input position) -- the order Delta's
+        writer needs anyway -- and a row's offset is its position in that order plus one
+        lookup per (task, partition) in a broadcast table.
+        """
+        assert self._counted is not None
+        counted = self._counted
+        bases = counted.bases(ends)
+        names = sorted({tp.topic for _, tp in bases})
+        lookup = self._spark.createDataFrame(
+            [(task, tp.topic, tp.partition, base) for (task, tp), base in bases.items()],
+            "_task INT, topic STRING, partition INT, _base BIGINT",
+        )
+        ordered = counted.placed.sortWithinPartitions("topic", "partition", "_seq").withColumn(
+            "_pos", F.expr("monotonically_increasing_id() - shiftleft(CAST(spark_partition_id() AS BIGINT), 33)")
+        )
+        numbered = ordered.join(F.broadcast(lookup), ["_task", "topic", "partition"]).withColumn(
+            "offset", F.col("_pos") + F.col("_base")
+        )
+        log_append = [sql_string(n) for n in names if topics[n].log_append_time]
+        is_log_append = f"topic IN ({', '.join(log_append)})" if log_append else "false"
+        append_ts = f"timestamp_micros({append_time_ms * 1000}L)"
+        return numbered.selectExpr(
+            "topic",
+            "partition",
+            "offset",
+            f"CASE WHEN {is_log_append} THEN {append_ts} ELSE coalesce(timestamp, {append_ts}) END AS timestamp",
+            f"CASE WHEN {is_log_append} THEN {TIMESTAMP_TYPE_CODES['LogAppendTime']} "
+            f"ELSE {TIMESTAMP_TYPE_CODES['CreateTime']} END AS timestamp_type",
+            "key",
+            "value",
+            "headers",
+            "CAST(NULL AS BIGINT) AS producer_id",
+            "CAST(NULL AS INT) AS producer_epoch",
+            "CAST(NULL AS INT) AS sequence",
+        )
+
+
+@dataclass(frozen=True)
+class _Counted:
+    """What the count job found: rows per (Spark task, partition) of the placed input."""
+
+    shape: tuple
+    placed: DataFrame
+    counts: Mapping[tuple[int, TopicPartition], int]
+
+    def totals(self) -> dict[TopicPartition, int]:
+        totals: dict[TopicPartition, int] = {}
+        for (_, tp), n in self.counts.items():
+            totals[tp] = totals.get(tp, 0) + n
+        return totals
+
+    def bases(self, firsts: Mapping[TopicPartition, int]) -> dict[tuple[int, TopicPartition], int]:
+        """Per (task, partition), the offset of the task's first row of that partition minus
+        that row's position among the task's rows sorted by (topic, partition): the tasks'
+        rows of a partition follow each other in task order from ``firsts``."""
+        bases = {}
+        taken = dict(firsts)
+        for task, tp in sorted(self.counts, key=lambda k: (k[0], k[1])):
+            bases[(task, tp)] = taken[tp]
+            taken[tp] += self.counts[(task, tp)]
+        # Subtract each (task, partition)'s position within its task's sorted rows.
+        position: dict[int, int] = {}
+        for task, tp in sorted(self.counts, key=lambda k: (k[0], k[1])):
+            before = position.get(task, 0)
+            bases[(task, tp)] -= before
+            position[task] = before + self.counts[(task, tp)]
+        return bases
+
+
+def write_delta_files(spark: SparkSession, uri: str, rows: DataFrame) -> list[DataFile]:
+    """Write ``rows`` (the log table's columns) as data files of the table at ``uri`` with Delta's
+    own writer (``TransactionalWrite.writeFiles``: Spark's Parquet writer, Delta's statistics
+    and partition directories) without committing them; their descriptions.
+
+    Files of tasks that finished before a failed job are left behind unreferenced, as a
+    failed Delta write leaves them; VACUUM removes them.
+    """
+    delta_log = spark._jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, uri)  # type: ignore[union-attr]
+    actions = delta_log.startTransaction().writeFiles(rows._jdf)
+    files = []
+    found = actions.iterator()
+    while found.hasNext():
+        action = json.loads(found.next().json())
+        if "add" not in action:
+            continue
+        add = AddFile.from_json(action["add"])
+        files.append(DataFile(add, add.file_stats(), _full_path(uri, add.path)))
+    if not is_s3(uri) and "://" not in uri:
+        # Spark's writer does not sync: the records and their names (partition directories
+        # Delta created, and their parents) reach the disk before a commit references them.
+        partitions = {os.path.dirname(f.full_path) for f in files}
+        sync_all([f.full_path for f in files], sorted(partitions | {os.path.dirname(d) for d in partitions} | {uri}))
+    return files
+
+
+def _topic_lookup(values: Mapping[str, str], value_type: str) -> str:
+    """SQL for the value of the row's topic in a map literal (values are SQL); null if absent."""
+    if not values:
+        return f"CAST(NULL AS {value_type})"
+    pairs = ", ".join(f"{sql_string(k)}, {v}" for k, v in sorted(values.items()))
+    return f"try_element_at(map({pairs}), topic)"
+
+
+def _fail(error: type, *parts: str) -> str:
+    """SQL that fails the job with a marked error message.
+
+    ``parts`` alternate between literal text (even positions) and SQL
+    expressions (odd positions).
+    """
+    pieces = [sql_string(marked(error, ""))]
+    for i, part in enumerate(parts):
+        pieces.append(sql_string(part) if i % 2 == 0 else part)
+    pieces.append(sql_string("; nothing was committed"))
+    return f"raise_error(concat({', '.join(pieces)}))"
+
+
+def _record_size_sql(has_headers: bool) -> str:
+    """Bytes counted against max.message.bytes: key, value, header keys and values."""
+    size = "coalesce(length(key), 0) + coalesce(length(value), 0)"
+    if has_headers:
+        # A higher-order function turns whole-stage codegen off, so only when there are headers.
+        size += " + coalesce(aggregate(headers, 0L, (acc, h) -> acc + octet_length(h.key)"
+        size += " + coalesce(length(h.value), 0)), 0)"
+    return size
+
+
+def _full_path(uri: str, path: str) -> str:
+    _, root = filesystem(uri)
+    return f"{root}/{unquote(path)}"
+
+
+def _spark_message(error: BaseException) -> str:
+    """The JVM's message of a failed Spark job (the text a marked error travels in)."""
+    java = getattr(error, "java_exception", None) or getattr(error, "_origin", None)
+    if java is not None:
+        try:
+            return str(java.getMessage() or java.toString())
+        except Exception:
+            pass
+    return str(error)

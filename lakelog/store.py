@@ -1,0 +1,911 @@
+"""Store: a lakelog store -- one Delta log table plus its topic metadata.
+
+The log table is partitioned by ``topic`` and ``partition``; topic
+metadata lives in its Delta properties (:mod:`engine.topics`). Every write
+goes through the commit core (:class:`engine.commit.Committer`), and
+everything but DataFrames works without Spark: a store is opened, topics
+administered, records produced and consumed without starting a JVM. Spark
+starts on first use of :attr:`Store.spark` -- when a DataFrame is asked
+for (``read``, ``write(df)``, ``history()``, streaming).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import re
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from lakelog.engine.admin.history import HistoryEntry, PartitionChange, history_entry
+from lakelog.engine.admin.time_travel import version_as_of
+from lakelog.engine.commit import (
+    Committer,
+    RetryPolicy,
+    TableLog,
+    TableState,
+    create_table,
+    is_delta_table,
+    normalize_uri,
+)
+from lakelog.engine.commit.markers import Reservation
+from lakelog.engine.commit.partition_reader import PartitionReader, data_file_error
+from lakelog.engine.commit.reservations import DEFAULT_TIMEOUT_MS
+from lakelog.engine.consume.consumer import Consumer
+from lakelog.engine.errors import (
+    InconsistentWriteError,
+    InvalidConfigError,
+    InvalidOffsetError,
+    InvalidRecordError,
+    StoreError,
+    StoreNotFoundError,
+    TopicExistsError,
+    UnknownTopicOrPartitionError,
+    error_for_os_error,
+)
+from lakelog.engine.groups.offsets_topic import OFFSETS_TOPIC
+from lakelog.engine.offsets import (
+    OffsetRange,
+    PartitionBounds,
+    TopicPartition,
+    parse_offset_spec,
+    read_ranges,
+    resolve_offsets,
+)
+from lakelog.engine.produce.producer import Producer
+from lakelog.engine.records import check_lookup_timestamp
+from lakelog.engine.schema import LOG_SCHEMA_JSON, PARTITION_COLUMNS, STATS_COLUMNS
+from lakelog.engine.settings import Settings, load_settings
+from lakelog.engine.storage.object_store import bucket_and_key, configure, is_s3, settings_from_hadoop
+from lakelog.engine.topic_changes import (
+    plan_alter_config,
+    plan_create,
+    plan_create_offsets_topic,
+    plan_create_partitions,
+    plan_delete,
+    require_partition,
+    require_topic,
+)
+from lakelog.engine.topics import STORE_FORMAT_PROPERTY, STORE_FORMAT_VERSION, TopicMetadata, resolve_topic_names
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+log = logging.getLogger(__name__)
+
+TABLE_PROPERTIES = {
+    STORE_FORMAT_PROPERTY: STORE_FORMAT_VERSION,
+    "delta.dataSkippingStatsColumns": ",".join(STATS_COLUMNS),
+    # Serializable: a concurrent blind append to a partition we read still
+    # conflicts with us (WriteSerializable would let it through).
+    "delta.isolationLevel": "Serializable",
+    # Producer ids (idempotence) and transactional ids are Delta app
+    # transactions; without a retention they would pile up in every snapshot.
+    "delta.setTransactionRetentionDuration": "interval 7 days",
+    # A checkpoint is written off the commit path (engine.commit.committer);
+    # every 50 commits keeps a new reader's replay of commit files short.
+    "delta.checkpointInterval": "50",
+}
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    """What a ``Store.write`` committed: the Delta version and each partition's offsets."""
+
+    version: int | None
+    ranges: dict[TopicPartition, OffsetRange]
+
+    @property
+    def records(self) -> int:
+        return sum(r.count for r in self.ranges.values())
+
+
+@dataclass(frozen=True)
+class OffsetAndTimestamp:
+    offset: int
+    timestamp: int  # ms
+
+
+def commit_topic_creation(
+    committer: Committer, name: str, partitions: int, config: Mapping[str, Any], policy: RetryPolicy
+) -> int:
+    """Create topic ``name`` in one Delta metadata commit (planned again after each conflict, so
+    validation runs against what commits); returns the version. Raises as
+    :func:`topic_admin.plan_create` does (TopicExistsError, InvalidTopicError, ...)."""
+    now = int(time.time() * 1000)
+    return committer.change_topics(
+        lambda topics, props: plan_create(
+            topics, props, name=name, partitions=partitions, config=config, now_ms=now, client_id=committer.client_id
+        ),
+        policy,
+    )
+
+
+def auto_create_topics(
+    committer: Committer, names: Iterable[str], settings: Settings, policy: RetryPolicy
+) -> list[str]:
+    """Create those of ``names`` that do not exist, as a Kafka broker with ``auto.create.topics.enable``
+    creates a topic a client asks for: ``num.partitions`` partitions and the ``topic.*`` settings.
+
+    The one place every lakelog client (producer, consumer, the Spark sink, ``lakelog serve``)
+    auto-creates topics. Nothing is created when ``settings`` disable it. A topic another
+    client created meanwhile is no error: both end with the one topic. Returns the names this
+    call created, in the order given; logs one INFO line for each. Raises InvalidTopicError
+    for a name :meth:`Store.create_topic` refuses (bad characters, reserved for internal
+    use, colliding with an existing topic) and what the commit raises (CommitConflictError,
+    StoreError); topics created before the failing name stay.
+    """
+    if not settings.auto_create_topics_enable:
+        return []
+    created = []
+    for name in dict.fromkeys(names):
+        try:
+            commit_topic_creation(committer, name, settings.num_partitions, settings.topic, policy)
+        except TopicExistsError:
+            continue  # another creator won the race; its topic is the one everybody uses
+        log.info("created topic %r (auto.create.topics.enable) with %d partition(s)", name, settings.num_partitions)
+        created.append(name)
+    return created
+
+
+class Store:
+    """A store of Kafka-style topics in one Delta table. Thread-safe."""
+
+    def __init__(self, uri: str, spark: SparkSession | None, settings: Settings | None = None) -> None:
+        self.uri = uri
+        self.settings = settings if settings is not None else Settings()
+        self._spark = spark
+        self._owns_spark = spark is None
+        # The table's log as this process follows it; every client of the store shares it.
+        self.log = TableLog(uri)
+        self._records = PartitionReader(uri)
+        self._lock = threading.Lock()
+        self._admin: Committer | None = None
+        self.log.on_expired_reservations(self._abort_expired)
+
+    def _abort_expired(self, found: list[Reservation]) -> None:
+        """Abort offset reservations whose writer stopped renewing them (it died): readers
+        no longer wait at them, and their offsets are skipped."""
+        self._new_writer("lakelog-reservation-sweeper").abort_expired(RetryPolicy(retries=5, backoff_ms=20))
+
+    @property
+    def reader(self) -> TableLog:
+        return self.log
+
+    @property
+    def spark(self) -> SparkSession:
+        """The store's SparkSession: the one given, else the process's active one, else one
+        built from conf/ on first use (then ``close`` stops it). Only DataFrame work needs it."""
+        from pyspark.sql import SparkSession
+
+        from lakelog.spark_connector.session import build_session
+
+        with self._lock:
+            if self._spark is None:
+                active = SparkSession.getActiveSession()
+                self._owns_spark = active is None
+                self._spark = (
+                    active
+                    if active is not None
+                    else build_session(
+                        self.settings.spark, jars=self.settings.jars_dir, s3a=is_s3(self.uri), store_uri=self.uri
+                    )
+                )
+                _configure_object_store(self._spark, self.uri)
+                _warn_if_unsafe(self._spark, self.uri)
+            return self._spark
+
+    @property
+    def spark_started(self) -> bool:
+        """Whether this store has a SparkSession (given, or started by a DataFrame call)."""
+        return self._spark is not None
+
+    @property
+    def _writer(self) -> Committer:
+        with self._lock:
+            if self._admin is None:
+                self._admin = Committer(self.log, f"lakelog-{os.getpid()}")
+            return self._admin
+
+    # -- opening -------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        path: str | os.PathLike[str],
+        spark: SparkSession | None = None,
+        *,
+        conf_file: str | os.PathLike[str] | None = None,
+        create: bool = True,
+        **settings: Any,
+    ) -> Store:
+        """Open the store at ``path`` (a local path or URI); with ``create``, create it if absent.
+
+        Settings come from ``conf/lakelog.conf``, then ``conf_file`` (or the
+        file named by ``LAKELOG_CONF_FILE``), then ``LAKELOG_*`` environment
+        variables, then ``settings`` (``num_partitions=3``,
+        ``**{"producer.linger.ms": 10}``); see :mod:`engine.settings`. No
+        SparkSession is started: ``spark`` (if given) is the session DataFrame
+        calls use, else the process's active one or one built from
+        ``conf/spark-defaults.conf`` when a DataFrame is first asked for.
+        Raises InvalidConfigError for an unknown setting or bad value (naming
+        it and where it came from), for a path that is not a str or PathLike,
+        and for a path holding a percent-escape such as ``%20`` (delta-rs
+        decodes it and Spark does not: they would see two different
+        tables); StoreNotFoundError without ``create`` when there is no store
+        at the path; StoreError if the path holds something that is not a
+        lakelog store (a file, a non-empty directory, another Delta table),
+        StoreAccessError / StoreFullError when creating it is refused. Nothing
+        is created unless the store is: directories made for a store whose
+        creation failed are removed again.
+        """
+        if not isinstance(path, (str, os.PathLike)):
+            raise InvalidConfigError(f"a store path must be a str or os.PathLike, got {type(path).__name__}")
+        if conf_file is not None and not isinstance(conf_file, (str, os.PathLike)):
+            raise InvalidConfigError(f"conf_file must be a str or os.PathLike, got {type(conf_file).__name__}")
+        uri = normalize_uri(os.fspath(path))
+        refuse_ambiguous_uri(uri)
+        resolved = load_settings(conf_file, overrides=settings)
+        if spark is not None:
+            # Before the first Python-side access: it must use the session's endpoint.
+            _configure_object_store(spark, uri)
+        store = cls(uri, spark, resolved)
+        if spark is not None:
+            _warn_if_unsafe(spark, uri)
+            from lakelog.spark_connector import register
+
+            register(spark)
+        if not _holds_table(uri):
+            if not create:
+                raise StoreNotFoundError(
+                    f"no lakelog store at {uri} (create one with `lakelog --store {uri} topics create TOPIC` "
+                    "or Store.open(path, create=True))"
+                )
+            _create_log_table(uri)
+        _check_store(uri, store.log.latest())
+        return store
+
+    def close(self) -> None:
+        """Stop the SparkSession if this store built it."""
+        with self._lock:
+            if self._owns_spark and self._spark is not None:
+                self._spark.stop()
+                self._spark = None
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _new_writer(self, client_id: str) -> Committer:
+        return Committer(self.log, client_id)
+
+    def _latest_topics(self) -> dict[str, TopicMetadata]:
+        return dict(self.log.latest().topics)
+
+    # -- topic administration --------------------------------------------------
+
+    def create_topic(
+        self, name: str, partitions: int | None = None, config: Mapping[str, Any] | None = None
+    ) -> TopicMetadata:
+        """Create a topic (one Delta metadata commit).
+
+        ``partitions`` defaults to the ``num.partitions`` setting; ``config``
+        is laid over the ``topic.*`` settings and stored with the topic.
+
+        Raises InvalidTopicError (bad or colliding name), TopicExistsError,
+        InvalidPartitionsError, InvalidConfigError (unknown key, bad value,
+        ``config`` not a mapping).
+        """
+        if partitions is None:
+            partitions = self.settings.num_partitions
+        config = {**self.settings.topic, **_config_mapping(config, "config")}
+        commit_topic_creation(self._writer, name, partitions, config, RetryPolicy())
+        return self.describe_topic(name)
+
+    def _auto_create_topics(self, names: Iterable[str]) -> bool:
+        """Create those of ``names`` that do not exist when the setting ``auto.create.topics.enable``
+        is true (:func:`auto_create_topics`); whether it is. True: each of ``names`` exists now
+        (unless deleted meanwhile). False: nothing was created. Raises as :func:`auto_create_topics`."""
+        if not self.settings.auto_create_topics_enable:
+            return False
+        known = self._latest_topics()
+        missing = [n for n in names if n not in known]
+        if missing:
+            auto_create_topics(self._writer, missing, self.settings, RetryPolicy())
+        return True
+
+    def list_topics(self, include_internal: bool = False) -> list[str]:
+        """Names of the topics, sorted."""
+        return sorted(n for n, t in self._latest_topics().items() if include_internal or not t.internal)
+
+    def describe_topic(self, name: str) -> TopicMetadata:
+        """The topic's id, partition count and configuration (UnknownTopicOrPartitionError if absent)."""
+        return require_topic(self._latest_topics(), name)
+
+    def delete_topic(self, name: str) -> None:
+        """Delete a topic and all its records in one commit; its name can then be reused."""
+        self._writer.change_topics(
+            lambda topics, props: plan_delete(topics, props, name=name, client_id=self._writer.client_id),
+            RetryPolicy(),
+        )
+
+    def create_partitions(self, name: str, new_total: int) -> TopicMetadata:
+        """Grow a topic to ``new_total`` partitions (never shrink, as in Kafka).
+
+        Keys hash over the new count from then on, so a key's later records
+        may land in a different partition than its earlier ones.
+        """
+        self._writer.change_topics(
+            lambda topics, props: plan_create_partitions(
+                topics, props, name=name, new_total=new_total, client_id=self._writer.client_id
+            ),
+            RetryPolicy(),
+        )
+        return self.describe_topic(name)
+
+    def alter_topic_config(
+        self,
+        name: str,
+        set_config: Mapping[str, Any] | None = None,
+        delete_config: Iterable[str] | None = None,
+    ) -> TopicMetadata:
+        """Set and/or reset (to default) topic configs, Kafka's incremental alter.
+
+        Raises InvalidConfigError for an unknown key or bad value, for
+        ``set_config`` that is not a mapping and ``delete_config`` that is not
+        an iterable of key names.
+        """
+        set_config = _config_mapping(set_config, "set_config")
+        if delete_config is not None:
+            if isinstance(delete_config, (str, bytes)) or not isinstance(delete_config, Iterable):
+                raise InvalidConfigError(
+                    f"delete_config must be a list of config names, got {type(delete_config).__name__}"
+                )
+            delete_config = list(delete_config)
+        self._writer.change_topics(
+            lambda topics, props: plan_alter_config(
+                topics,
+                props,
+                name=name,
+                set_config=set_config,
+                delete_config=delete_config,
+                client_id=self._writer.client_id,
+            ),
+            RetryPolicy(),
+        )
+        return self.describe_topic(name)
+
+    def _has_offsets_topic(self) -> bool:
+        return OFFSETS_TOPIC in self._latest_topics()
+
+    def _ensure_offsets_topic(self) -> int:
+        """Create ``__consumer_offsets`` if it does not exist; its partition count."""
+        topic = self._latest_topics().get(OFFSETS_TOPIC)
+        if topic is not None:
+            return topic.partitions
+        now = int(time.time() * 1000)
+        with contextlib.suppress(TopicExistsError):  # another client created it first
+            self._writer.change_topics(
+                lambda topics, props: plan_create_offsets_topic(
+                    topics, props, now_ms=now, client_id=self._writer.client_id
+                ),
+                RetryPolicy(),
+            )
+        return self._latest_topics()[OFFSETS_TOPIC].partitions
+
+    # -- reading as a consumer ---------------------------------------------------
+
+    def consumer(self, group_id: str | None = None, **config: Any) -> Consumer:
+        """A new :class:`engine.consume.consumer.Consumer`; config keys as Kafka's
+        (``auto.offset.reset``) or their underscore spellings."""
+        config = {**self.settings.consumer, **config}
+        if group_id is not None:
+            config["group.id"] = group_id
+        return Consumer(self, config)
+
+    # -- writing -------------------------------------------------------------
+
+    def producer(self, **config: Any) -> Producer:
+        """A new :class:`Producer`; config keys are Kafka's (``linger.ms``) or their
+        underscore spellings (``linger_ms``), laid over the ``producer.*`` settings."""
+        return Producer(self, {**self.settings.producer, **config})
+
+    def transactional_producer(self, transactional_id: str, **config: Any) -> Any:
+        """A :class:`transactions.TransactionalProducer` for ``transactional_id``; call
+        ``init_transactions()`` first. Config keys (and ``producer.*`` settings) as for ``producer``."""
+        # The one import from lakelog.engine into transactions: Store is where users look.
+        from lakelog.transactions import TransactionalProducer
+
+        return TransactionalProducer(self, transactional_id, {**self.settings.producer, **config})
+
+    def write(
+        self,
+        df: DataFrame,
+        topic: str | None = None,
+        *,
+        retries: int = 10,
+        transaction_timeout_ms: int = DEFAULT_TIMEOUT_MS,
+    ) -> WriteResult:
+        """Append a batch DataFrame with the Kafka sink's columns in one commit.
+
+        ``value`` is required; ``key``, ``topic``, ``partition``, ``headers``
+        and ``timestamp`` are optional; ``topic=`` overrides a topic column.
+        Offsets are assigned inside Spark, per partition in each Spark task's
+        row order. All rows become visible at once or none do, and the write
+        lands however busy the partitions are: one Spark job counts the rows,
+        their offsets are reserved in one small commit, a second job writes
+        the files (Delta's writer) numbered inside the reservation and one
+        commit adds them. Until then readers end at the reservation (Kafka's
+        last stable offset) while producers append after it; a writer that
+        dies leaves the reservation to expire ``transaction_timeout_ms`` (Kafka's
+        ``transaction.timeout.ms``) after its last heartbeat, and its offsets
+        are skipped. Raises InvalidRecordError / UnknownTopicOrPartitionError /
+        RecordTooLargeError before writing anything, CommitConflictError when
+        ``retries`` conflicting reservation attempts were used up,
+        ReservationLostError when the reservation expired before the files
+        were committed (nothing is visible either way).
+        """
+        from lakelog.spark_connector.dataframe_write import DataFrameAppend
+
+        if (
+            isinstance(transaction_timeout_ms, bool)
+            or not isinstance(transaction_timeout_ms, int)
+            or transaction_timeout_ms <= 0
+        ):
+            raise InvalidConfigError(
+                f"transaction_timeout_ms must be a positive int (ms), got {transaction_timeout_ms!r}"
+            )
+        batch = DataFrameAppend(self.spark, df, topic, self.uri)
+        policy = RetryPolicy(retries=retries)
+        try:
+            result = self._writer.append_reserved(batch, policy, timeout_ms=transaction_timeout_ms)
+        except InconsistentWriteError:
+            # The input gave other rows to the write than to the count (a plan that is not
+            # deterministic): once more from Spark's cache, where both see the same rows.
+            log.info("the DataFrame changed between counting and writing; writing it again from a cached copy")
+            batch.persist()
+            try:
+                result = self._writer.append_reserved(batch, policy, timeout_ms=transaction_timeout_ms)
+            finally:
+                batch.unpersist()
+        return WriteResult(result.version, result.ranges)
+
+    # -- offsets -------------------------------------------------------------
+
+    def _bounds(self, state: TableState, names: Iterable[str]) -> dict[TopicPartition, PartitionBounds]:
+        """Log start/end offsets of every partition of ``names`` in ``state``."""
+        result = {}
+        for name in sorted(set(names)):
+            for p in range(state.topics[name].partitions):
+                tp = TopicPartition(name, p)
+                result[tp] = self._partition_bounds(state, tp)
+        return result
+
+    def _partition_bounds(self, state: TableState, tp: TopicPartition) -> PartitionBounds:
+        return self._records.bounds(state, tp)
+
+    def _topic_bounds(self, topic: str) -> dict[int, PartitionBounds]:
+        state = self.log.latest()
+        require_topic(state.topics, topic)
+        return {tp.partition: b for tp, b in self._bounds(state, [topic]).items()}
+
+    def end_offsets(self, topic: str) -> dict[int, int]:
+        """Per partition, the end of what readers see: the offset the next record gets (Kafka's
+        log end offset), or while a ``write(df)``'s reservation is pending the first offset it
+        holds (the last stable offset, what Kafka's ``endOffsets`` gives a read_committed consumer)."""
+        return {p: b.end for p, b in self._topic_bounds(topic).items()}
+
+    def beginning_offsets(self, topic: str) -> dict[int, int]:
+        """Per partition, the first offset still in the log (Kafka's log start offset)."""
+        return {p: b.start for p, b in self._topic_bounds(topic).items()}
+
+    def offsets_for_times(self, topic: str, timestamps: Mapping[int, int]) -> dict[int, OffsetAndTimestamp | None]:
+        """Per partition, the earliest offset whose timestamp is >= the given ms, or None.
+
+        Kafka's ``offsetsForTimes``: None when every record of the partition
+        is older. Files are pruned by their timestamp statistics; no Spark.
+        Raises UnknownTopicOrPartitionError for a partition that does not exist,
+        InvalidOffsetError for a timestamp outside the range record timestamps
+        lie in (:func:`engine.records.check_lookup_timestamp`).
+        """
+        meta = require_topic(self._latest_topics(), topic)
+        for p, ts in timestamps.items():
+            if not 0 <= p < meta.partitions:
+                raise UnknownTopicOrPartitionError(f"partition {p} of topic {topic!r} does not exist")
+            check_lookup_timestamp(ts, f"timestamp for {topic}-{p}")
+        result: dict[int, OffsetAndTimestamp | None] = {p: None for p in timestamps}
+        state = self.log.latest()
+        for p, ts in timestamps.items():
+            tp = TopicPartition(topic, p)
+            found = self._records.first_at(state.files_of(tp), tp, ts)
+            result[p] = None if found is None else OffsetAndTimestamp(*found)
+        return result
+
+    def max_timestamp_offsets(
+        self, topic: str, partitions: Iterable[int] | None = None
+    ) -> dict[int, OffsetAndTimestamp | None]:
+        """Per partition (every one, or those of ``partitions``), the record with the largest
+        timestamp (the earliest such offset on a tie), or None for a partition with no record:
+        Kafka's ``listOffsets`` with ``OffsetSpec.maxTimestamp()`` (ListOffsets -3, KIP-734).
+        Files are pruned by their timestamp statistics; no Spark. Raises
+        UnknownTopicOrPartitionError for a topic or partition that does not exist."""
+        topics = self._latest_topics()
+        meta = require_topic(topics, topic)
+        chosen = list(range(meta.partitions)) if partitions is None else list(partitions)
+        for p in chosen:
+            require_partition(topics, topic, p)
+        state = self.log.latest()
+        result: dict[int, OffsetAndTimestamp | None] = {}
+        for p in chosen:
+            tp = TopicPartition(topic, p)
+            found = self._records.max_timestamp(state.files_of(tp), tp)
+            result[p] = None if found is None else OffsetAndTimestamp(*found)
+        return result
+
+    # -- reading -------------------------------------------------------------
+
+    def read(
+        self,
+        topics: Any,
+        starting_offsets: Any = "earliest",
+        ending_offsets: Any = "latest",
+        *,
+        as_of_version: int | None = None,
+        as_of_timestamp: Any = None,
+    ) -> DataFrame:
+        """Records of ``topics`` as a DataFrame with Spark's Kafka source schema.
+
+        ``topics``: a name, a list of names, or a compiled ``re.Pattern``.
+        Offsets: "earliest", "latest", ``{topic: {partition: offset}}`` or its
+        JSON (-2 earliest, -1 latest); a mapping must list every partition
+        of each topic it names, topics it does not name take the default.
+        Ending offsets are exclusive. The read is pinned to one Delta version,
+        so "latest" and the rows agree: the current one, or with
+        ``as_of_version`` / ``as_of_timestamp`` (ms, datetime or ISO-8601;
+        the newest version committed at or before it) the topics as they
+        were then -- "earliest"/"latest" and topic names resolve at that
+        version. Raises InvalidOffsetError for offsets outside a partition's
+        log and for a version or time the log no longer has (log cleanup, or
+        VACUUM deleted its files).
+        """
+        start_spec = parse_offset_spec(starting_offsets, option="starting_offsets")
+        end_spec = parse_offset_spec(ending_offsets, option="ending_offsets")
+        version = self.version_as_of(as_of_version=as_of_version, as_of_timestamp=as_of_timestamp)
+        snapshot = self.log.at(version)
+        names = resolve_topic_names(topics, snapshot.topics)
+        bounds = self._bounds(snapshot, names)
+        starts = resolve_offsets(start_spec, bounds, default="earliest", option="starting_offsets")
+        ends = resolve_offsets(end_spec, bounds, default="latest", option="ending_offsets")
+        ranges = read_ranges(starts, ends)
+        if version is not None:
+            self._require_files(snapshot, [r.tp for r in ranges.values() if r.count > 0])
+        else:
+            self._require_present(snapshot, ranges.values())
+        overlap = any(snapshot.files_of(r.tp).may_duplicate(r.start, r.end) for r in ranges.values() if r.count)
+        from lakelog.spark_connector.frames import topic_frame  # PySpark: a DataFrame is asked for
+
+        return topic_frame(self.spark, self.uri, snapshot.version, ranges.values(), one_per_offset=overlap)
+
+    def version_as_of(self, *, as_of_version: int | None = None, as_of_timestamp: Any = None) -> int | None:
+        """The Delta version a time-travel read pins (see :func:`engine.admin.time_travel.version_as_of`);
+        None when neither is given."""
+        if as_of_version is None and as_of_timestamp is None:
+            return None
+        return version_as_of(
+            self.log.latest_version(),
+            self.log.commit_time,
+            as_of_version=as_of_version,
+            as_of_timestamp=as_of_timestamp,
+            now_ms=int(time.time() * 1000),
+        )
+
+    def _require_files(self, snapshot: TableState, tps: Iterable[TopicPartition]) -> None:
+        missing = self.log.missing_files([f.path for tp in set(tps) for f in snapshot.files_of(tp).all()])
+        if missing:
+            raise InvalidOffsetError(
+                f"version {snapshot.version} cannot be read any more: VACUUM deleted {len(missing)} of its files "
+                f"(e.g. {missing[0]}); time travel reaches back delta.deletedFileRetentionDuration"
+            )
+
+    def _require_present(self, snapshot: TableState, ranges: Iterable[OffsetRange]) -> None:
+        """DataLossError naming a missing file the read would need (Spark would fail in a task
+        with a Java FileNotFoundException); one existence check per file read."""
+        paths = [f.path for r in ranges if r.count > 0 for f in snapshot.files_of(r.tp).covering(r.start, r.end)]
+        missing = self.log.missing_files(paths)
+        if missing:
+            raise data_file_error(FileNotFoundError(missing[0]), missing[0])
+
+    def value_at(
+        self,
+        topic: str,
+        key: bytes | str,
+        *,
+        as_of_timestamp: Any = None,
+        as_of_version: int | None = None,
+    ) -> bytes | None:
+        """The value of ``key`` in ``topic`` as a reader saw it at a time or version.
+
+        The value of the key's newest record committed at or before then;
+        None when the key had no record or its newest was a tombstone (null
+        value), as a compacted topic's consumer would conclude. Without
+        either option: now. The key is looked up in every partition of the
+        topic (records may have been sent to an explicit partition). Raises
+        UnknownTopicOrPartitionError if the topic did not exist then,
+        InvalidOffsetError as :meth:`read` for a time the log no longer has.
+        """
+        from pyspark.sql import functions as F
+
+        key_bytes = key.encode() if isinstance(key, str) else key
+        if not isinstance(key_bytes, bytes):
+            raise InvalidRecordError(f"key must be bytes or str, got {type(key).__name__}")
+        frame = self.read(topic, as_of_version=as_of_version, as_of_timestamp=as_of_timestamp)
+        rows = (
+            frame.where(F.col("key") == F.lit(bytearray(key_bytes)))
+            .orderBy(F.col("timestamp").desc(), F.col("offset").desc())
+            .select("value")
+            .limit(1)
+            .collect()
+        )
+        if not rows or rows[0].value is None:
+            return None
+        return bytes(rows[0].value)
+
+    # -- history -------------------------------------------------------------
+
+    def history_entries(self, topic: str | None = None) -> list[HistoryEntry]:
+        """Every commit still in the Delta log, oldest first (optionally those touching ``topic``)."""
+        entries = []
+        for version in range(0, self.log.latest_version() + 1):
+            commit = self.log.read_commit(version)
+            if commit is None:
+                continue  # removed by log cleanup
+            entry = history_entry(version, commit)
+            if topic is None or entry.touches(topic):
+                entries.append(entry)
+        return entries
+
+    def history(self, topic: str | None = None) -> DataFrame:
+        """The store's commits (or those touching ``topic``) as a DataFrame, oldest first.
+
+        One row per Delta commit still in the log: ``version``, ``timestamp``,
+        ``operation`` (lakelog's: produce, write, stream_write, transaction,
+        init_transactions, offset_commit, join/heartbeat/leave, create_topic,
+        delete_topic, create_partitions, alter_config, optimize, compact,
+        retention; Delta's own name, lower case, for commits lakelog did not
+        make), ``delta_operation``, ``client_id``, ``producer_id``,
+        ``transactional_id`` with ``transaction_epoch``, ``query_id`` (a
+        streaming sink), ``topic`` (topic admin and maintenance), and
+        ``added`` / ``removed``: per partition the offsets
+        ``[start_offset, end_offset)`` of the files the commit added or
+        removed, with their ``records`` and ``files``; then ``details`` (JSON).
+        """
+        from pyspark.sql.types import (
+            ArrayType,
+            IntegerType,
+            LongType,
+            StringType,
+            StructField,
+            StructType,
+            TimestampType,
+        )
+
+        change = StructType(
+            [
+                StructField("topic", StringType()),
+                StructField("partition", IntegerType()),
+                StructField("start_offset", LongType()),
+                StructField("end_offset", LongType()),
+                StructField("records", LongType()),
+                StructField("files", IntegerType()),
+            ]
+        )
+        schema = StructType(
+            [
+                StructField("version", LongType()),
+                StructField("timestamp", TimestampType()),
+                StructField("operation", StringType()),
+                StructField("delta_operation", StringType()),
+                StructField("client_id", StringType()),
+                StructField("producer_id", StringType()),
+                StructField("transactional_id", StringType()),
+                StructField("transaction_epoch", LongType()),
+                StructField("query_id", StringType()),
+                StructField("topic", StringType()),
+                StructField("added", ArrayType(change)),
+                StructField("removed", ArrayType(change)),
+                StructField("details", StringType()),
+            ]
+        )
+
+        def cells(changes: Iterable[PartitionChange]) -> list[tuple]:
+            return [(c.topic, c.partition, c.start_offset, c.end_offset, c.records, c.files) for c in changes]
+
+        rows = [
+            (
+                e.version,
+                e.timestamp,
+                e.operation,
+                e.delta_operation,
+                e.client_id,
+                e.producer_id,
+                e.transactional_id,
+                e.transaction_epoch,
+                e.query_id,
+                e.topic,
+                cells(e.added()),
+                cells(e.removed()),
+                e.details,
+            )
+            for e in self.history_entries(topic)
+        ]
+        return self.spark.createDataFrame(rows, schema)
+
+
+def _config_mapping(config: Any, what: str) -> dict[str, Any]:
+    if config is None:
+        return {}
+    if not isinstance(config, Mapping):
+        raise InvalidConfigError(f"{what} must be a mapping of config name to value, got {type(config).__name__}")
+    return dict(config)
+
+
+def _configure_object_store(spark: SparkSession, uri: str) -> None:
+    """For an S3 store: check the session can reach S3, and point lakelog's Python-side
+    clients at the endpoint and credentials of the session's S3A configuration."""
+    if not is_s3(uri):
+        return
+    jvm = spark.sparkContext._jvm
+    try:
+        jvm.java.lang.Class.forName(
+            "org.apache.hadoop.fs.s3a.S3AFileSystem", False, jvm.Thread.currentThread().getContextClassLoader()
+        )
+    except Exception as exc:
+        raise StoreError(
+            f"{uri} needs Hadoop's S3A connector, which this SparkSession lacks: build the session with "
+            "lakelog.spark_connector.session.build_session(s3a=True), or put the jars of `lakelog setup --s3` "
+            "on spark.driver.extraClassPath and spark.executor.extraClassPath"
+        ) from exc
+    hadoop = spark.sparkContext._jsc.hadoopConfiguration()
+
+    def get(key: str) -> str | None:
+        # Runtime spark.conf.set("spark.hadoop.…") reaches Delta's Hadoop conf too.
+        return spark.conf.get(f"spark.hadoop.{key}", None) or hadoop.get(key)
+
+    bucket, _ = bucket_and_key(uri)
+    configure(uri, settings_from_hadoop(get, bucket))
+
+
+def s3_commit_hazard(spark: SparkSession, uri: str) -> str | None:
+    """Why Delta commits to the S3 store ``uri`` from this session (a user's own Spark
+    writes, SQL OPTIMIZE) are unsafe beside lakelog's, or None."""
+    from lakelog.spark_connector.session import S3_LOG_STORE, s3_log_store
+
+    scheme = uri.split("://", 1)[0]
+    store_class = s3_log_store(spark, scheme)
+    if store_class != S3_LOG_STORE:
+        return (
+            f"Delta commits to {uri} go through {store_class}, not {S3_LOG_STORE}: a commit from this session "
+            "and one of lakelog's (which are S3 conditional puts) can silently overwrite each other. Set "
+            f"spark.delta.logStore.{scheme}.impl={S3_LOG_STORE} (and lakelog's lakelog-jvm.jar on spark.jars)"
+        )
+    bucket, _ = bucket_and_key(uri)
+    hadoop = spark.sparkContext._jsc.hadoopConfiguration()
+    for key in (f"fs.s3a.bucket.{bucket}.create.conditional.enabled", "fs.s3a.create.conditional.enabled"):
+        value = spark.conf.get(f"spark.hadoop.{key}", None) or hadoop.get(key)
+        if value is not None:
+            if value.strip().lower() == "false":
+                return f"{key}=false: S3A cannot create commit files of {uri} conditionally (If-None-Match)"
+            break
+    return None
+
+
+def _warn_if_unsafe(spark: SparkSession, uri: str) -> None:
+    from lakelog.spark_connector.session import LOCAL_LOG_STORE, uses_safe_local_log_store
+
+    if uri.startswith("/") and not uses_safe_local_log_store(spark):
+        log.warning(
+            "spark.delta.logStore.file.impl is not %s: Delta commits to %s from this session (your own writes, "
+            "SQL OPTIMIZE) and other processes' may overwrite each other",
+            LOCAL_LOG_STORE,
+            uri,
+        )
+    if is_s3(uri):
+        hazard = s3_commit_hazard(spark, uri)
+        if hazard is not None:
+            log.warning("UNSAFE for concurrent writers: %s", hazard)
+
+
+_PERCENT_ESCAPE = re.compile(r"%[0-9A-Fa-f]{2}")
+
+
+def refuse_ambiguous_uri(uri: str) -> None:
+    """Raise InvalidConfigError if ``uri`` holds a percent-escape (``%20``, ``%41``).
+
+    Spark (Hadoop paths) and lakelog's Python side take such a path
+    literally; delta-rs, which reads the Delta log for lakelog, decodes it
+    (``a%20b`` -> ``a b``), so the two would see different tables and a
+    store created there could never be read. Spaces and a lone ``%`` are
+    fine.
+    """
+    found = _PERCENT_ESCAPE.search(uri)
+    if found:
+        raise InvalidConfigError(
+            f"store path {uri!r} holds the percent-escape {found.group(0)!r}, which delta-rs decodes and "
+            "Spark does not; rename the directory (spaces need no escaping)"
+        )
+
+
+def _holds_table(uri: str) -> bool:
+    """Whether ``uri`` holds a Delta table; StoreError for a regular file or an unreadable path."""
+    if uri.startswith("/"):
+        if os.path.exists(uri) and not os.path.isdir(uri):
+            raise StoreError(f"{uri} is a file, not a directory that could hold a store")
+        if not os.path.isdir(uri):
+            return False
+    try:
+        return is_delta_table(uri)
+    except OSError as exc:
+        raise error_for_os_error(exc, f"opening the store at {uri}") from exc
+
+
+def _missing_dirs(path: str) -> list[str]:
+    """The directories leading to ``path`` (itself included) that do not exist, outermost first."""
+    missing = []
+    while path and not os.path.exists(path):
+        missing.append(path)
+        parent = os.path.dirname(path)
+        if parent == path:
+            break
+        path = parent
+    return missing[::-1]
+
+
+def _create_log_table(uri: str) -> None:
+    """Create the log table at ``uri`` (version 0); tolerate another process creating it first."""
+    made: list[str] = []
+    if uri.startswith("/"):
+        if os.path.isdir(uri) and os.listdir(uri):
+            raise StoreError(f"{uri} is a non-empty directory that is not a lakelog store")
+        made = _missing_dirs(os.path.join(uri, "_delta_log"))
+    try:
+        create_table(
+            uri,
+            json.dumps(LOG_SCHEMA_JSON, separators=(",", ":")),
+            PARTITION_COLUMNS,
+            TABLE_PROPERTIES,
+            client_id=f"lakelog-{os.getpid()}",
+        )
+    except OSError as exc:
+        if not _created_by_someone(uri):
+            # Only the directories this call made, and only while still empty.
+            for directory in reversed(made):
+                try:
+                    os.rmdir(directory)
+                except OSError:
+                    break
+            raise error_for_os_error(exc, f"creating a store at {uri}") from exc
+
+
+def _created_by_someone(uri: str) -> bool:
+    """Whether a table is at ``uri`` after our creation failed (another process was first)."""
+    try:
+        return is_delta_table(uri)
+    except OSError:
+        return False
+
+
+def _check_store(uri: str, state: TableState) -> None:
+    version = state.properties.get(STORE_FORMAT_PROPERTY)
+    if version is None:
+        raise StoreError(f"{uri} is a Delta table but not a lakelog store (no {STORE_FORMAT_PROPERTY} property)")
+    if version != STORE_FORMAT_VERSION:
+        raise StoreError(
+            f"{uri} is a lakelog store of format {version}; this lakelog reads format {STORE_FORMAT_VERSION}"
+        )
