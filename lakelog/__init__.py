@@ -1,7 +1,7 @@
 """lakelog: Kafka-style topics, partitions, producers, consumer groups and transactions stored in one
 Delta Lake table.
 
-``import lakelog`` then ``lakelog.Store(path)``; README.md has the tour. Every name here is imported
+``import lakelog`` then ``lakelog.Store.open(path)``; README.md has the tour. Every name here is imported
 on first use: ``import lakelog`` (and so every ``lakelog`` shell command) loads nothing until a name is
 asked for, and ``lakelog.maintain`` / ``lakelog.register`` (Spark's ``format("lakelog")``) are the only
 ones that load PySpark.
@@ -14,48 +14,43 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from lakelog.compaction import MaintenanceReport, maintain
-    from lakelog.engine import (
+    from lakelog.engine.admin import OffsetAndTimestamp
+    from lakelog.engine.consume import Consumer, ConsumerGroupMetadata, ConsumerRecord
+    from lakelog.engine.errors import (
         CommitConflictError,
         CommitStateUnknownError,
-        Consumer,
-        ConsumerGroupMetadata,
-        ConsumerRecord,
         FatalError,
         LakelogError,
-        OffsetAndMetadata,
-        OffsetAndTimestamp,
-        OffsetRange,
-        Producer,
-        RecordFuture,
-        RecordMetadata,
         RetriableError,
-        Store,
-        TopicMetadata,
-        TopicPartition,
-        WriteResult,
     )
+    from lakelog.engine.groups import OffsetAndMetadata
+    from lakelog.engine.offsets import OffsetRange
+    from lakelog.engine.produce import Producer, RecordFuture
+    from lakelog.engine.records import RecordMetadata
+    from lakelog.engine.topics import TopicMetadata, TopicPartition
     from lakelog.spark_connector import register
+    from lakelog.store import Store, WriteResult
     from lakelog.transactions import TransactionalProducer
 
 _HOMES = {
-    "CommitConflictError": "lakelog.engine",
-    "CommitStateUnknownError": "lakelog.engine",
-    "Consumer": "lakelog.engine",
-    "ConsumerGroupMetadata": "lakelog.engine",
-    "ConsumerRecord": "lakelog.engine",
-    "FatalError": "lakelog.engine",
-    "LakelogError": "lakelog.engine",
-    "Store": "lakelog.engine",
-    "OffsetAndMetadata": "lakelog.engine",
-    "OffsetAndTimestamp": "lakelog.engine",
-    "OffsetRange": "lakelog.engine",
-    "Producer": "lakelog.engine",
-    "RecordFuture": "lakelog.engine",
-    "RecordMetadata": "lakelog.engine",
-    "RetriableError": "lakelog.engine",
-    "TopicMetadata": "lakelog.engine",
-    "TopicPartition": "lakelog.engine",
-    "WriteResult": "lakelog.engine",
+    "CommitConflictError": "lakelog.engine.errors",
+    "CommitStateUnknownError": "lakelog.engine.errors",
+    "Consumer": "lakelog.engine.consume",
+    "ConsumerGroupMetadata": "lakelog.engine.consume",
+    "ConsumerRecord": "lakelog.engine.consume",
+    "FatalError": "lakelog.engine.errors",
+    "LakelogError": "lakelog.engine.errors",
+    "OffsetAndMetadata": "lakelog.engine.groups",
+    "OffsetAndTimestamp": "lakelog.engine.admin",
+    "OffsetRange": "lakelog.engine.offsets",
+    "Producer": "lakelog.engine.produce",
+    "RecordFuture": "lakelog.engine.produce",
+    "RecordMetadata": "lakelog.engine.records",
+    "RetriableError": "lakelog.engine.errors",
+    "Store": "lakelog.store",
+    "TopicMetadata": "lakelog.engine.topics",
+    "TopicPartition": "lakelog.engine.topics",
+    "WriteResult": "lakelog.store",
     "TransactionalProducer": "lakelog.transactions",
     "maintain": "lakelog.compaction",
     "MaintenanceReport": "lakelog.compaction",

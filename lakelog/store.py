@@ -1,17 +1,18 @@
-"""Store: a lakelog store -- one Delta log table plus its topic metadata.
+"""Store: a lakelog store -- one Delta log table plus its topic metadata -- as a user opens it.
 
-The log table is partitioned by ``topic`` and ``partition``; topic
-metadata lives in its Delta properties (:mod:`engine.topics`). Every write
-goes through the commit core (:class:`engine.commit.Committer`), and
-everything but DataFrames works without Spark: a store is opened, topics
-administered, records produced and consumed without starting a JVM. Spark
-starts on first use of :attr:`Store.spark` -- when a DataFrame is asked
-for (``read``, ``write(df)``, ``history()``, streaming).
+The top of the package: a façade over the engine's clients (producers, consumers, admin),
+transactions and the Spark connector's parts (session, reads, ``write(df)``). The log table
+is partitioned by ``topic`` and ``partition``; topic metadata lives in its Delta properties
+(:mod:`engine.topics`). Every write goes through the commit core
+(:class:`engine.commit.Committer`), and everything but DataFrames works without Spark: a
+store is opened, topics administered, records produced and consumed without starting a
+JVM. Spark starts on first use of :attr:`Store.spark` -- when a DataFrame is asked for
+(``read``, ``write(df)``, ``history()``, streaming). Clients get the store's
+:class:`engine.context.StoreContext` (:attr:`Store.context`), never the façade.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
@@ -22,21 +23,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from lakelog.engine.admin import list_offsets
 from lakelog.engine.admin.history import HistoryEntry, PartitionChange, history_entry
+from lakelog.engine.admin.list_offsets import OffsetAndTimestamp
 from lakelog.engine.admin.time_travel import version_as_of
-from lakelog.engine.commit import (
-    Committer,
-    RetryPolicy,
-    TableLog,
-    TableState,
-    create_table,
-    is_delta_table,
-    normalize_uri,
-)
-from lakelog.engine.commit.markers import Reservation
-from lakelog.engine.commit.partition_reader import PartitionReader, data_file_error
+from lakelog.engine.commit import RetryPolicy, TableLog, TableState, create_table, is_delta_table, normalize_uri
+from lakelog.engine.commit.partition_reader import data_file_error
 from lakelog.engine.commit.reservations import DEFAULT_TIMEOUT_MS
-from lakelog.engine.consume.consumer import Consumer
+from lakelog.engine.consume import Consumer
+from lakelog.engine.context import StoreContext, commit_topic_creation
 from lakelog.engine.errors import (
     InconsistentWriteError,
     InvalidConfigError,
@@ -44,34 +39,23 @@ from lakelog.engine.errors import (
     InvalidRecordError,
     StoreError,
     StoreNotFoundError,
-    TopicExistsError,
-    UnknownTopicOrPartitionError,
     error_for_os_error,
 )
-from lakelog.engine.groups.offsets_topic import OFFSETS_TOPIC
-from lakelog.engine.offsets import (
-    OffsetRange,
-    PartitionBounds,
-    TopicPartition,
-    parse_offset_spec,
-    read_ranges,
-    resolve_offsets,
-)
-from lakelog.engine.produce.producer import Producer
-from lakelog.engine.records import check_lookup_timestamp
+from lakelog.engine.offsets import OffsetRange, parse_offset_spec, read_ranges, resolve_offsets
+from lakelog.engine.produce import Producer
 from lakelog.engine.schema import LOG_SCHEMA_JSON, PARTITION_COLUMNS, STATS_COLUMNS
 from lakelog.engine.settings import Settings, load_settings
-from lakelog.engine.storage.object_store import bucket_and_key, configure, is_s3, settings_from_hadoop
-from lakelog.engine.topic_changes import (
-    plan_alter_config,
-    plan_create,
-    plan_create_offsets_topic,
-    plan_create_partitions,
-    plan_delete,
-    require_partition,
+from lakelog.engine.storage.object_store import is_s3
+from lakelog.engine.topic_changes import plan_alter_config, plan_create_partitions, plan_delete
+from lakelog.engine.topics import (
+    STORE_FORMAT_PROPERTY,
+    STORE_FORMAT_VERSION,
+    TopicMetadata,
+    TopicPartition,
     require_topic,
+    resolve_topic_names,
 )
-from lakelog.engine.topics import STORE_FORMAT_PROPERTY, STORE_FORMAT_VERSION, TopicMetadata, resolve_topic_names
+from lakelog.transactions import TransactionalProducer
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -105,85 +89,40 @@ class WriteResult:
         return sum(r.count for r in self.ranges.values())
 
 
-@dataclass(frozen=True)
-class OffsetAndTimestamp:
-    offset: int
-    timestamp: int  # ms
-
-
-def commit_topic_creation(
-    committer: Committer, name: str, partitions: int, config: Mapping[str, Any], policy: RetryPolicy
-) -> int:
-    """Create topic ``name`` in one Delta metadata commit (planned again after each conflict, so
-    validation runs against what commits); returns the version. Raises as
-    :func:`topic_admin.plan_create` does (TopicExistsError, InvalidTopicError, ...)."""
-    now = int(time.time() * 1000)
-    return committer.change_topics(
-        lambda topics, props: plan_create(
-            topics, props, name=name, partitions=partitions, config=config, now_ms=now, client_id=committer.client_id
-        ),
-        policy,
-    )
-
-
-def auto_create_topics(
-    committer: Committer, names: Iterable[str], settings: Settings, policy: RetryPolicy
-) -> list[str]:
-    """Create those of ``names`` that do not exist, as a Kafka broker with ``auto.create.topics.enable``
-    creates a topic a client asks for: ``num.partitions`` partitions and the ``topic.*`` settings.
-
-    The one place every lakelog client (producer, consumer, the Spark sink, ``lakelog serve``)
-    auto-creates topics. Nothing is created when ``settings`` disable it. A topic another
-    client created meanwhile is no error: both end with the one topic. Returns the names this
-    call created, in the order given; logs one INFO line for each. Raises InvalidTopicError
-    for a name :meth:`Store.create_topic` refuses (bad characters, reserved for internal
-    use, colliding with an existing topic) and what the commit raises (CommitConflictError,
-    StoreError); topics created before the failing name stay.
-    """
-    if not settings.auto_create_topics_enable:
-        return []
-    created = []
-    for name in dict.fromkeys(names):
-        try:
-            commit_topic_creation(committer, name, settings.num_partitions, settings.topic, policy)
-        except TopicExistsError:
-            continue  # another creator won the race; its topic is the one everybody uses
-        log.info("created topic %r (auto.create.topics.enable) with %d partition(s)", name, settings.num_partitions)
-        created.append(name)
-    return created
-
-
 class Store:
     """A store of Kafka-style topics in one Delta table. Thread-safe."""
 
-    def __init__(self, uri: str, spark: SparkSession | None, settings: Settings | None = None) -> None:
-        self.uri = uri
-        self.settings = settings if settings is not None else Settings()
+    def __init__(self, context: StoreContext, spark: SparkSession | None) -> None:
+        # What every client of the store shares: the table's log as this process follows it,
+        # the settings, committers (engine.context).
+        self.context = context
         self._spark = spark
         self._owns_spark = spark is None
-        # The table's log as this process follows it; every client of the store shares it.
-        self.log = TableLog(uri)
-        self._records = PartitionReader(uri)
         self._lock = threading.Lock()
-        self._admin: Committer | None = None
-        self.log.on_expired_reservations(self._abort_expired)
-
-    def _abort_expired(self, found: list[Reservation]) -> None:
-        """Abort offset reservations whose writer stopped renewing them (it died): readers
-        no longer wait at them, and their offsets are skipped."""
-        self._new_writer("lakelog-reservation-sweeper").abort_expired(RetryPolicy(retries=5, backoff_ms=20))
 
     @property
-    def reader(self) -> TableLog:
-        return self.log
+    def uri(self) -> str:
+        """The store's URI (``file:///...`` for a local path, ``s3a://...``)."""
+        return self.context.uri
+
+    @property
+    def settings(self) -> Settings:
+        """The store's resolved settings (see :mod:`engine.settings`)."""
+        return self.context.settings
+
+    @property
+    def log(self) -> TableLog:
+        """The log table's Delta log as this process follows it (shared by the store's clients)."""
+        return self.context.log
 
     @property
     def spark(self) -> SparkSession:
         """The store's SparkSession: the one given, else the process's active one, else one
         built from conf/ on first use (then ``close`` stops it). Only DataFrame work needs it."""
+        # PySpark is imported here, at the first DataFrame call, never by opening a store.
         from pyspark.sql import SparkSession
 
-        from lakelog.spark_connector.session import build_session
+        from lakelog.spark_connector.session import build_session, configure_object_store, warn_if_unsafe
 
         with self._lock:
             if self._spark is None:
@@ -196,21 +135,14 @@ class Store:
                         self.settings.spark, jars=self.settings.jars_dir, s3a=is_s3(self.uri), store_uri=self.uri
                     )
                 )
-                _configure_object_store(self._spark, self.uri)
-                _warn_if_unsafe(self._spark, self.uri)
+                configure_object_store(self._spark, self.uri)
+                warn_if_unsafe(self._spark, self.uri)
             return self._spark
 
     @property
     def spark_started(self) -> bool:
         """Whether this store has a SparkSession (given, or started by a DataFrame call)."""
         return self._spark is not None
-
-    @property
-    def _writer(self) -> Committer:
-        with self._lock:
-            if self._admin is None:
-                self._admin = Committer(self.log, f"lakelog-{os.getpid()}")
-            return self._admin
 
     # -- opening -------------------------------------------------------------
 
@@ -252,13 +184,14 @@ class Store:
         refuse_ambiguous_uri(uri)
         resolved = load_settings(conf_file, overrides=settings)
         if spark is not None:
-            # Before the first Python-side access: it must use the session's endpoint.
-            _configure_object_store(spark, uri)
-        store = cls(uri, spark, resolved)
-        if spark is not None:
-            _warn_if_unsafe(spark, uri)
             from lakelog.spark_connector import register
+            from lakelog.spark_connector.session import configure_object_store, warn_if_unsafe
 
+            # Before the first Python-side access: it must use the session's endpoint.
+            configure_object_store(spark, uri)
+        store = cls(StoreContext(uri, resolved), spark)
+        if spark is not None:
+            warn_if_unsafe(spark, uri)
             register(spark)
         if not _holds_table(uri):
             if not create:
@@ -283,12 +216,6 @@ class Store:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _new_writer(self, client_id: str) -> Committer:
-        return Committer(self.log, client_id)
-
-    def _latest_topics(self) -> dict[str, TopicMetadata]:
-        return dict(self.log.latest().topics)
-
     # -- topic administration --------------------------------------------------
 
     def create_topic(
@@ -306,33 +233,21 @@ class Store:
         if partitions is None:
             partitions = self.settings.num_partitions
         config = {**self.settings.topic, **_config_mapping(config, "config")}
-        commit_topic_creation(self._writer, name, partitions, config, RetryPolicy())
+        commit_topic_creation(self.context.admin, name, partitions, config, RetryPolicy())
         return self.describe_topic(name)
-
-    def _auto_create_topics(self, names: Iterable[str]) -> bool:
-        """Create those of ``names`` that do not exist when the setting ``auto.create.topics.enable``
-        is true (:func:`auto_create_topics`); whether it is. True: each of ``names`` exists now
-        (unless deleted meanwhile). False: nothing was created. Raises as :func:`auto_create_topics`."""
-        if not self.settings.auto_create_topics_enable:
-            return False
-        known = self._latest_topics()
-        missing = [n for n in names if n not in known]
-        if missing:
-            auto_create_topics(self._writer, missing, self.settings, RetryPolicy())
-        return True
 
     def list_topics(self, include_internal: bool = False) -> list[str]:
         """Names of the topics, sorted."""
-        return sorted(n for n, t in self._latest_topics().items() if include_internal or not t.internal)
+        return sorted(n for n, t in self.context.latest_topics().items() if include_internal or not t.internal)
 
     def describe_topic(self, name: str) -> TopicMetadata:
         """The topic's id, partition count and configuration (UnknownTopicOrPartitionError if absent)."""
-        return require_topic(self._latest_topics(), name)
+        return require_topic(self.context.latest_topics(), name)
 
     def delete_topic(self, name: str) -> None:
         """Delete a topic and all its records in one commit; its name can then be reused."""
-        self._writer.change_topics(
-            lambda topics, props: plan_delete(topics, props, name=name, client_id=self._writer.client_id),
+        self.context.admin.change_topics(
+            lambda topics, props: plan_delete(topics, props, name=name, client_id=self.context.admin.client_id),
             RetryPolicy(),
         )
 
@@ -342,9 +257,9 @@ class Store:
         Keys hash over the new count from then on, so a key's later records
         may land in a different partition than its earlier ones.
         """
-        self._writer.change_topics(
+        self.context.admin.change_topics(
             lambda topics, props: plan_create_partitions(
-                topics, props, name=name, new_total=new_total, client_id=self._writer.client_id
+                topics, props, name=name, new_total=new_total, client_id=self.context.admin.client_id
             ),
             RetryPolicy(),
         )
@@ -369,36 +284,18 @@ class Store:
                     f"delete_config must be a list of config names, got {type(delete_config).__name__}"
                 )
             delete_config = list(delete_config)
-        self._writer.change_topics(
+        self.context.admin.change_topics(
             lambda topics, props: plan_alter_config(
                 topics,
                 props,
                 name=name,
                 set_config=set_config,
                 delete_config=delete_config,
-                client_id=self._writer.client_id,
+                client_id=self.context.admin.client_id,
             ),
             RetryPolicy(),
         )
         return self.describe_topic(name)
-
-    def _has_offsets_topic(self) -> bool:
-        return OFFSETS_TOPIC in self._latest_topics()
-
-    def _ensure_offsets_topic(self) -> int:
-        """Create ``__consumer_offsets`` if it does not exist; its partition count."""
-        topic = self._latest_topics().get(OFFSETS_TOPIC)
-        if topic is not None:
-            return topic.partitions
-        now = int(time.time() * 1000)
-        with contextlib.suppress(TopicExistsError):  # another client created it first
-            self._writer.change_topics(
-                lambda topics, props: plan_create_offsets_topic(
-                    topics, props, now_ms=now, client_id=self._writer.client_id
-                ),
-                RetryPolicy(),
-            )
-        return self._latest_topics()[OFFSETS_TOPIC].partitions
 
     # -- reading as a consumer ---------------------------------------------------
 
@@ -408,22 +305,19 @@ class Store:
         config = {**self.settings.consumer, **config}
         if group_id is not None:
             config["group.id"] = group_id
-        return Consumer(self, config)
+        return Consumer(self.context, config)
 
     # -- writing -------------------------------------------------------------
 
     def producer(self, **config: Any) -> Producer:
         """A new :class:`Producer`; config keys are Kafka's (``linger.ms``) or their
         underscore spellings (``linger_ms``), laid over the ``producer.*`` settings."""
-        return Producer(self, {**self.settings.producer, **config})
+        return Producer(self.context, {**self.settings.producer, **config})
 
-    def transactional_producer(self, transactional_id: str, **config: Any) -> Any:
+    def transactional_producer(self, transactional_id: str, **config: Any) -> TransactionalProducer:
         """A :class:`transactions.TransactionalProducer` for ``transactional_id``; call
         ``init_transactions()`` first. Config keys (and ``producer.*`` settings) as for ``producer``."""
-        # The one import from lakelog.engine into transactions: Store is where users look.
-        from lakelog.transactions import TransactionalProducer
-
-        return TransactionalProducer(self, transactional_id, {**self.settings.producer, **config})
+        return TransactionalProducer(self.context, transactional_id, {**self.settings.producer, **config})
 
     def write(
         self,
@@ -452,7 +346,7 @@ class Store:
         ReservationLostError when the reservation expired before the files
         were committed (nothing is visible either way).
         """
-        from lakelog.spark_connector.dataframe_write import DataFrameAppend
+        from lakelog.spark_connector.dataframe_write import DataFrameAppend  # PySpark: a DataFrame is here
 
         if (
             isinstance(transaction_timeout_ms, bool)
@@ -465,46 +359,29 @@ class Store:
         batch = DataFrameAppend(self.spark, df, topic, self.uri)
         policy = RetryPolicy(retries=retries)
         try:
-            result = self._writer.append_reserved(batch, policy, timeout_ms=transaction_timeout_ms)
+            result = self.context.admin.append_reserved(batch, policy, timeout_ms=transaction_timeout_ms)
         except InconsistentWriteError:
             # The input gave other rows to the write than to the count (a plan that is not
             # deterministic): once more from Spark's cache, where both see the same rows.
             log.info("the DataFrame changed between counting and writing; writing it again from a cached copy")
             batch.persist()
             try:
-                result = self._writer.append_reserved(batch, policy, timeout_ms=transaction_timeout_ms)
+                result = self.context.admin.append_reserved(batch, policy, timeout_ms=transaction_timeout_ms)
             finally:
                 batch.unpersist()
         return WriteResult(result.version, result.ranges)
 
     # -- offsets -------------------------------------------------------------
 
-    def _bounds(self, state: TableState, names: Iterable[str]) -> dict[TopicPartition, PartitionBounds]:
-        """Log start/end offsets of every partition of ``names`` in ``state``."""
-        result = {}
-        for name in sorted(set(names)):
-            for p in range(state.topics[name].partitions):
-                tp = TopicPartition(name, p)
-                result[tp] = self._partition_bounds(state, tp)
-        return result
-
-    def _partition_bounds(self, state: TableState, tp: TopicPartition) -> PartitionBounds:
-        return self._records.bounds(state, tp)
-
-    def _topic_bounds(self, topic: str) -> dict[int, PartitionBounds]:
-        state = self.log.latest()
-        require_topic(state.topics, topic)
-        return {tp.partition: b for tp, b in self._bounds(state, [topic]).items()}
-
     def end_offsets(self, topic: str) -> dict[int, int]:
         """Per partition, the end of what readers see: the offset the next record gets (Kafka's
         log end offset), or while a ``write(df)``'s reservation is pending the first offset it
         holds (the last stable offset, what Kafka's ``endOffsets`` gives a read_committed consumer)."""
-        return {p: b.end for p, b in self._topic_bounds(topic).items()}
+        return list_offsets.end_offsets(self.context, topic)
 
     def beginning_offsets(self, topic: str) -> dict[int, int]:
         """Per partition, the first offset still in the log (Kafka's log start offset)."""
-        return {p: b.start for p, b in self._topic_bounds(topic).items()}
+        return list_offsets.beginning_offsets(self.context, topic)
 
     def offsets_for_times(self, topic: str, timestamps: Mapping[int, int]) -> dict[int, OffsetAndTimestamp | None]:
         """Per partition, the earliest offset whose timestamp is >= the given ms, or None.
@@ -515,18 +392,7 @@ class Store:
         InvalidOffsetError for a timestamp outside the range record timestamps
         lie in (:func:`engine.records.check_lookup_timestamp`).
         """
-        meta = require_topic(self._latest_topics(), topic)
-        for p, ts in timestamps.items():
-            if not 0 <= p < meta.partitions:
-                raise UnknownTopicOrPartitionError(f"partition {p} of topic {topic!r} does not exist")
-            check_lookup_timestamp(ts, f"timestamp for {topic}-{p}")
-        result: dict[int, OffsetAndTimestamp | None] = {p: None for p in timestamps}
-        state = self.log.latest()
-        for p, ts in timestamps.items():
-            tp = TopicPartition(topic, p)
-            found = self._records.first_at(state.files_of(tp), tp, ts)
-            result[p] = None if found is None else OffsetAndTimestamp(*found)
-        return result
+        return list_offsets.offsets_for_times(self.context, topic, timestamps)
 
     def max_timestamp_offsets(
         self, topic: str, partitions: Iterable[int] | None = None
@@ -536,18 +402,7 @@ class Store:
         Kafka's ``listOffsets`` with ``OffsetSpec.maxTimestamp()`` (ListOffsets -3, KIP-734).
         Files are pruned by their timestamp statistics; no Spark. Raises
         UnknownTopicOrPartitionError for a topic or partition that does not exist."""
-        topics = self._latest_topics()
-        meta = require_topic(topics, topic)
-        chosen = list(range(meta.partitions)) if partitions is None else list(partitions)
-        for p in chosen:
-            require_partition(topics, topic, p)
-        state = self.log.latest()
-        result: dict[int, OffsetAndTimestamp | None] = {}
-        for p in chosen:
-            tp = TopicPartition(topic, p)
-            found = self._records.max_timestamp(state.files_of(tp), tp)
-            result[p] = None if found is None else OffsetAndTimestamp(*found)
-        return result
+        return list_offsets.max_timestamp_offsets(self.context, topic, partitions)
 
     # -- reading -------------------------------------------------------------
 
@@ -580,7 +435,7 @@ class Store:
         version = self.version_as_of(as_of_version=as_of_version, as_of_timestamp=as_of_timestamp)
         snapshot = self.log.at(version)
         names = resolve_topic_names(topics, snapshot.topics)
-        bounds = self._bounds(snapshot, names)
+        bounds = list_offsets.partition_bounds(self.context, snapshot, names)
         starts = resolve_offsets(start_spec, bounds, default="earliest", option="starting_offsets")
         ends = resolve_offsets(end_spec, bounds, default="latest", option="ending_offsets")
         ranges = read_ranges(starts, ends)
@@ -754,72 +609,6 @@ def _config_mapping(config: Any, what: str) -> dict[str, Any]:
     if not isinstance(config, Mapping):
         raise InvalidConfigError(f"{what} must be a mapping of config name to value, got {type(config).__name__}")
     return dict(config)
-
-
-def _configure_object_store(spark: SparkSession, uri: str) -> None:
-    """For an S3 store: check the session can reach S3, and point lakelog's Python-side
-    clients at the endpoint and credentials of the session's S3A configuration."""
-    if not is_s3(uri):
-        return
-    jvm = spark.sparkContext._jvm
-    try:
-        jvm.java.lang.Class.forName(
-            "org.apache.hadoop.fs.s3a.S3AFileSystem", False, jvm.Thread.currentThread().getContextClassLoader()
-        )
-    except Exception as exc:
-        raise StoreError(
-            f"{uri} needs Hadoop's S3A connector, which this SparkSession lacks: build the session with "
-            "lakelog.spark_connector.session.build_session(s3a=True), or put the jars of `lakelog setup --s3` "
-            "on spark.driver.extraClassPath and spark.executor.extraClassPath"
-        ) from exc
-    hadoop = spark.sparkContext._jsc.hadoopConfiguration()
-
-    def get(key: str) -> str | None:
-        # Runtime spark.conf.set("spark.hadoop.…") reaches Delta's Hadoop conf too.
-        return spark.conf.get(f"spark.hadoop.{key}", None) or hadoop.get(key)
-
-    bucket, _ = bucket_and_key(uri)
-    configure(uri, settings_from_hadoop(get, bucket))
-
-
-def s3_commit_hazard(spark: SparkSession, uri: str) -> str | None:
-    """Why Delta commits to the S3 store ``uri`` from this session (a user's own Spark
-    writes, SQL OPTIMIZE) are unsafe beside lakelog's, or None."""
-    from lakelog.spark_connector.session import S3_LOG_STORE, s3_log_store
-
-    scheme = uri.split("://", 1)[0]
-    store_class = s3_log_store(spark, scheme)
-    if store_class != S3_LOG_STORE:
-        return (
-            f"Delta commits to {uri} go through {store_class}, not {S3_LOG_STORE}: a commit from this session "
-            "and one of lakelog's (which are S3 conditional puts) can silently overwrite each other. Set "
-            f"spark.delta.logStore.{scheme}.impl={S3_LOG_STORE} (and lakelog's lakelog-jvm.jar on spark.jars)"
-        )
-    bucket, _ = bucket_and_key(uri)
-    hadoop = spark.sparkContext._jsc.hadoopConfiguration()
-    for key in (f"fs.s3a.bucket.{bucket}.create.conditional.enabled", "fs.s3a.create.conditional.enabled"):
-        value = spark.conf.get(f"spark.hadoop.{key}", None) or hadoop.get(key)
-        if value is not None:
-            if value.strip().lower() == "false":
-                return f"{key}=false: S3A cannot create commit files of {uri} conditionally (If-None-Match)"
-            break
-    return None
-
-
-def _warn_if_unsafe(spark: SparkSession, uri: str) -> None:
-    from lakelog.spark_connector.session import LOCAL_LOG_STORE, uses_safe_local_log_store
-
-    if uri.startswith("/") and not uses_safe_local_log_store(spark):
-        log.warning(
-            "spark.delta.logStore.file.impl is not %s: Delta commits to %s from this session (your own writes, "
-            "SQL OPTIMIZE) and other processes' may overwrite each other",
-            LOCAL_LOG_STORE,
-            uri,
-        )
-    if is_s3(uri):
-        hazard = s3_commit_hazard(spark, uri)
-        if hazard is not None:
-            log.warning("UNSAFE for concurrent writers: %s", hazard)
 
 
 _PERCENT_ESCAPE = re.compile(r"%[0-9A-Fa-f]{2}")

@@ -42,7 +42,7 @@ def spark(s3_server):
 
 @pytest.fixture
 def store(spark, tmp_path):
-    from lakelog.engine import Store
+    from lakelog.store import Store
 
     return Store.open(tmp_path / "store", spark=spark)
 
@@ -50,7 +50,7 @@ def store(spark, tmp_path):
 @pytest.fixture
 def plain_store(tmp_path):
     """A fresh local store opened without a SparkSession (for tests that need no JVM)."""
-    from lakelog.engine import Store
+    from lakelog.store import Store
 
     return Store.open(tmp_path / "store")
 

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
 from lakelog.engine.commit.partition_reader import PartitionReader
-from lakelog.engine.offsets import TopicPartition
+from lakelog.engine.topics import TopicPartition
 
 
 class Header(NamedTuple):

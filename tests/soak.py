@@ -382,7 +382,7 @@ def run_soak(config: SoakConfig, progress: Callable[[str], None] = print) -> Soa
     with _store_location(config, workdir) as uri:
         result = SoakResult(config, uri, assignor)
         began = time.monotonic()
-        from lakelog.engine import Store
+        from lakelog.store import Store
 
         store = Store.open(uri)
         # Nothing may legitimately disappear: no retention, no compaction; small segments for OPTIMIZE to bin.
@@ -539,7 +539,7 @@ def _await_exit(worker: _Worker, timeout_s: float, result: SoakResult) -> None:
 
 
 def _partitions(store: Any) -> list[Any]:
-    from lakelog.engine.offsets import TopicPartition
+    from lakelog.engine.topics import TopicPartition
 
     return [
         TopicPartition(topic, p)

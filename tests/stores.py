@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from lakelog.engine import Store
+from lakelog.store import Store
 
 BASE_MS = 1_700_000_000_000
 

@@ -30,7 +30,7 @@ SCRIPT = (
     NO_JVM
     + r"""
 
-from lakelog.engine import Store
+from lakelog.store import Store
 from lakelog.cli import main as cli
 
 store = Store.open(sys.argv[1])

@@ -11,8 +11,8 @@ import sys
 import lakelog
 assert not {"pyarrow", "deltalake", "pyspark"} & set(sys.modules), sorted(sys.modules)
 from lakelog import Store, TransactionalProducer, maintain
-from lakelog.store import Store as engine_store
-assert Store is engine_store and callable(maintain) and TransactionalProducer.__name__ == "TransactionalProducer"
+from lakelog.store import Store as store_class
+assert Store is store_class and callable(maintain) and TransactionalProducer.__name__ == "TransactionalProducer"
 assert "pyspark" not in sys.modules, "maintain is imported without PySpark"
 assert set(lakelog.__all__) <= set(dir(lakelog))
 try:

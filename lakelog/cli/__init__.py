@@ -37,9 +37,10 @@ the store, and are deleted afterwards.
 One module per tool: :mod:`.topics` (kafka-topics), :mod:`.produce`
 (kafka-console-producer), :mod:`.consume` (kafka-console-consumer),
 :mod:`.groups` (kafka-consumer-groups), :mod:`.offsets` (GetOffsetShell),
-:mod:`.dump` (kafka-dump-log), :mod:`.perf` (the perf tests), :mod:`.admin`
-(the store's own commands); :mod:`.setup` (the jars Spark sessions use); :mod:`.arguments` and :mod:`.tables` hold what
-they share.
+:mod:`.dump` (kafka-dump-log), :mod:`.perf` (the perf tests' arguments; their drivers are the
+checkout's ``benchmarks/``), :mod:`.admin` (the store's own commands), :mod:`.quickstart` (the
+README's first command); :mod:`.setup` (the jars Spark sessions use); :mod:`.arguments` and
+:mod:`.tables` hold what they share. The top of the package: it may import any of lakelog.
 """
 
 from __future__ import annotations

@@ -17,9 +17,9 @@ def cmd_history(args: argparse.Namespace, out: Out) -> None:
     store = open_store(args)
     entries = store.history_entries(args.topic)
     if args.topic is not None and not entries:
-        from lakelog.engine.topic_changes import require_topic
+        from lakelog.engine.topics import require_topic
 
-        require_topic(store._latest_topics(), args.topic)
+        require_topic(store.context.latest_topics(), args.topic)
     rows = []
     for e in entries:
         stamp = e.timestamp.isoformat(timespec="milliseconds") if e.timestamp else ""
@@ -89,11 +89,11 @@ def cmd_check(args: argparse.Namespace, out: Out) -> int:
                 out(line)
             report = check_log_table(TableLog(table_log.uri), args.topic, grace_s=args.grace_seconds)
     else:
-        report = check_store(store, args.topic, grace_s=args.grace_seconds)
+        report = check_store(store.context, args.topic, grace_s=args.grace_seconds)
         if args.repair and not report.ok:
-            for line in repair_store(store, report, drop_missing_files=args.drop_missing_files):
+            for line in repair_store(store.context, report, drop_missing_files=args.drop_missing_files):
                 out(line)
-            report = check_store(store, args.topic, grace_s=args.grace_seconds)
+            report = check_store(store.context, args.topic, grace_s=args.grace_seconds)
     for line in report.lines():
         out(line)
     return 0 if report.ok else CHECK_FAILED
@@ -126,8 +126,7 @@ def cmd_config(args: argparse.Namespace, out: Out) -> None:
 
 
 def cmd_quickstart(args: argparse.Namespace, out: Out) -> None:
-    from lakelog.cli.quickstart import TOPIC, run_quickstart
-    from lakelog.kafka_endpoint.quickstart import run_kafka_quickstart
+    from lakelog.cli.quickstart import TOPIC, run_kafka_quickstart, run_quickstart
     from lakelog.store import Store
 
     path = args.store or os.environ.get(STORE_ENV) or "quickstart-store"

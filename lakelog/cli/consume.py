@@ -32,8 +32,9 @@ from lakelog.cli.arguments import (
 )
 from lakelog.engine.errors import InvalidConfigError, InvalidOffsetError
 from lakelog.engine.groups.offsets_topic import check_offset
-from lakelog.engine.offsets import EARLIEST, LATEST, TopicPartition
+from lakelog.engine.offsets import EARLIEST, LATEST
 from lakelog.engine.records import check_lookup_timestamp
+from lakelog.engine.topics import TopicPartition
 
 # --formatter values that name Kafka's default formatter, the only one there is here.
 DEFAULT_FORMATTERS = frozenset(
@@ -220,8 +221,8 @@ def consumer_config(args: argparse.Namespace) -> dict[str, Any]:
         raise InvalidConfigError("give the group with --group (group.id in a consumer config needs it too)")
     # Positions are committed by this tool (what it printed), never ahead of it.
     config["enable.auto.commit"] = False
+    from lakelog.engine.client_config import CONSUMER_CONFIG_KEYS
     from lakelog.engine.config import resolve_config
-    from lakelog.engine.consume.consumer import CONSUMER_CONFIG_KEYS
 
     resolve_config(CONSUMER_CONFIG_KEYS, config, what="consumer config")  # before the store is opened
     return config

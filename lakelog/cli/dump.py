@@ -18,7 +18,7 @@ from lakelog.cli.arguments import (
     topic_arg,
 )
 from lakelog.cli.tables import table
-from lakelog.engine.offsets import TopicPartition
+from lakelog.engine.topics import TopicPartition
 
 PREVIEW = 60  # characters of a key or value shown without --print-data-log
 

@@ -21,7 +21,7 @@ from lakelog.engine.errors import (
     UnknownTopicOrPartitionError,
 )
 from lakelog.engine.groups.offsets_topic import MIN_LONG, check_offset
-from lakelog.engine.offsets import TopicPartition
+from lakelog.engine.topics import TopicPartition
 
 ACTIONS = {
     "--list": "list",
@@ -54,7 +54,7 @@ def _groups(args: argparse.Namespace, store: Any) -> list[str]:
             raise InvalidConfigError("give --group or --all-groups, not both")
         from lakelog.engine.admin.groups import list_groups
 
-        return [g.group_id for g in list_groups(store)]
+        return [g.group_id for g in list_groups(store.context)]
     return list(dict.fromkeys(args.group))
 
 
@@ -66,7 +66,7 @@ def _check_groups(args: argparse.Namespace) -> None:
 def cmd_list(args: argparse.Namespace, out: Out) -> None:
     from lakelog.engine.admin.groups import list_groups
 
-    rows = [[g.group_id, g.state, g.members] for g in list_groups(open_store(args))]
+    rows = [[g.group_id, g.state, g.members] for g in list_groups(open_store(args).context)]
     out(table(["GROUP", "STATE", "MEMBERS"], rows))
 
 
@@ -79,7 +79,7 @@ def cmd_describe(args: argparse.Namespace, out: Out) -> None:
     for i, name in enumerate(names):
         if i:
             out("")
-        _describe_one(describe_group(store, name), args, out)
+        _describe_one(describe_group(store.context, name), args, out)
 
 
 def _describe_one(group: Any, args: argparse.Namespace, out: Out) -> None:
@@ -232,9 +232,9 @@ def read_offsets_file(path: str) -> dict[str | None, dict[TopicPartition, int]]:
 
 
 def _partitions(store: Any, specs: dict[str, list[int] | None]) -> list[TopicPartition]:
-    from lakelog.engine.topic_changes import require_topic
+    from lakelog.engine.topics import require_topic
 
-    topics = store._latest_topics()
+    topics = store.context.latest_topics()
     chosen = []
     for name, numbers in specs.items():
         meta = require_topic(topics, name)
@@ -255,7 +255,7 @@ def plan_reset(store: Any, group_id: str, args: argparse.Namespace, spec: tuple[
     from lakelog.engine.admin.groups import clamp_to_log, list_group_offsets
 
     kind, value = spec
-    committed = list_group_offsets(store, group_id)
+    committed = list_group_offsets(store.context, group_id)
     if kind == "file":
         wanted = {**value.get(None, {}), **value.get(group_id, {})}
         if not wanted:
@@ -264,7 +264,7 @@ def plan_reset(store: Any, group_id: str, args: argparse.Namespace, spec: tuple[
         for tp in wanted:
             specs.setdefault(tp.topic, []).append(tp.partition)  # type: ignore[union-attr]
     elif args.all_topics:
-        specs = {tp.topic: None for tp in sorted(committed) if tp.topic in store._latest_topics()}
+        specs = {tp.topic: None for tp in sorted(committed) if tp.topic in store.context.latest_topics()}
         if not specs:
             raise InvalidConfigError(f"--all-topics: group {group_id!r} has no committed offsets for existing topics")
     else:
@@ -329,11 +329,11 @@ def cmd_reset_offsets(args: argparse.Namespace, out: Out) -> None:
     plans = {}
     for name in names:
         # Refused while the group has members, dry run too, as Kafka's tool does.
-        require_inactive_group(store, name)
+        require_inactive_group(store.context, name)
         plans[name] = plan_reset(store, name, args, spec)
     if args.execute:
         for name, offsets in plans.items():
-            alter_group_offsets(store, name, offsets)
+            alter_group_offsets(store.context, name, offsets)
     else:
         note("WARN: dry run, nothing committed; add --execute to reset the offsets.")
     if args.export:
@@ -362,7 +362,7 @@ def cmd_delete(args: argparse.Namespace, out: Out) -> None:
         return
     for name in names:
         try:
-            delete_group(store, name)
+            delete_group(store.context, name)
         except GroupIdNotFoundError:
             if len(names) == 1:
                 raise
@@ -386,7 +386,7 @@ def cmd_delete_offsets(args: argparse.Namespace, out: Out) -> None:
         count = store.describe_topic(name).partitions
         partitions += [TopicPartition(name, p) for p in (range(count) if chosen is None else chosen)]
     group = args.group[0]
-    delete_offsets(store, group, partitions)
+    delete_offsets(store.context, group, partitions)
     out(f"Request succeed for deleting offsets from group '{group}'.")
     out(table(["TOPIC", "PARTITION", "STATUS"], [[tp.topic, tp.partition, "Successful"] for tp in partitions]))
 

@@ -157,8 +157,8 @@ def cmd_perf_produce(args: argparse.Namespace, out: Out) -> None:
             "without --compare-plain"
         )
     if not spark_side:
+        from lakelog.engine.client_config import PRODUCER_CONFIG_KEYS
         from lakelog.engine.config import resolve_config
-        from lakelog.engine.produce.producer import PRODUCER_CONFIG_KEYS
 
         resolve_config(PRODUCER_CONFIG_KEYS, config, what="producer config")
         payloads = _payloads(args)

@@ -161,8 +161,8 @@ def producer_config(args: argparse.Namespace) -> dict[str, Any]:
     if args.sync:
         config["linger.ms"] = 0
     config.setdefault("client.id", "console-producer")
+    from lakelog.engine.client_config import PRODUCER_CONFIG_KEYS
     from lakelog.engine.config import resolve_config
-    from lakelog.engine.produce.producer import PRODUCER_CONFIG_KEYS
 
     resolve_config(PRODUCER_CONFIG_KEYS, config, what="producer config")  # before the store is opened
     return config
@@ -218,7 +218,7 @@ def cmd_produce(args: argparse.Namespace, out: Out, stdin: IO[str] | None = None
         store = open_store(args)
         # Known before the first line is read, as the console producer learns from metadata
         # (whose request creates a missing topic when the store's auto.create.topics.enable is true).
-        store._auto_create_topics([topic])
+        store.context.auto_create_topics([topic])
         require_partition(topic, args.partition, store.describe_topic(topic).partitions)
         return _send_lines(store, topic, args, fmt, config, _Lines(handle, _file_size(handle)), out)
     finally:

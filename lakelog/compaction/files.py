@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 from lakelog.engine.commit.actions import RemoveFile
 from lakelog.engine.commit.state import TableState
-from lakelog.engine.offsets import FileStats, TopicPartition
+from lakelog.engine.offsets import FileStats
+from lakelog.engine.topics import TopicPartition
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ loses to a concurrent maintenance run is planned again (at most
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -36,6 +37,7 @@ from lakelog.compaction.plan import cleanable_files, compaction_bins, optimize_b
 from lakelog.compaction.rewrite import CompactTask, OptimizeTask, TaskResult, run_compact, run_optimize, run_tasks
 from lakelog.compaction.step import MaintenanceStep, commit_step
 from lakelog.engine.commit import Committer, RetryPolicy, TableLog, normalize_uri
+from lakelog.engine.commit.delta_table import open_delta_table, with_listing_retries
 from lakelog.engine.errors import (
     CommitConflictError,
     CorruptLogError,
@@ -46,9 +48,9 @@ from lakelog.engine.errors import (
     UnknownTopicOrPartitionError,
     error_for_os_error,
 )
-from lakelog.engine.offsets import TopicPartition
 from lakelog.engine.storage.object_store import filesystem
-from lakelog.engine.topics import STORE_FORMAT_PROPERTY, TopicMetadata, topics_from_properties
+from lakelog.engine.topics import STORE_FORMAT_PROPERTY, TopicMetadata, TopicPartition, topics_from_properties
+from lakelog.store import Store
 
 log = logging.getLogger("lakelog.maintain")
 
@@ -134,7 +136,7 @@ class _Context:
 
 
 def maintain(
-    store: Any,
+    store: str | os.PathLike[str] | Store,
     *,
     topics: Iterable[str] | None = None,
     dry_run: bool = False,
@@ -445,8 +447,6 @@ def _vacuum(ctx: _Context, retention_hours: float | None) -> tuple[int, int, str
     the files are deleted between them, as Spark's VACUUM does.
     """
     from deltalake.exceptions import DeltaError
-
-    from lakelog.engine.commit.delta_table import open_delta_table, with_listing_retries
 
     ctx.progress("vacuum: listing unreferenced files")
     kwargs: dict[str, Any] = {"dry_run": True}

@@ -22,8 +22,8 @@ from lakelog.compaction.log_cleaner import keep_mask
 from lakelog.engine.commit.data_files import DataFile, DataFileWriter
 from lakelog.engine.commit.partition_reader import PartitionReader, with_partition_columns
 from lakelog.engine.errors import error_for_os_error, error_from_text, marked
-from lakelog.engine.offsets import TopicPartition
 from lakelog.engine.storage.object_store import store_access
+from lakelog.engine.topics import TopicPartition
 
 
 class _StoreTask(Protocol):

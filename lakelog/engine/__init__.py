@@ -1,43 +1,38 @@
-"""lakelog's engine: Kafka-style topics stored in one Delta Lake table.
+"""lakelog's engine: Kafka-style topics kept in one Delta Lake table, without a JVM.
 
-``from engine import Store``; see README.md for a tour.
+The map, rooms by concern; arrows point down (an import-linter contract in pyproject.toml,
+run by ``tests/test_architecture.py``, keeps them so)::
+
+    admin/      topic and group administration: groups (kafka-consumer-groups), check
+                (`lakelog check`), history, time_travel, list_offsets (Kafka's ListOffsets)
+    produce/    where a record is placed and how it is sent: producer (send, linger, the
+                sender thread), batches (the accumulator, futures), placement (Kafka's default
+                partitioner over columns, one record of send), partitioner (murmur2, sticky)
+    consume/    where records are fetched: consumer (poll, positions, commits) and its
+                group_client (the member side of the group protocol, heartbeats)
+    groups/     where a group assigns partitions: coordinator (group commits), state (the
+                group state machine), leases (liveness off the Delta log), offsets_topic
+                (``__consumer_offsets`` records), assignors (range, roundrobin, sticky, ...)
+    context     THE SEAM: StoreContext, what every client gets from a store (log, settings,
+                committers, topics, auto-creation, the offsets topic)
+    settings, topic_changes    lakelog's settings in layers; topic changes as pure plans
+    commit/     where a record is committed: typed Delta actions, the put-if-absent loop,
+                pure conflict rules, data files (writer and reader); see its own map
+    storage/    object_store: local paths and S3, put-if-absent, fsync
+    topics, offsets, records, schema, config, client_config, errors
+                values every room shares: TopicPartition and topic metadata, offset
+                arithmetic, record checks, the log table's columns, typed config keys, the
+                one exception hierarchy
+
+Above the engine sit :mod:`lakelog.store` (the ``Store`` façade a user opens),
+:mod:`lakelog.transactions`, :mod:`lakelog.spark_connector` (everything Spark),
+:mod:`lakelog.compaction`, :mod:`lakelog.kafka_endpoint` and :mod:`lakelog.cli`; the engine
+imports none of them. Users import from :mod:`lakelog`; clients of the store get a
+:class:`StoreContext`.
 """
 
 from __future__ import annotations
 
-from lakelog.engine.consume.consumer import Consumer, ConsumerGroupMetadata, ConsumerRecord
-from lakelog.engine.errors import (
-    CommitConflictError,
-    CommitStateUnknownError,
-    FatalError,
-    LakelogError,
-    RetriableError,
-)
-from lakelog.engine.groups.offsets_topic import OffsetAndMetadata
-from lakelog.engine.offsets import OffsetRange, TopicPartition
-from lakelog.engine.produce.batches import RecordFuture
-from lakelog.engine.produce.producer import Producer
-from lakelog.engine.records import RecordMetadata
-from lakelog.engine.topics import TopicMetadata
-from lakelog.store import OffsetAndTimestamp, Store, WriteResult
+from lakelog.engine.context import StoreContext, auto_create_topics, commit_topic_creation, ensure_offsets_topic
 
-__all__ = [
-    "CommitConflictError",
-    "CommitStateUnknownError",
-    "Consumer",
-    "ConsumerGroupMetadata",
-    "ConsumerRecord",
-    "FatalError",
-    "LakelogError",
-    "OffsetAndMetadata",
-    "OffsetAndTimestamp",
-    "OffsetRange",
-    "Producer",
-    "RecordFuture",
-    "RecordMetadata",
-    "RetriableError",
-    "Store",
-    "TopicMetadata",
-    "TopicPartition",
-    "WriteResult",
-]
+__all__ = ["StoreContext", "auto_create_topics", "commit_topic_creation", "ensure_offsets_topic"]

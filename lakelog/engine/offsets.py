@@ -13,20 +13,13 @@ import json
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 from lakelog.engine.errors import InconsistentWriteError, InvalidOffsetError
+from lakelog.engine.topics import TopicPartition
 
 EARLIEST = -2  # Kafka's JSON code for "earliest"
 LATEST = -1  # Kafka's JSON code for "latest"
-
-
-class TopicPartition(NamedTuple):
-    topic: str
-    partition: int
-
-    def __str__(self) -> str:
-        return f"{self.topic}-{self.partition}"
 
 
 @dataclass(frozen=True)

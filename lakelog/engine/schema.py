@@ -14,6 +14,8 @@ from collections.abc import Mapping
 
 import pyarrow as pa
 
+from lakelog.engine.errors import InvalidRecordError
+
 LOG_COLUMNS: tuple[tuple[str, str], ...] = (
     ("topic", "STRING"),
     ("partition", "INT"),
@@ -93,8 +95,6 @@ SINK_COLUMN_TYPES: dict[str, tuple[str, ...]] = {
 
 def check_sink_columns(types: Mapping[str, str]) -> None:
     """Raise InvalidRecordError unless ``types`` (column -> Spark type string) are Kafka sink columns."""
-    from lakelog.engine.errors import InvalidRecordError
-
     unknown = sorted(set(types) - set(SINK_COLUMN_TYPES))
     if unknown:
         raise InvalidRecordError(

@@ -28,10 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from lakelog.conf import conf_path, parse_properties
+from lakelog.engine.client_config import CONSUMER_CONFIG_KEYS, PRODUCER_CONFIG_KEYS
 from lakelog.engine.config import INT_MAX, ConfigKey, key_table, normalize_name
-from lakelog.engine.consume.consumer import CONSUMER_CONFIG_KEYS
 from lakelog.engine.errors import InvalidConfigError
-from lakelog.engine.produce.producer import PRODUCER_CONFIG_KEYS
 from lakelog.engine.topics import TOPIC_CONFIG_KEYS
 
 SHIPPED_FILE = "lakelog.conf"

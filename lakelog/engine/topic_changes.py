@@ -1,4 +1,5 @@
-"""Topic administration planned as plain functions.
+"""Topic changes planned as plain functions: create, delete, grow, alter (and create
+``__consumer_offsets``).
 
 Each function takes the topics and table configuration as of a Delta
 version and returns the :class:`TopicChange` to commit, or raises the
@@ -20,34 +21,22 @@ from lakelog.engine.errors import (
     InvalidPartitionsError,
     InvalidTopicError,
     TopicExistsError,
-    UnknownTopicOrPartitionError,
 )
 from lakelog.engine.topics import (
     INTERNAL_TOPICS,
+    OFFSETS_TOPIC,
+    OFFSETS_TOPIC_CONFIG,
+    OFFSETS_TOPIC_PARTITIONS,
     TOPIC_CONFIG_KEYS,
     TopicMetadata,
     collision_key,
     encode_topic,
     parse_topic_config,
+    require_topic,
     topic_property_key,
     validate_partition_count,
     validate_topic_name,
 )
-
-
-def require_topic(topics: Mapping[str, TopicMetadata], name: str) -> TopicMetadata:
-    topic = topics.get(name)
-    if topic is None:
-        raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
-    return topic
-
-
-def require_partition(topics: Mapping[str, TopicMetadata], name: str, partition: int) -> TopicMetadata:
-    """The topic holding ``partition``; UnknownTopicOrPartitionError when either does not exist."""
-    topic = topics.get(name)
-    if topic is None or not 0 <= partition < topic.partitions:
-        raise UnknownTopicOrPartitionError(f"partition {partition} of topic {name!r} does not exist")
-    return topic
 
 
 def _with_topic(properties: Mapping[str, str], topic: TopicMetadata) -> dict[str, str]:
@@ -88,8 +77,6 @@ def plan_create_offsets_topic(
     topics: Mapping[str, TopicMetadata], properties: Mapping[str, str], *, now_ms: int, client_id: str
 ) -> TopicChange:
     """Create ``__consumer_offsets`` (Kafka's 50 partitions, compacted)."""
-    from lakelog.engine.groups.offsets_topic import OFFSETS_TOPIC, OFFSETS_TOPIC_CONFIG, OFFSETS_TOPIC_PARTITIONS
-
     return plan_create(
         topics,
         properties,

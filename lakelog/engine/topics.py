@@ -1,5 +1,5 @@
-"""Topics: Kafka's naming rules, topic configuration keys, and how topic
-metadata is kept in the log table.
+"""Topics: the (topic, partition) pair, Kafka's naming rules, topic configuration keys, the
+internal topics, and how topic metadata is kept in the log table.
 
 Topic metadata lives in the log table's Delta properties, one property per
 topic (``lakelog.topic.<name>`` = JSON). Every topic change is therefore a
@@ -16,7 +16,7 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from lakelog.engine.config import INT_MAX, ConfigKey, key_table, resolve_config
 from lakelog.engine.errors import (
@@ -33,10 +33,23 @@ STORE_FORMAT_VERSION = "1"
 MAX_TOPIC_NAME_LENGTH = 249  # Kafka's Topic.MAX_NAME_LENGTH
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 
+# Consumer groups' offsets and state (engine.groups.offsets_topic holds its records' format).
+OFFSETS_TOPIC = "__consumer_offsets"
+OFFSETS_TOPIC_PARTITIONS = 50  # Kafka's offsets.topic.num.partitions
+OFFSETS_TOPIC_CONFIG = {"cleanup.policy": "compact"}
+
 # Topics the engine itself owns; users cannot create or delete them.
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, "__transaction_state"})
 
 MAX_PARTITIONS = 100_000
+
+
+class TopicPartition(NamedTuple):
+    topic: str
+    partition: int
+
+    def __str__(self) -> str:
+        return f"{self.topic}-{self.partition}"
 
 
 def _positive_or_unlimited(value: int) -> str | None:
@@ -233,6 +246,22 @@ def topics_from_properties(properties: Mapping[str, str]) -> dict[str, TopicMeta
             name = key[len(TOPIC_PROPERTY_PREFIX) :]
             topics[name] = decode_topic(name, value)
     return topics
+
+
+def require_topic(topics: Mapping[str, TopicMetadata], name: str) -> TopicMetadata:
+    """The topic ``name`` of ``topics``; UnknownTopicOrPartitionError when it does not exist."""
+    topic = topics.get(name)
+    if topic is None:
+        raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
+    return topic
+
+
+def require_partition(topics: Mapping[str, TopicMetadata], name: str, partition: int) -> TopicMetadata:
+    """The topic holding ``partition``; UnknownTopicOrPartitionError when either does not exist."""
+    topic = topics.get(name)
+    if topic is None or not 0 <= partition < topic.partitions:
+        raise UnknownTopicOrPartitionError(f"partition {partition} of topic {name!r} does not exist")
+    return topic
 
 
 def resolve_topic_names(spec: Any, topics: Mapping[str, TopicMetadata]) -> list[str]:

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from xml.sax.saxutils import quoteattr
 
+from lakelog import jvm
 from lakelog.engine.errors import StoreError
 
 SCALA_BINARY = "2.13"
@@ -216,8 +217,6 @@ def java_tool(name: str) -> str | None:
 def lakelog_jar() -> Path:
     """lakelog's JVM library inside the installed package (built from jvm/src when the wheel is built,
     or by ``make setup`` in a checkout). Raises :class:`StoreError` if it is missing."""
-    from lakelog import jvm
-
     path = jvm.jar_path()
     if not path.exists():
         raise StoreError(

@@ -1,43 +1,49 @@
-"""Admin APIs of the endpoint: topics, configs and consumer groups, onto the store's own admin.
+"""Cluster metadata and topic administration: Metadata, CreateTopics, DeleteTopics,
+CreatePartitions, DescribeConfigs, IncrementalAlterConfigs, onto the store's own admin.
 
-DeleteTopics, CreatePartitions and IncrementalAlterConfigs are one Delta
-metadata commit each, as ``lakelog topics delete/alter`` make them;
-DescribeConfigs reads a topic's effective configuration; ListGroups,
-DescribeGroups, DeleteGroups and OffsetDelete read and tombstone
-``__consumer_offsets`` as ``lakelog groups`` does, so Kafka's ``kafka-consumer-groups`` and lakelog's
-CLI see the same groups (lakelog's consumers as members, with their
-assignments in Kafka's consumer protocol encoding).
+The agent names itself the only broker (node 0 at its own address) and the leader of
+every partition; it keeps no state of its own, so several agents may serve one store.
+CreateTopics, DeleteTopics, CreatePartitions and IncrementalAlterConfigs are one Delta
+metadata commit each, as ``lakelog topics create/delete/alter`` make them; DescribeConfigs
+reads a topic's effective configuration. A Metadata request creates a missing topic when the
+store's ``auto.create.topics.enable`` allows it, as Kafka's broker does.
 """
 
 from __future__ import annotations
 
-import io
-import struct
+import time
+import uuid
 from collections.abc import Callable, Collection
 from typing import Any
 
-from kio.schema.consumer_protocol_assignment.v0.data import ConsumerProtocolAssignment
+from kio.schema.create_partitions.v0.request import CreatePartitionsRequest
+from kio.schema.create_topics.v2.request import CreateTopicsRequest
+from kio.schema.delete_topics.v1.request import DeleteTopicsRequest
+from kio.schema.describe_configs.v1.request import DescribeConfigsRequest
 from kio.schema.errors import ErrorCode
-from kio.serial import entity_writer
+from kio.schema.incremental_alter_configs.v0.request import IncrementalAlterConfigsRequest
+from kio.schema.metadata.v1.request import MetadataRequest
 
-from lakelog.engine.admin.groups import delete_group, delete_offsets, describe_group, list_groups
-from lakelog.engine.errors import GroupIdNotFoundError, InvalidConfigError, InvalidPartitionsError
-from lakelog.engine.offsets import TopicPartition
-from lakelog.engine.topics import TOPIC_CONFIG_KEYS, TopicMetadata
-from lakelog.kafka_endpoint.messages import Request, build, response_class
+from lakelog.engine.errors import InvalidConfigError, InvalidPartitionsError, InvalidTopicError, LakelogError
+from lakelog.engine.topic_changes import plan_create
+from lakelog.engine.topics import TOPIC_CONFIG_KEYS, TopicMetadata, topics_from_properties
+from lakelog.kafka_endpoint.error_codes import error_code, outcome
+from lakelog.kafka_endpoint.messages import Request, api_key, build, response_class
+from lakelog.store import Store
 
-DELETE_TOPICS, CREATE_PARTITIONS, DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 20, 37, 32, 44
-LIST_GROUPS, DESCRIBE_GROUPS, DELETE_GROUPS, OFFSET_DELETE = 16, 15, 42, 47
-
+METADATA = api_key(MetadataRequest)
+CREATE_TOPICS = api_key(CreateTopicsRequest)
+DELETE_TOPICS = api_key(DeleteTopicsRequest)
+CREATE_PARTITIONS = api_key(CreatePartitionsRequest)
+DESCRIBE_CONFIGS = api_key(DescribeConfigsRequest)
+INCREMENTAL_ALTER_CONFIGS = api_key(IncrementalAlterConfigsRequest)
 VERSIONS: dict[int, tuple[int, int]] = {
+    METADATA: (1, 12),
+    CREATE_TOPICS: (2, 7),
     DELETE_TOPICS: (1, 5),  # v6 names topics by id
     CREATE_PARTITIONS: (0, 3),
     DESCRIBE_CONFIGS: (1, 4),
     INCREMENTAL_ALTER_CONFIGS: (0, 1),
-    LIST_GROUPS: (0, 4),
-    DESCRIBE_GROUPS: (0, 5),
-    DELETE_GROUPS: (0, 2),
-    OFFSET_DELETE: (0, 0),
 }
 
 TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
@@ -45,67 +51,20 @@ SET, DELETE = 0, 1  # IncrementalAlterConfigs operations (APPEND/SUBTRACT are fo
 DYNAMIC_TOPIC_CONFIG, DEFAULT_CONFIG = 1, 5  # DescribeConfigs config sources
 
 
-def _outcome(action: Callable[[], Any], error_code: Callable[[BaseException], ErrorCode]) -> dict[str, Any]:
-    try:
-        action()
-    except Exception as exc:
-        return {"error_code": error_code(exc), "error_message": str(exc)}
-    return {"error_code": ErrorCode.none, "error_message": None}
-
-
-def delete_topics(store: Any, request: Request, error_code: Callable[[BaseException], ErrorCode]) -> Any:
-    responses = [
-        {"name": name, **_outcome(lambda name=name: store.delete_topic(name), error_code)}
-        for name in request.body.topic_names
-    ]
-    return build(response_class(DELETE_TOPICS, request.api_version), responses=responses)
-
-
-def create_partitions(store: Any, request: Request, error_code: Callable[[BaseException], ErrorCode]) -> Any:
-    def grow(topic: Any) -> None:
-        if topic.assignments:
-            raise InvalidPartitionsError("manual replica assignments: every partition lives in the store")
-        if not request.body.validate_only:
-            store.create_partitions(topic.name, int(topic.count))
-
-    results = [{"name": t.name, **_outcome(lambda t=t: grow(t), error_code)} for t in request.body.topics]
-    return build(response_class(CREATE_PARTITIONS, request.api_version), results=results)
-
-
-def describe_configs(store: Any, request: Request, error_code: Callable[[BaseException], ErrorCode]) -> Any:
-    topics = store._latest_topics()
-    results = []
-    for resource in request.body.resources:
-        answer: dict[str, Any] = {
-            "resource_type": resource.resource_type,
-            "resource_name": resource.resource_name,
-            "error_code": ErrorCode.none,
-            "error_message": None,
-            "configs": [],
-        }
-        if resource.resource_type == TOPIC_RESOURCE:
-            topic = topics.get(resource.resource_name)
-            if topic is None:
-                answer.update(error_code=ErrorCode.unknown_topic_or_partition, error_message="no such topic")
-            else:
-                answer["configs"] = topic_config_entries(topic, resource.configuration_keys)
-        elif resource.resource_type != BROKER_RESOURCE:
-            answer.update(error_code=ErrorCode.invalid_request, error_message="only topic and broker configs")
-        results.append(answer)
-    return build(response_class(DESCRIBE_CONFIGS, request.api_version), results=results)
+# The fields of a config entry CreateTopics' response carries (CreatableTopicConfigs, v5+).
+CREATED_CONFIG_FIELDS = ("name", "value", "read_only", "config_source", "is_sensitive")
 
 
 def topic_config_entries(topic: TopicMetadata, wanted: Collection[str] | None = None) -> list[dict[str, Any]]:
-    """A topic's effective configuration as Kafka's config entries, sorted by name (every field
-    DescribeConfigs has; CreateTopics' CreatableTopicConfigs takes the ones it has): the
+    """A topic's effective configuration as DescribeConfigs' config entries, sorted by name: the
     overrides as DYNAMIC_TOPIC_CONFIG, the rest as DEFAULT_CONFIG; only ``wanted`` names when
-    given."""
+    given. CreateTopics answers the :data:`CREATED_CONFIG_FIELDS` of each."""
     return [
         {
             "name": name,
             "value": _config_text(value),
             "read_only": False,
-            "is_default": name not in topic.overrides,
+            # Whether it is a default is config_source's to say (DescribeConfigs v1+ has no is_default).
             "config_source": DYNAMIC_TOPIC_CONFIG if name in topic.overrides else DEFAULT_CONFIG,
             "is_sensitive": False,
             "synonyms": [],
@@ -126,119 +85,175 @@ def _config_text(value: Any) -> str | None:
     return str(value)
 
 
-def incremental_alter_configs(store: Any, request: Request, error_code: Callable[[BaseException], ErrorCode]) -> Any:
-    def alter(resource: Any) -> None:
-        if resource.resource_type != TOPIC_RESOURCE:
-            raise InvalidConfigError("only topic configs can be altered")
-        setting = {c.name: c.value for c in resource.configs if c.config_operation == SET}
-        deleting = [c.name for c in resource.configs if c.config_operation == DELETE]
-        if len(setting) + len(deleting) != len(resource.configs):
-            raise InvalidConfigError("APPEND and SUBTRACT apply to list configs, which topics here do not have")
-        if not request.body.validate_only:
-            store.alter_topic_config(resource.resource_name, setting or None, deleting or None)
+class AdminApis:
+    """Metadata and topic administration over one store, answered as broker ``host:port``."""
 
-    responses = [
-        {
-            "resource_type": r.resource_type,
-            "resource_name": r.resource_name,
-            **_outcome(lambda r=r: alter(r), error_code),
+    def __init__(self, store: Store, host: str, port: int, cluster_id: str) -> None:
+        self.store = store
+        self.host, self.port = host, port
+        self.cluster_id = cluster_id
+
+    def handlers(self) -> dict[int, Callable[[Request], Any]]:
+        return {
+            METADATA: self.metadata,
+            CREATE_TOPICS: self.create_topics,
+            DELETE_TOPICS: self.delete_topics,
+            CREATE_PARTITIONS: self.create_partitions,
+            DESCRIBE_CONFIGS: self.describe_configs,
+            INCREMENTAL_ALTER_CONFIGS: self.incremental_alter_configs,
         }
-        for r in request.body.resources
-    ]
-    return build(response_class(INCREMENTAL_ALTER_CONFIGS, request.api_version), responses=responses)
 
-
-def list_consumer_groups(store: Any, request: Request) -> Any:
-    wanted = set(getattr(request.body, "states_filter", ()) or ())
-    groups = [
-        {"group_id": g.group_id, "protocol_type": "consumer", "group_state": g.state}
-        for g in list_groups(store)
-        if not wanted or g.state in wanted
-    ]
-    return build(response_class(LIST_GROUPS, request.api_version), error_code=ErrorCode.none, groups=groups)
-
-
-def encode_assignment(partitions: Any) -> bytes:
-    """A member's assignment in Kafka's consumer protocol (ConsumerProtocolAssignment v0)."""
-    by_topic: dict[str, list[int]] = {}
-    for tp in partitions:
-        by_topic.setdefault(tp.topic, []).append(tp.partition)
-    out = io.BytesIO()
-    out.write(struct.pack(">h", 0))
-    entity_writer(ConsumerProtocolAssignment)(
-        out,
-        build(
-            ConsumerProtocolAssignment,
-            assigned_partitions=[{"topic": t, "partitions": ps} for t, ps in sorted(by_topic.items())],
-        ),
-    )
-    return out.getvalue()
-
-
-def describe_consumer_groups(store: Any, request: Request) -> Any:
-    groups = []
-    for group_id in request.body.groups:
-        try:
-            found = describe_group(store, group_id)
-        except GroupIdNotFoundError:
-            groups.append({"error_code": ErrorCode.none, "group_id": group_id, "group_state": "Dead", "members": []})
-            continue
-        members = [
-            {
-                "member_id": m.member_id,
-                "group_instance_id": m.instance_id,
-                "client_id": m.client_id,
-                "client_host": "/lakelog",
-                "member_metadata": b"",
-                "member_assignment": encode_assignment(m.assignment),
-            }
-            for m in found.members
-        ]
-        groups.append(
-            {
-                "error_code": ErrorCode.none,
-                "group_id": group_id,
-                "group_state": found.state,
-                "protocol_type": "consumer",
-                "protocol_data": found.assignor or "",
-                "members": members,
-                "authorized_operations": -2147483648,
-            }
+    def metadata(self, request: Request) -> Any:
+        """The brokers (this agent) and the topics asked for (all when none are named). A named
+        topic that does not exist is created, ready at once, when the store's
+        ``auto.create.topics.enable`` is true and the request allows it (``allow_auto_topic_creation``,
+        v4+; always before v4, as Kafka's broker); otherwise it is UNKNOWN_TOPIC_OR_PARTITION, and a
+        name that cannot be created gets the reason's code (INVALID_TOPIC_EXCEPTION)."""
+        cls = response_class(METADATA, request.api_version)
+        topics = self.store.context.latest_topics()
+        wanted = request.body.topics
+        names = sorted(n for n, t in topics.items() if not t.internal) if wanted is None else [t.name for t in wanted]
+        missing = [n for n in names if n not in topics]
+        refused: dict[str, BaseException] = {}
+        allowed = getattr(request.body, "allow_auto_topic_creation", True)  # no such field before v4
+        if missing and allowed and self.store.settings.auto_create_topics_enable:
+            for name in missing:
+                try:
+                    self.store.context.auto_create_topics([name])
+                except LakelogError as exc:
+                    refused[name] = exc
+            topics = self.store.context.latest_topics()
+        out = []
+        for name in names:
+            topic = topics.get(name)
+            if topic is None:
+                code = error_code(refused[name]) if name in refused else ErrorCode.unknown_topic_or_partition
+                out.append({"error_code": code, "name": name, "partitions": []})
+                continue
+            partitions = [
+                {
+                    "error_code": ErrorCode.none,
+                    "partition_index": p,
+                    "leader_id": 0,
+                    "leader_epoch": -1,
+                    "replica_nodes": [0],
+                    "isr_nodes": [0],
+                    "offline_replicas": [],
+                }
+                for p in range(topic.partitions)
+            ]
+            out.append(
+                {"error_code": ErrorCode.none, "name": name, "is_internal": topic.internal, "partitions": partitions}
+            )
+        return build(
+            cls,
+            brokers=[{"node_id": 0, "host": self.host, "port": self.port}],
+            cluster_id=self.cluster_id,
+            controller_id=0,
+            topics=out,
         )
-    return build(response_class(DESCRIBE_GROUPS, request.api_version), groups=groups)
 
-
-def delete_consumer_groups(store: Any, request: Request, error_code: Callable[[BaseException], ErrorCode]) -> Any:
-    results = [
-        {"group_id": g, **{"error_code": _outcome(lambda g=g: delete_group(store, g), error_code)["error_code"]}}
-        for g in request.body.groups_names
-    ]
-    return build(response_class(DELETE_GROUPS, request.api_version), results=results)
-
-
-def delete_consumer_group_offsets(
-    store: Any, request: Request, error_code: Callable[[BaseException], ErrorCode]
-) -> Any:
-    """OffsetDelete (KIP-496): per topic, the group's offsets of the partitions that exist are
-    deleted in one commit, or the topic's partitions carry the error (GROUP_SUBSCRIBED_TO_TOPIC
-    while live members subscribe to it); a group that does not exist is a top-level
-    GROUP_ID_NOT_FOUND, as Kafka's coordinator answers."""
-    group_id = request.body.group_id
-    topics = store._latest_topics()
-    answers = []
-    for topic in request.body.topics:
-        meta = topics.get(topic.name)
-        count = 0 if meta is None or meta.internal else meta.partitions
-        asked = [int(p.partition_index) for p in topic.partitions]
-        codes = {p: ErrorCode.unknown_topic_or_partition for p in asked if not 0 <= p < count}
-        known = [TopicPartition(topic.name, p) for p in asked if p not in codes]
-        if known:
+    def create_topics(self, request: Request) -> Any:
+        """Create each topic (one Delta metadata commit each), or with ``validate_only`` only plan
+        it against the latest topics (the same checks, nothing committed). As Kafka's controller
+        answers from v5 on (ReplicationControlManager.createTopic), a topic that is (or would
+        be) created comes with its effective configuration sorted by name, its partition count,
+        replication factor 1 and its id (v7+); a refused one with its error, no configs and -1
+        counts. Java's Admin.createTopics reads ``configs`` of every success."""
+        out = []
+        for topic in request.body.topics:
+            answer: dict[str, Any] = {"name": topic.name, "error_code": ErrorCode.none, "configs": []}
             try:
-                delete_offsets(store, group_id, known)
-            except GroupIdNotFoundError as exc:
-                return build(response_class(OFFSET_DELETE, request.api_version), error_code=error_code(exc))
+                if topic.replication_factor not in (-1, 1) and topic.replication_factor < 1:
+                    raise InvalidTopicError(f"replication factor {topic.replication_factor}")
+                config = {c.name: c.value for c in topic.configs}
+                partitions = None if topic.num_partitions == -1 else int(topic.num_partitions)
+                if request.body.validate_only:
+                    created = self._planned_topic(topic.name, partitions, config)
+                else:
+                    created = self.store.create_topic(topic.name, partitions, config or None)
+                answer.update(
+                    topic_id=uuid.UUID(created.topic_id),
+                    num_partitions=created.partitions,
+                    replication_factor=1,
+                    configs=[{k: entry[k] for k in CREATED_CONFIG_FIELDS} for entry in topic_config_entries(created)],
+                )
             except Exception as exc:
-                codes.update(dict.fromkeys((tp.partition for tp in known), error_code(exc)))
-        partitions = [{"partition_index": p, "error_code": codes.get(p, ErrorCode.none)} for p in asked]
-        answers.append({"name": topic.name, "partitions": partitions})
-    return build(response_class(OFFSET_DELETE, request.api_version), error_code=ErrorCode.none, topics=answers)
+                answer.update(error_code=error_code(exc), error_message=str(exc))
+            out.append(answer)
+        return build(response_class(CREATE_TOPICS, request.api_version), topics=out)
+
+    def _planned_topic(self, name: str, partitions: int | None, config: dict[str, Any]) -> TopicMetadata:
+        """The topic a CreateTopics with ``validate_only`` would create (as the store's
+        create_topic plans it, defaults included), nothing committed; raises as it does."""
+        state = self.store.log.latest()
+        change = plan_create(
+            dict(state.topics),
+            dict(state.properties),
+            name=name,
+            partitions=self.store.settings.num_partitions if partitions is None else partitions,
+            config={**self.store.settings.topic, **config},
+            now_ms=int(time.time() * 1000),
+            client_id="lakelog-serve",
+        )
+        return topics_from_properties(change.properties)[name]
+
+    def delete_topics(self, request: Request) -> Any:
+        responses = [
+            {"name": name, **outcome(lambda name=name: self.store.delete_topic(name))}
+            for name in request.body.topic_names
+        ]
+        return build(response_class(DELETE_TOPICS, request.api_version), responses=responses)
+
+    def create_partitions(self, request: Request) -> Any:
+        def grow(topic: Any) -> None:
+            if topic.assignments:
+                raise InvalidPartitionsError("manual replica assignments: every partition lives in the store")
+            if not request.body.validate_only:
+                self.store.create_partitions(topic.name, int(topic.count))
+
+        results = [{"name": t.name, **outcome(lambda t=t: grow(t))} for t in request.body.topics]
+        return build(response_class(CREATE_PARTITIONS, request.api_version), results=results)
+
+    def describe_configs(self, request: Request) -> Any:
+        topics = self.store.context.latest_topics()
+        results = []
+        for resource in request.body.resources:
+            answer: dict[str, Any] = {
+                "resource_type": resource.resource_type,
+                "resource_name": resource.resource_name,
+                "error_code": ErrorCode.none,
+                "error_message": None,
+                "configs": [],
+            }
+            if resource.resource_type == TOPIC_RESOURCE:
+                topic = topics.get(resource.resource_name)
+                if topic is None:
+                    answer.update(error_code=ErrorCode.unknown_topic_or_partition, error_message="no such topic")
+                else:
+                    answer["configs"] = topic_config_entries(topic, resource.configuration_keys)
+            elif resource.resource_type != BROKER_RESOURCE:
+                answer.update(error_code=ErrorCode.invalid_request, error_message="only topic and broker configs")
+            results.append(answer)
+        return build(response_class(DESCRIBE_CONFIGS, request.api_version), results=results)
+
+    def incremental_alter_configs(self, request: Request) -> Any:
+        def alter(resource: Any) -> None:
+            if resource.resource_type != TOPIC_RESOURCE:
+                raise InvalidConfigError("only topic configs can be altered")
+            setting = {c.name: c.value for c in resource.configs if c.config_operation == SET}
+            deleting = [c.name for c in resource.configs if c.config_operation == DELETE]
+            if len(setting) + len(deleting) != len(resource.configs):
+                raise InvalidConfigError("APPEND and SUBTRACT apply to list configs, which topics here do not have")
+            if not request.body.validate_only:
+                self.store.alter_topic_config(resource.resource_name, setting or None, deleting or None)
+
+        responses = [
+            {
+                "resource_type": r.resource_type,
+                "resource_name": r.resource_name,
+                **outcome(lambda r=r: alter(r)),
+            }
+            for r in request.body.resources
+        ]
+        return build(response_class(INCREMENTAL_ALTER_CONFIGS, request.api_version), responses=responses)

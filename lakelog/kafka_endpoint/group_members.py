@@ -22,13 +22,14 @@ import struct
 import threading
 import time
 import uuid
-from typing import Any
 
 from kio.index import load_entity_schema
 from kio.serial import entity_reader
 from kio.static.constants import EntityType
 
-from lakelog.engine.offsets import TopicPartition
+from lakelog.engine.consume.group_client import GroupClient
+from lakelog.engine.topics import TopicPartition
+from lakelog.store import Store
 
 EAGER_PROTOCOLS = ("range", "roundrobin", "sticky")
 # How often a JoinGroup looks at the group again while waiting for its assignment to settle.
@@ -57,7 +58,7 @@ class ProxyMember:
 
     def __init__(
         self,
-        store: Any,
+        store: Store,
         group_id: str,
         client_id: str,
         topics: list[str],
@@ -87,17 +88,19 @@ class ProxyMember:
             **static,
         )
         self.consumer.subscribe(topics)
+        assert self.consumer.group_client is not None  # it has a group.id
+        self.group: GroupClient = self.consumer.group_client
 
     @property
     def member_id(self) -> str:
-        member = self.consumer._member_id
+        member = self.group.member_id
         if member is None:
             raise UnknownMemberError("the member left the group")
         return member
 
     @property
     def generation(self) -> int:
-        return self.consumer._generation
+        return self.group.generation
 
     def assignment(self) -> set[TopicPartition]:
         return self.consumer.assignment()
@@ -106,7 +109,7 @@ class ProxyMember:
     def gone(self) -> bool:
         """Whether the joined member is no longer one (its client went silent, it was closed, or
         the group removed it): its client must join again with a new member id."""
-        return self.consumer._member_id is None
+        return self.group.member_id is None
 
     def join(self, timeout_s: float | None = None) -> None:
         """Run lakelog's group protocol for this member (revoking what the group wants back:
@@ -115,9 +118,9 @@ class ProxyMember:
         deadline = time.monotonic() + (self.rebalance_timeout_s if timeout_s is None else timeout_s)
         with self.lock:
             while True:
-                self.consumer._last_poll = time.monotonic()
-                self.consumer._protocol_version = -1  # look again even if the table did not move
-                self.consumer._run_group_protocol()
+                self.group.polled()
+                self.group.rejoin()  # look again even if the table did not move
+                self.group.run_protocol()
                 if not self._pending() or time.monotonic() >= deadline:
                     return
                 time.sleep(JOIN_POLL_S)
@@ -125,22 +128,21 @@ class ProxyMember:
     def heartbeat(self) -> bool:
         """Keep the member alive; whether the client must join again (the group changed)."""
         with self.lock:
-            self.consumer._last_poll = time.monotonic()
-            if self.consumer._member_id is None:
+            self.group.polled()
+            if self.group.member_id is None:
                 raise UnknownMemberError("the member left the group")
             return self._pending()
 
     def _pending(self) -> bool:
-        consumer = self.consumer
-        member_id = consumer._member_id
+        member_id = self.group.member_id
         if member_id is None:
             return True
-        state = consumer._log().latest(consumer._store.log.latest(), offsets=False).state
+        state = self.group.state()
         if state is None or member_id not in state.members:
             return True
         if state.to_revoke(member_id):
             return True
-        return state.generation != consumer._generation or set(state.assigned(member_id)) != consumer.assignment()
+        return state.generation != self.group.generation or set(state.assigned(member_id)) != self.assignment()
 
     def leave(self) -> None:
         with self.lock:

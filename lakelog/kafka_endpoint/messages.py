@@ -7,14 +7,19 @@ request header v2 and response header v1, ApiVersions always answers with
 header v0 so that a client can parse the answer before it knows the
 versions). :func:`build` makes a response of any version from plain values:
 fields the version does not have are left out, fields it has that are not
-given get their schema default or zero, nested entities are built from dicts.
+given get their schema default or zero, nested entities are built from dicts;
+a name no version of the message has is refused (ValueError naming it), so a
+misspelt field fails where it is written instead of vanishing from answers.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import importlib
 import io
+import pkgutil
+import re
 import struct
 import sys
 import typing
@@ -28,6 +33,8 @@ from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
 
 _SIZE = struct.Struct(">i")
+# kio generates a module per message version: kio.schema.<message>.v<N>.<kind>.
+_VERSION_PART = re.compile(r"^v\d+$")
 _KEY_VERSION = struct.Struct(">hh")
 
 
@@ -99,6 +106,11 @@ def encode_response(api_key: int, api_version: int, correlation_id: int, body: A
     return _SIZE.pack(len(payload)) + payload
 
 
+def api_key(request_class: type) -> int:
+    """The API key of a kio request class (any version's: the key is the API's)."""
+    return int(request_class.__api_key__)  # type: ignore[attr-defined]
+
+
 def response_class(api_key: int, api_version: int) -> type:
     return load_response_schema(api_key, api_version)
 
@@ -113,8 +125,38 @@ def _hints(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 
 
+@cache
+def known_fields(cls: type) -> frozenset[str]:
+    """The field names of the kio entity ``cls`` in any version of its message (the class of
+    the same name in each version's module)."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    parts = cls.__module__.split(".")
+    at = next((i for i, part in enumerate(parts) if _VERSION_PART.match(part)), None)
+    if at is None:
+        return frozenset(names)
+    package = importlib.import_module(".".join(parts[:at]))
+    for version in pkgutil.iter_modules(package.__path__):
+        if not _VERSION_PART.match(version.name):
+            continue
+        try:
+            module = importlib.import_module(".".join([*parts[:at], version.name, *parts[at + 1 :]]))
+        except ImportError:  # this version has no such module (a request-only message)
+            continue
+        other = getattr(module, cls.__name__, None)
+        if other is not None and dataclasses.is_dataclass(other):
+            names.update(f.name for f in dataclasses.fields(other))
+    return frozenset(names)
+
+
 def build(cls: type, **values: Any) -> Any:
-    """An instance of the kio entity ``cls`` from plain values (see the module docstring)."""
+    """An instance of the kio entity ``cls`` from plain values (see the module docstring).
+    Raises ValueError naming a value no version of the entity has a field for."""
+    unknown = sorted(set(values) - known_fields(cls))
+    if unknown:
+        raise ValueError(
+            f"{cls.__module__}.{cls.__name__} has no field {unknown[0]!r} in any version "
+            f"(fields: {', '.join(sorted(known_fields(cls)))})"
+        )
     hints = _hints(cls)
     kwargs = {}
     for f in dataclasses.fields(cls):

@@ -2,7 +2,7 @@
 
 A broker appends each request to its log segments; a commit per request would make the
 store's commit rate grow with the number of clients. Requests hand their records (one
-table per partition, already checked against the topics) to :class:`GroupCommit`; its
+table per partition, already checked against the topics) to :class:`ProduceLinger`; its
 thread takes whatever arrived within ``linger_ms`` of the first one, places it all in one
 :class:`engine.produce.placement.PlacedBatch` and commits it through the commit core, then hands
 each request its records' offsets. If the group is refused (a topic changed in between),
@@ -38,7 +38,7 @@ class Committed:
         return len(self.offsets)
 
 
-class GroupCommit:
+class ProduceLinger:
     """Commits record tables (RECORD_SCHEMA, one partition each) in groups. Thread-safe."""
 
     def __init__(self, writer: Committer, policy: RetryPolicy, linger_ms: float = 5.0) -> None:

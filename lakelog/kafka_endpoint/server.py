@@ -27,7 +27,7 @@ from typing import Any
 from kio.index import load_response_schema
 from kio.schema.errors import ErrorCode
 
-from lakelog.kafka_endpoint.endpoint import API_VERSIONS, PRODUCE, SUPPORTED, Endpoint
+from lakelog.kafka_endpoint.endpoint import API_VERSIONS, SUPPORTED, Endpoint, api_versions_body
 from lakelog.kafka_endpoint.messages import (
     MalformedRequestError,
     Request,
@@ -37,6 +37,8 @@ from lakelog.kafka_endpoint.messages import (
     header_client_id,
     parse_request,
 )
+from lakelog.kafka_endpoint.produce import PRODUCE
+from lakelog.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -58,14 +60,8 @@ def error_response(
     """A response of the request's API and version whose error codes say ``code`` (by default
     UNSUPPORTED_VERSION), or None when there is no way to write one (an API kio does not know)."""
     if api_key == API_VERSIONS:
-        body = build(
-            load_response_schema(API_VERSIONS, 0),
-            error_code=ErrorCode.unsupported_version,
-            api_keys=[
-                {"api_key": k, "min_version": lo, "max_version": hi} for k, (lo, hi) in sorted(SUPPORTED.items())
-            ],
-        )
-        return encode_response(API_VERSIONS, 0, correlation_id, body)
+        # Kafka answers a version it does not serve with v0, which every client parses.
+        return encode_response(API_VERSIONS, 0, correlation_id, api_versions_body(0, ErrorCode.unsupported_version))
     try:
         cls = load_response_schema(api_key, api_version)
     except Exception:
@@ -142,7 +138,7 @@ class Server:
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         """Read a connection's requests and answer them in order. Produce requests are
         pipelined (a client keeps up to max.in.flight of them outstanding): each is handed
-        to the group commit as it is read, so requests in flight share commits and keep
+        to the produce linger as it is read, so requests in flight share commits and keep
         their order; the others are answered one at a time."""
         task = asyncio.current_task()
         assert task is not None
@@ -222,7 +218,7 @@ class Server:
         return encode_response(request.api_key, request.api_version, request.correlation_id, body)
 
 
-async def _serve(store: Any, host: str, port: int, ready: Callable[[Server], None] | None = None) -> None:
+async def _serve(store: Store, host: str, port: int, ready: Callable[[Server], None] | None = None) -> None:
     server = Server(lambda bound: Endpoint(store, host, bound), host, port)
     await server.start()
     done = asyncio.Event()
@@ -236,7 +232,7 @@ async def _serve(store: Any, host: str, port: int, ready: Callable[[Server], Non
     await server.stop()
 
 
-def serve(store: Any, listen: str, ready: Callable[[Server], None] | None = None) -> None:
+def serve(store: Store, listen: str, ready: Callable[[Server], None] | None = None) -> None:
     """Serve ``store`` on ``listen`` (``host:port``; port 0 picks a free one) until SIGTERM/SIGINT."""
     host, _, port = listen.rpartition(":")
     asyncio.run(_serve(store, host or "127.0.0.1", int(port), ready))

@@ -19,8 +19,10 @@ import threading
 from typing import Any
 
 from lakelog.engine.consume.consumer import ConsumerGroupMetadata
-from lakelog.engine.offsets import TopicPartition
+from lakelog.engine.topics import TopicPartition
 from lakelog.kafka_endpoint.record_batches import ProducedBatch
+from lakelog.store import Store
+from lakelog.transactions.producer import TransactionState
 
 
 class UnknownProducerError(LookupError):
@@ -34,7 +36,7 @@ class StaleEpochError(LookupError):
 class TxnProxy:
     """One transactional id's current producer, held in the agent."""
 
-    def __init__(self, store: Any, transactional_id: str) -> None:
+    def __init__(self, store: Store, transactional_id: str) -> None:
         self.transactional_id = transactional_id
         self.producer = store.transactional_producer(transactional_id)
         self.producer.init_transactions()
@@ -57,8 +59,6 @@ class TxnProxy:
             raise StaleEpochError(f"epoch {epoch} of {self.transactional_id!r} is not the current {self.epoch}")
 
     def _begin(self) -> None:
-        from lakelog.transactions.producer import TransactionState
-
         if self.producer.state is TransactionState.READY:
             self.producer.begin_transaction()
             self._sequences = {}
@@ -92,8 +92,6 @@ class TxnProxy:
             self.producer.send_offsets_to_transaction(offsets, meta)
 
     def end(self, commit: bool) -> None:
-        from lakelog.transactions.producer import TransactionState
-
         with self.lock:
             if self.producer.state is not TransactionState.IN_TRANSACTION:
                 return  # nothing was added: Kafka's EndTxn of an empty transaction succeeds

@@ -1,6 +1,21 @@
-"""Spark's ``format("lakelog")``: Structured Streaming and batch source and sink.
+"""Everything Spark: ``format("lakelog")`` (batch and streaming source and sink), the session
+lakelog builds, DataFrame reads and ``write(df)``.
 
-Register once per SparkSession (sessions lakelog builds are registered
+* :mod:`spark_connector.data_source` -- PySpark's Python Data Source ``lakelog``;
+  :mod:`spark_connector.options` parses its options, :mod:`spark_connector.source` /
+  :mod:`spark_connector.source_plan` read (offsets planned purely, records by pyarrow in the
+  workers), :mod:`spark_connector.sink` commits micro-batches through the commit core;
+* :mod:`spark_connector.query_offsets` -- a streaming query's ``groupId``: its end offsets
+  committed to the consumer group after each batch;
+* :mod:`spark_connector.session` -- the SparkSession lakelog builds (Delta's and lakelog's
+  jars, S3A) and the checks of a session's storage settings;
+* :mod:`spark_connector.frames` -- ``Store.read``: topics as DataFrames of Spark's Kafka
+  source schema, pinned to one Delta version;
+* :mod:`spark_connector.dataframe_write` -- ``Store.write(df)``: offsets assigned inside
+  Spark, files written by Delta's writer, committed by the commit core.
+
+Only :mod:`lakelog.store` (at a DataFrame call) and Spark's workers import this package; the
+engine never does. Register once per SparkSession (sessions lakelog builds are registered
 already)::
 
     from lakelog.spark_connector import register

@@ -60,11 +60,10 @@ from lakelog.engine.errors import (
     error_from_text,
     marked,
 )
-from lakelog.engine.offsets import TopicPartition
 from lakelog.engine.records import MAX_TIMESTAMP_MS
 from lakelog.engine.schema import check_sink_columns
 from lakelog.engine.storage.object_store import filesystem, is_s3, sync_all
-from lakelog.engine.topics import TIMESTAMP_TYPE_CODES, TopicMetadata, validate_topic_name
+from lakelog.engine.topics import TIMESTAMP_TYPE_CODES, TopicMetadata, TopicPartition, validate_topic_name
 from lakelog.spark_connector.frames import sql_string
 
 HEADERS_TYPE = ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())]))

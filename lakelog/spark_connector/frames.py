@@ -12,8 +12,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from lakelog.engine.offsets import OffsetRange, TopicPartition
+from lakelog.engine.commit.data_files import FILE_PREFIX
+from lakelog.engine.offsets import OffsetRange
 from lakelog.engine.schema import KAFKA_SOURCE_SELECT
+from lakelog.engine.topics import TopicPartition
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -67,8 +69,6 @@ def topic_frame(
     """
     from pyspark.sql import Window
     from pyspark.sql import functions as F
-
-    from lakelog.engine.commit.data_files import FILE_PREFIX
 
     condition = range_filter(ranges)
     table = log_table(spark, uri, version)

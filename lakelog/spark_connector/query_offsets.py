@@ -11,17 +11,14 @@ source of truth for where the query resumes.
 
 from __future__ import annotations
 
-import contextlib
-import time
 from collections.abc import Mapping
 
 from lakelog.engine.commit import Committer, TableLog
 from lakelog.engine.commit.partition_reader import PartitionReader
-from lakelog.engine.errors import TopicExistsError
+from lakelog.engine.context import ensure_offsets_topic
 from lakelog.engine.groups.coordinator import GROUP_POLICY, GroupLog, commit_offsets
-from lakelog.engine.groups.offsets_topic import OFFSETS_TOPIC, OffsetAndMetadata
-from lakelog.engine.offsets import TopicPartition
-from lakelog.engine.topic_changes import plan_create_offsets_topic
+from lakelog.engine.groups.offsets_topic import OffsetAndMetadata
+from lakelog.engine.topics import TopicPartition
 
 POLICY = GROUP_POLICY
 
@@ -37,16 +34,7 @@ class GroupOffsetsCommitter:
 
     def _group_log(self) -> GroupLog:
         if self._log is None:
-            topics = self._committer.latest().topics
-            if OFFSETS_TOPIC not in topics:
-                now = int(time.time() * 1000)
-                with contextlib.suppress(TopicExistsError):  # created by someone else meanwhile
-                    self._committer.change_topics(
-                        lambda t, p: plan_create_offsets_topic(t, p, now_ms=now, client_id=self._committer.client_id),
-                        POLICY,
-                    )
-                topics = self._committer.latest().topics
-            partitions = topics[OFFSETS_TOPIC].partitions
+            partitions = ensure_offsets_topic(self._committer, POLICY)
             self._log = GroupLog(self._committer.log, self._records, self.group_id, partitions)
         return self._log
 

@@ -13,6 +13,7 @@ credential chain), so secrets are not copied into the Spark conf.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import subprocess
 import sys
@@ -24,7 +25,12 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from lakelog.conf import conf_path, read_properties
+from lakelog.engine.errors import StoreError
+from lakelog.engine.storage.object_store import bucket_and_key, configure, is_s3, settings_from_hadoop
 from lakelog.jvm import jars as jvm_jars
+from lakelog.spark_connector import register
+
+log = logging.getLogger(__name__)
 
 LOCAL_LOG_STORE = "io.lakelog.storage.AtomicLocalLogStore"
 # The store's own directory beside the Delta log (leases, Spark's warehouse); Delta ignores "_" names.
@@ -118,7 +124,6 @@ def build_session(
     for key, value in values.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
-    from lakelog.spark_connector import register
 
     register(spark)
     return spark
@@ -174,3 +179,67 @@ def s3_log_store(spark: SparkSession, scheme: str = "s3a") -> str:
         if value:
             return value
     return "io.delta.storage.S3SingleDriverLogStore"
+
+
+def configure_object_store(spark: SparkSession, uri: str) -> None:
+    """For an S3 store: check the session can reach S3, and point lakelog's Python-side
+    clients at the endpoint and credentials of the session's S3A configuration."""
+    if not is_s3(uri):
+        return
+    jvm = spark.sparkContext._jvm
+    try:
+        jvm.java.lang.Class.forName(
+            "org.apache.hadoop.fs.s3a.S3AFileSystem", False, jvm.Thread.currentThread().getContextClassLoader()
+        )
+    except Exception as exc:
+        raise StoreError(
+            f"{uri} needs Hadoop's S3A connector, which this SparkSession lacks: build the session with "
+            "lakelog.spark_connector.session.build_session(s3a=True), or put the jars of `lakelog setup --s3` "
+            "on spark.driver.extraClassPath and spark.executor.extraClassPath"
+        ) from exc
+    hadoop = spark.sparkContext._jsc.hadoopConfiguration()
+
+    def get(key: str) -> str | None:
+        # Runtime spark.conf.set("spark.hadoop.…") reaches Delta's Hadoop conf too.
+        return spark.conf.get(f"spark.hadoop.{key}", None) or hadoop.get(key)
+
+    bucket, _ = bucket_and_key(uri)
+    configure(uri, settings_from_hadoop(get, bucket))
+
+
+def s3_commit_hazard(spark: SparkSession, uri: str) -> str | None:
+    """Why Delta commits to the S3 store ``uri`` from this session (a user's own Spark
+    writes, SQL OPTIMIZE) are unsafe beside lakelog's, or None."""
+    scheme = uri.split("://", 1)[0]
+    store_class = s3_log_store(spark, scheme)
+    if store_class != S3_LOG_STORE:
+        return (
+            f"Delta commits to {uri} go through {store_class}, not {S3_LOG_STORE}: a commit from this session "
+            "and one of lakelog's (which are S3 conditional puts) can silently overwrite each other. Set "
+            f"spark.delta.logStore.{scheme}.impl={S3_LOG_STORE} (and lakelog's lakelog-jvm.jar on spark.jars)"
+        )
+    bucket, _ = bucket_and_key(uri)
+    hadoop = spark.sparkContext._jsc.hadoopConfiguration()
+    for key in (f"fs.s3a.bucket.{bucket}.create.conditional.enabled", "fs.s3a.create.conditional.enabled"):
+        value = spark.conf.get(f"spark.hadoop.{key}", None) or hadoop.get(key)
+        if value is not None:
+            if value.strip().lower() == "false":
+                return f"{key}=false: S3A cannot create commit files of {uri} conditionally (If-None-Match)"
+            break
+    return None
+
+
+def warn_if_unsafe(spark: SparkSession, uri: str) -> None:
+    """Log a warning when Delta commits from ``spark`` to the store ``uri`` could overwrite
+    lakelog's (a LogStore that is not lakelog's, S3 without conditional creates)."""
+    if uri.startswith("/") and not uses_safe_local_log_store(spark):
+        log.warning(
+            "spark.delta.logStore.file.impl is not %s: Delta commits to %s from this session (your own writes, "
+            "SQL OPTIMIZE) and other processes' may overwrite each other",
+            LOCAL_LOG_STORE,
+            uri,
+        )
+    if is_s3(uri):
+        hazard = s3_commit_hazard(spark, uri)
+        if hazard is not None:
+            log.warning("UNSAFE for concurrent writers: %s", hazard)

@@ -45,6 +45,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import LongType, StructType
 
 from lakelog.engine.commit import AppendResult, AppTransaction, Committer, RetryPolicy, TableLog, TableState
+from lakelog.engine.context import auto_create_topics
 from lakelog.engine.errors import InvalidTopicError, StoreError, UnknownTopicOrPartitionError
 from lakelog.engine.produce.placement import RECORD_SCHEMA, PlacedBatch, place_records
 from lakelog.engine.schema import HEADERS_ARROW, check_sink_columns
@@ -52,7 +53,6 @@ from lakelog.engine.settings import Settings, load_settings
 from lakelog.engine.storage.object_store import StoreAccess
 from lakelog.engine.topics import validate_topic_name
 from lakelog.spark_connector.options import SinkOptions
-from lakelog.store import auto_create_topics
 
 log = logging.getLogger("lakelog.sink")
 

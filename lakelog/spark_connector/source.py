@@ -53,8 +53,9 @@ from pyspark.sql.types import (
 from lakelog.engine.commit import TableLog, TableState, normalize_uri
 from lakelog.engine.commit.partition_reader import PartitionReader
 from lakelog.engine.errors import DataLossError, InvalidOffsetError, UnknownTopicOrPartitionError
-from lakelog.engine.offsets import FileStats, PartitionBounds, TopicPartition, resolve_offsets
+from lakelog.engine.offsets import FileStats, PartitionBounds, resolve_offsets
 from lakelog.engine.storage.object_store import StoreAccess
+from lakelog.engine.topics import TopicPartition
 from lakelog.spark_connector.options import SourceOptions, Subscription
 from lakelog.spark_connector.query_offsets import GroupOffsetsCommitter
 from lakelog.spark_connector.source_plan import (

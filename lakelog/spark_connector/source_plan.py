@@ -20,7 +20,8 @@ from dataclasses import dataclass
 
 from lakelog.engine.commit.actions import Commit
 from lakelog.engine.commit.info import TAG_OPERATION, TAG_RANGES, lakelog_tags, parse_ranges
-from lakelog.engine.offsets import PartitionBounds, TopicPartition, partition_bounds
+from lakelog.engine.offsets import PartitionBounds, partition_bounds
+from lakelog.engine.topics import TopicPartition
 
 
 def offsets_to_json(offsets: Mapping[TopicPartition, int]) -> dict[str, dict[str, int]]:

@@ -33,13 +33,15 @@ import logging
 import threading
 import time
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from lakelog.engine.client_config import PRODUCER_CONFIG_KEYS
 from lakelog.engine.commit import AppTransaction, RetryPolicy
 from lakelog.engine.commit.partition_reader import PartitionReader
 from lakelog.engine.commit.state import TableState
 from lakelog.engine.config import resolve_config
 from lakelog.engine.consume.consumer import ConsumerGroupMetadata
+from lakelog.engine.context import StoreContext
 from lakelog.engine.errors import (
     InvalidConfigError,
     InvalidTxnStateError,
@@ -48,16 +50,13 @@ from lakelog.engine.errors import (
     TransactionAbortedError,
 )
 from lakelog.engine.groups.coordinator import GroupLog, check_offsets_to_commit, live_members, offset_records
-from lakelog.engine.groups.offsets_topic import OFFSETS_TOPIC, OffsetAndMetadata, check_group_id, partition_for_group
+from lakelog.engine.groups.offsets_topic import OffsetAndMetadata, check_group_id, partition_for_group
 from lakelog.engine.groups.state import check_commit
-from lakelog.engine.offsets import TopicPartition
 from lakelog.engine.produce.batches import ProducerBatch, RecordBatch, RecordFuture
 from lakelog.engine.produce.partitioner import KeylessPartitioner
-from lakelog.engine.produce.producer import PRODUCER_CONFIG_KEYS, outgoing_record
+from lakelog.engine.produce.placement import outgoing_record
 from lakelog.engine.schema import LOG_ARROW_SCHEMA
-
-if TYPE_CHECKING:
-    from lakelog.store import Store
+from lakelog.engine.topics import OFFSETS_TOPIC, TopicPartition
 
 log = logging.getLogger(__name__)
 
@@ -154,7 +153,7 @@ class TransactionalProducer:
     """A producer whose sends between ``begin_transaction`` and ``commit_transaction``
     commit atomically. Thread-safe; one transaction at a time."""
 
-    def __init__(self, store: Store, transactional_id: str, config: Mapping[str, Any]) -> None:
+    def __init__(self, context: StoreContext, transactional_id: str, config: Mapping[str, Any]) -> None:
         if not isinstance(transactional_id, str) or not transactional_id:
             raise InvalidConfigError(f"transactional.id must be a non-empty string, got {transactional_id!r}")
         self._config = resolve_config(PRODUCER_CONFIG_KEYS, config, what="producer config")
@@ -162,9 +161,9 @@ class TransactionalProducer:
             raise InvalidConfigError("a transactional producer needs enable.idempotence=true")
         self.transactional_id = transactional_id
         self.client_id = self._config["client.id"] or f"txn-{transactional_id}"
-        self._store = store
-        self._writer = store._new_writer(self.client_id)
-        self._records_reader = PartitionReader(store.uri)
+        self._context = context
+        self._writer = context.committer(self.client_id)
+        self._records_reader = PartitionReader(context.uri)
         self._app_id = app_id_for(transactional_id)
         self._policy = RetryPolicy(
             retries=self._config["retries"],
@@ -226,11 +225,11 @@ class TransactionalProducer:
         """
         with self._lock:
             self._require(TransactionState.IN_TRANSACTION, "send()")
-            meta = self._store._latest_topics().get(topic)
+            meta = self._context.latest_topics().get(topic)
             if meta is None and isinstance(topic, str):
                 try:
-                    if self._store._auto_create_topics([topic]):
-                        meta = self._store._latest_topics().get(topic)
+                    if self._context.auto_create_topics([topic]):
+                        meta = self._context.latest_topics().get(topic)
                 except LakelogError as exc:  # the name was refused or the creation failed to commit
                     self._send_error = self._send_error or exc
                     return RecordFuture(error=exc)
@@ -282,7 +281,7 @@ class TransactionalProducer:
                 )
                 for key, value in offsets.items()
             }
-            check_offsets_to_commit(chosen, self._store._latest_topics())
+            check_offsets_to_commit(chosen, self._context.latest_topics())
             self._offsets.update(chosen)
             self._group = meta
 
@@ -305,7 +304,7 @@ class TransactionalProducer:
             assert batch is not None
             group = None
             if self._group is not None and self._offsets:
-                partitions = self._store._ensure_offsets_topic()
+                partitions = self._context.ensure_offsets_topic()
                 group_tp = TopicPartition(OFFSETS_TOPIC, partition_for_group(self._group.group_id, partitions))
                 now = int(time.time() * 1000)
                 for key, value in offset_records(
@@ -314,10 +313,10 @@ class TransactionalProducer:
                     self._group.generation,
                     self._group.member_id,
                     now,
-                    self._store._latest_topics(),
+                    self._context.latest_topics(),
                 ):
                     batch.add(group_tp, key, value, None, now, len(key) + len(value), len(batch))
-                group_log = GroupLog(self._store.reader, self._records_reader, self._group.group_id, partitions)
+                group_log = GroupLog(self._context.log, self._records_reader, self._group.group_id, partitions)
                 group = (group_log, self._group, list(self._offsets))
             if not len(batch):
                 batch.complete(None, {})  # type: ignore[arg-type]

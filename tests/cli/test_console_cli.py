@@ -13,8 +13,8 @@ import time
 
 import pytest
 
-from lakelog.engine import Store
 from lakelog.engine.produce.partitioner import partition_for_key
+from lakelog.store import Store
 from tests.cli.helpers import ROOT, command, run
 
 

@@ -11,8 +11,9 @@ import pytest
 
 import lakelog.cli
 from lakelog.cli import build_parser
-from lakelog.engine import Store, errors
+from lakelog.engine import errors
 from lakelog.engine.errors import LakelogError, RecordTooLargeError
+from lakelog.store import Store
 from tests.cli.helpers import run
 
 README = Path(__file__).resolve().parents[2] / "README.md"

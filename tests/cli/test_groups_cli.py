@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from lakelog.engine import Store
+from lakelog.store import Store
 from tests.cli.helpers import run
 
 BASE = 1_700_000_000_000  # record timestamps: BASE + 1000 * offset

@@ -8,7 +8,8 @@ import time
 import pytest
 
 from lakelog.cli.tables import table
-from lakelog.engine import Store, TopicPartition
+from lakelog.engine.topics import TopicPartition
+from lakelog.store import Store
 from tests.cli.helpers import run
 from tests.test_jvm_free import NO_JVM, run_without_jvm
 

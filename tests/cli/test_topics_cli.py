@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from lakelog.engine import Store
+from lakelog.store import Store
 from tests.cli.helpers import command, run
 
 

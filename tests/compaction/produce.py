@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from lakelog.engine.commit import Committer, RetryPolicy
-from lakelog.engine.offsets import TopicPartition
 from lakelog.engine.produce.batches import ProducerBatch, RecordBatch
 from lakelog.engine.records import Headers
+from lakelog.engine.topics import TopicPartition
 
 Record = tuple[bytes | None, bytes | None, int]  # key, value, timestamp ms
 

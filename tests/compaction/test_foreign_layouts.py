@@ -20,12 +20,12 @@ from lakelog.compaction import maintain
 from lakelog.compaction.files import LiveFile, partition_logs
 from lakelog.compaction.plan import overlapping_runs
 from lakelog.compaction.step import MaintenanceStep, commit_step
-from lakelog.engine import Store
 from lakelog.engine.commit import Committer, RetryPolicy
 from lakelog.engine.commit.data_files import DataFile, DataFileWriter
 from lakelog.engine.commit.partition_reader import PartitionReader, with_partition_columns
 from lakelog.engine.consume.consumer import Consumer
-from lakelog.engine.offsets import TopicPartition
+from lakelog.engine.topics import TopicPartition
+from lakelog.store import Store
 from tests.compaction.produce import commit
 
 TP = TopicPartition("t", 0)
@@ -108,7 +108,7 @@ def test_any_foreign_rewrite_leaves_every_record_readable_once_in_order(sizes, r
 def test_small_fetches_read_a_row_group_at_a_time_and_skip_nothing(sizes, rewrites, seed):
     """Row groups of 3 rows: a fetch reads row groups one by one, also when a rewrite left
     them unsorted and overlapping inside a file."""
-    from lakelog.engine import data_files
+    from lakelog.engine.commit import data_files
 
     real = data_files.ROW_GROUP_ROWS
     data_files.ROW_GROUP_ROWS = 3
@@ -148,7 +148,8 @@ def test_a_small_fetch_consumer_after_a_plain_optimize_skips_nothing(plain_store
     foreign_rewrite(plain_store, [files[0], files[2]], [], random.Random(3))
     assert overlapping_runs(live(plain_store))
     consumer = Consumer(
-        plain_store, {"group.id": "g", "fetch.min.records": 1, "max.poll.records": 3, "auto.offset.reset": "earliest"}
+        plain_store.context,
+        {"group.id": "g", "fetch.min.records": 1, "max.poll.records": 3, "auto.offset.reset": "earliest"},
     )
     consumer.assign([TP])
     got: list[bytes] = []
@@ -211,7 +212,9 @@ def test_delta_rs_optimize_and_z_order_beside_a_small_fetch_consumer(plain_store
 
     plain_store.create_topic("t", partitions=1)
     values = fill(plain_store, [70, 30, 90, 10, 50, 80, 20, 60])
-    consumer = Consumer(plain_store, {"fetch.min.records": 1, "max.poll.records": 2, "auto.offset.reset": "earliest"})
+    consumer = Consumer(
+        plain_store.context, {"fetch.min.records": 1, "max.poll.records": 2, "auto.offset.reset": "earliest"}
+    )
     consumer.assign([TP])
     got = [r.value for _ in range(40) for r in consumer.poll(timeout_ms=0)]
     table = DeltaTable(plain_store.uri)
@@ -247,7 +250,9 @@ def test_a_file_without_statistics_still_gives_the_right_bounds_and_records(plai
     assert plain_store.log.latest().bounds(TP) is None  # statistics cannot say
 
     assert (plain_store.beginning_offsets("t"), plain_store.end_offsets("t")) == ({0: 0}, {0: 12})
-    consumer = Consumer(plain_store, {"fetch.min.records": 1, "max.poll.records": 5, "auto.offset.reset": "earliest"})
+    consumer = Consumer(
+        plain_store.context, {"fetch.min.records": 1, "max.poll.records": 5, "auto.offset.reset": "earliest"}
+    )
     consumer.assign([TP])
     got = [r.value for _ in range(20) for r in consumer.poll(timeout_ms=0)]
     consumer.close()

@@ -17,8 +17,8 @@ from lakelog.compaction.files import LiveFile
 from lakelog.compaction.rewrite import CompactTask, run_compact
 from lakelog.engine.commit.data_files import DataFileWriter
 from lakelog.engine.commit.partition_reader import PartitionReader
-from lakelog.engine.offsets import TopicPartition
 from lakelog.engine.schema import LOG_ARROW_SCHEMA
+from lakelog.engine.topics import TopicPartition
 
 TP = TopicPartition("t", 0)
 NOW = 1_000_000

@@ -24,8 +24,7 @@ from lakelog.engine.errors import (
     StoreError,
     UnknownTopicOrPartitionError,
 )
-from lakelog.engine.groups.offsets_topic import OFFSETS_TOPIC
-from lakelog.engine.offsets import TopicPartition
+from lakelog.engine.topics import OFFSETS_TOPIC, TopicPartition
 from tests.compaction.produce import commit
 
 pytestmark = pytest.mark.spark

@@ -12,8 +12,8 @@ from lakelog.compaction import maintain
 from lakelog.compaction.files import partition_logs
 from lakelog.compaction.plan import overlapping_runs
 from lakelog.engine.consume.consumer import Consumer
-from lakelog.engine.offsets import TopicPartition
 from lakelog.engine.produce.producer import Producer
+from lakelog.engine.topics import TopicPartition
 
 pytestmark = pytest.mark.spark
 
@@ -26,7 +26,7 @@ def ranges(store, topic: str) -> dict[int, list[tuple[int, int]]]:
 def small_fetch_values(store, polls: int) -> dict[int, list[bytes]]:
     """The values of topic ``t`` (partitions 0 and 1) as a consumer fetching one record at a
     time and polling 3 at a time sees them in ``polls`` polls."""
-    consumer = Consumer(store, {"fetch.min.records": 1, "max.poll.records": 3, "auto.offset.reset": "earliest"})
+    consumer = Consumer(store.context, {"fetch.min.records": 1, "max.poll.records": 3, "auto.offset.reset": "earliest"})
     consumer.assign([TopicPartition("t", 0), TopicPartition("t", 1)])
     got: dict[int, list[bytes]] = {0: [], 1: []}
     for _ in range(polls):
@@ -64,7 +64,7 @@ def test_spark_sql_optimize_beside_a_small_fetch_consumer_skips_nothing(spark, s
     expected: dict[int, list[bytes]] = {0: [], 1: []}
 
     def produce(batches: range) -> None:
-        with Producer(store, {"linger.ms": 0}) as producer:
+        with Producer(store.context, {"linger.ms": 0}) as producer:
             for i in batches:
                 # Sizes vary so that binning by size takes files from all over the log.
                 values = [f"r{i}-{j}-".encode() + b"x" * (40 * (i % 5)) for j in range(1 + (i * 7) % 9)]
@@ -78,7 +78,7 @@ def test_spark_sql_optimize_beside_a_small_fetch_consumer_skips_nothing(spark, s
     produce(range(12))
     stream_copy()  # a streaming query part way through the topic when OPTIMIZE runs
     produce(range(12, 24))
-    consumer = Consumer(store, {"fetch.min.records": 1, "max.poll.records": 4, "auto.offset.reset": "earliest"})
+    consumer = Consumer(store.context, {"fetch.min.records": 1, "max.poll.records": 4, "auto.offset.reset": "earliest"})
     consumer.assign([TopicPartition("t", 0), TopicPartition("t", 1)])
     got: dict[int, list[bytes]] = {0: [], 1: []}
 
@@ -118,7 +118,7 @@ def test_spark_sql_optimize_beside_a_small_fetch_consumer_skips_nothing(spark, s
     assert batch_after == batch_before
     # A producer goes on from the end: nothing renumbered.
     ends = store.end_offsets("t")
-    with Producer(store, {"linger.ms": 0}) as producer:
+    with Producer(store.context, {"linger.ms": 0}) as producer:
         landed = producer.send_batch("t", [b"after"], partition=0).get(30)
     assert int(landed.offsets[0]) == ends[0] == len(expected[0])
     expected[0].append(b"after")
@@ -138,7 +138,7 @@ def test_a_plain_spark_append_into_the_log_table_is_left_out_everywhere(spark, s
     store.create_topic("t", partitions=2)
     store.create_topic("copy", partitions=1)
     expected = {p: [f"p{p}-{i}".encode() for i in range(20)] for p in (0, 1)}
-    with Producer(store, {"linger.ms": 0}) as producer:
+    with Producer(store.context, {"linger.ms": 0}) as producer:
         for p, values in expected.items():
             producer.send_batch("t", values, partition=p).get(30)
     plain = spark.read.format("delta").load(store.uri)
@@ -159,7 +159,7 @@ def test_a_plain_spark_append_into_the_log_table_is_left_out_everywhere(spark, s
     assert rows(spark.read.format("lakelog").option("path", store.uri).option("subscribe", "t").load()) == want
     assert store.end_offsets("t") == {0: 20, 1: 20}
     assert small_fetch_values(store, polls=100) == expected
-    with Producer(store, {"linger.ms": 0}) as producer:
+    with Producer(store.context, {"linger.ms": 0}) as producer:
         landed = producer.send_batch("t", [b"after"], partition=1).get(30)
     assert int(landed.offsets[0]) == 20  # not 31
     expected[1].append(b"after")

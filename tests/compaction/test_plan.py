@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from lakelog.compaction.files import LiveFile
 from lakelog.compaction.plan import cleanable_files, optimize_bins, overlapping_runs, retention_victims
-from lakelog.engine.offsets import TopicPartition
+from lakelog.engine.topics import TopicPartition
 
 TP = TopicPartition("t", 0)
 

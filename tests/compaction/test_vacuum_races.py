@@ -11,11 +11,12 @@ from deltalake import DeltaTable
 from deltalake.exceptions import DeltaError
 
 from lakelog.compaction import maintain
-from lakelog.engine import Store, TopicPartition
 from lakelog.engine.commit import RetryPolicy
 from lakelog.engine.commit.delta_table import with_listing_retries
 from lakelog.engine.commit.log_files import LogFiles
 from lakelog.engine.errors import LogListingRaceError, RetriableError, StoreError
+from lakelog.engine.topics import TopicPartition
+from lakelog.store import Store
 
 GAP = "Generic delta kernel error: Expected contiguous commit files, but found gap"
 
@@ -93,7 +94,7 @@ def test_vacuum_commits_go_through_the_commit_core(plain_store):
     """VACUUM START and END are lakelog's commits (its tags, txnId, checksum), around the deletions."""
     store = _store_with_records(plain_store)
     maintain(store, vacuum=False)
-    unreferenced = _data_files(store) - {str(Path(store.uri, unquote(f.path))) for f in store.reader.snapshot().files}
+    unreferenced = _data_files(store) - {str(Path(store.uri, unquote(f.path))) for f in store.log.snapshot().files}
     assert len(unreferenced) == 3
     report = maintain(store, vacuum_retention_hours=0)
     assert report.vacuumed_files == 3 and not any(Path(p).exists() for p in unreferenced)

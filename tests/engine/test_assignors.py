@@ -10,16 +10,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from lakelog.engine.client_config import STRATEGIES, parse_strategy
 from lakelog.engine.errors import InvalidConfigError
-from lakelog.engine.groups.assignors import (
-    STRATEGIES,
-    Subscription,
-    assign,
-    cooperative_round,
-    is_cooperative,
-    parse_strategy,
-)
-from lakelog.engine.offsets import TopicPartition as TP
+from lakelog.engine.groups.assignors import Subscription, assign, cooperative_round, is_cooperative
+from lakelog.engine.topics import TopicPartition as TP
 
 PROPERTIES = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 TOPICS = ("t0", "t1", "t2", "t3", "t4")

@@ -11,10 +11,10 @@ import threading
 
 import pytest
 
-from lakelog.engine import Store
+from lakelog.engine.context import auto_create_topics
 from lakelog.engine.errors import InvalidTopicError, UnknownTopicOrPartitionError
-from lakelog.engine.offsets import TopicPartition
-from lakelog.store import auto_create_topics
+from lakelog.engine.topics import TopicPartition
+from lakelog.store import Store
 from tests.engine.test_cli import run
 
 CREATED = "created topic"
@@ -35,7 +35,7 @@ def created_lines(caplog) -> list[str]:
 
 def test_a_send_creates_the_topic_with_the_store_defaults_and_lands_at_offset_0(path, caplog):
     store = auto_store(path, **{"topic.retention.ms": 60_000})
-    with caplog.at_level(logging.INFO, logger="lakelog.store"), store.producer(linger_ms=0) as producer:
+    with caplog.at_level(logging.INFO, logger="lakelog.engine.context"), store.producer(linger_ms=0) as producer:
         first = producer.send("fresh", "v", key="k").get(timeout=30)
         assert producer.send("fresh", "w", key="k").get(timeout=30).offset == 1
     assert (first.topic, first.offset) == ("fresh", 0)
@@ -144,7 +144,7 @@ def test_clients_creating_one_topic_at_once_end_with_one_topic(path, caplog):
             start.wait()
             acks[i] = producer.send("raced", f"v{i}", partition=0).get(timeout=60)
 
-    with caplog.at_level(logging.INFO, logger="lakelog.store"):
+    with caplog.at_level(logging.INFO, logger="lakelog.engine.context"):
         threads = [threading.Thread(target=race, args=(i,)) for i in range(racers)]
         for t in threads:
             t.start()
@@ -162,9 +162,9 @@ def test_the_engine_function_creates_only_when_enabled_and_tolerates_existing_to
     store = auto_store(path)
     store.create_topic("there", partitions=1)
     settings = store.settings
-    assert auto_create_topics(store._writer, ["there", "new", "new"], settings, _policy()) == ["new"]
+    assert auto_create_topics(store.context.admin, ["there", "new", "new"], settings, _policy()) == ["new"]
     off = Store.open(path).settings
-    assert auto_create_topics(store._writer, ["other"], off, _policy()) == []
+    assert auto_create_topics(store.context.admin, ["other"], off, _policy()) == []
     assert store.list_topics() == ["new", "there"]
     assert store.describe_topic("there").partitions == 1
 

@@ -176,8 +176,8 @@ def test_a_new_table_s_checksum_is_delta_s_empty_one():
 
 
 def test_a_writer_keeps_the_checksum_chain_when_the_previous_writer_left_no_checksum(tmp_path):
-    from lakelog.engine import Store
     from lakelog.engine.commit import TableLog
+    from lakelog.store import Store
 
     store = Store.open(tmp_path / "store")
     store.create_topic("t", partitions=1)

@@ -12,7 +12,6 @@ import pytest
 
 from lakelog.cli import main
 from lakelog.cli.produce import committed_ranges, produce_outcome
-from lakelog.engine import Store
 from lakelog.engine.errors import (
     CommitStateUnknownError,
     InvalidConfigError,
@@ -30,6 +29,7 @@ from lakelog.engine.errors import (
 )
 from lakelog.engine.produce.partitioner import partition_for_key
 from lakelog.engine.records import RecordMetadata
+from lakelog.store import Store
 
 
 def run(capsys, monkeypatch, *argv: str, stdin: str = ""):

@@ -19,7 +19,7 @@ from lakelog.engine.commit.actions import (
     decode_commit,
     tp_of,
 )
-from lakelog.engine.offsets import TopicPartition
+from lakelog.engine.topics import TopicPartition
 
 STATS = json.dumps(
     {

@@ -12,8 +12,7 @@ from lakelog.engine.commit.conflicts import (
     record_verdict,
     topic_change_verdict,
 )
-from lakelog.engine.offsets import TopicPartition
-from lakelog.engine.topics import TopicMetadata, encode_topic, topic_property_key
+from lakelog.engine.topics import TopicMetadata, TopicPartition, encode_topic, topic_property_key
 
 T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)
 

@@ -57,7 +57,7 @@ def test_reads_are_refused_where_parquet_files_alone_would_read_wrong():
 
 @pytest.mark.spark
 def test_a_table_upgraded_by_spark_to_features_lakelog_lacks_is_refused_never_written(spark, tmp_path):
-    from lakelog.engine import Store
+    from lakelog.store import Store
 
     store = Store.open(tmp_path / "store", spark=spark)
     store.create_topic("t", partitions=1)

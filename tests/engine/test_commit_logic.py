@@ -6,7 +6,8 @@ import random
 
 from lakelog.engine.commit import RetryPolicy
 from lakelog.engine.commit.info import append_tags, commit_info, parse_ranges, user_metadata
-from lakelog.engine.offsets import OffsetRange, TopicPartition
+from lakelog.engine.offsets import OffsetRange
+from lakelog.engine.topics import TopicPartition
 from lakelog.spark_connector.frames import partition_predicate
 
 

@@ -17,14 +17,14 @@ from collections.abc import Callable
 import pytest
 
 from lakelog.compaction import maintain
-from lakelog.engine import Store
 from lakelog.engine.commit import AppTransaction, Committer, MaintenanceChange, RetryPolicy, TableLog
 from lakelog.engine.commit.actions import RemoveFile
 from lakelog.engine.commit.partition_reader import PartitionReader
 from lakelog.engine.errors import CommitConflictError, CommitStateUnknownError, InvalidTxnStateError
-from lakelog.engine.offsets import TopicPartition
 from lakelog.engine.produce.batches import ProducerBatch, RecordBatch
 from lakelog.engine.storage.object_store import filesystem
+from lakelog.engine.topics import TopicPartition
+from lakelog.store import Store
 
 T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)
 FAST = RetryPolicy(retries=5, backoff_ms=1, backoff_max_ms=5)

@@ -8,8 +8,8 @@ import pytest
 
 from lakelog.engine.commit.actions import AddFile, Commit, Metadata, Protocol, RemoveFile, Txn
 from lakelog.engine.commit.state import AppVersions, PartitionFiles, TableState
-from lakelog.engine.offsets import FileStats, TopicPartition
-from lakelog.engine.topics import TopicMetadata, encode_topic, topic_property_key
+from lakelog.engine.offsets import FileStats
+from lakelog.engine.topics import TopicMetadata, TopicPartition, encode_topic, topic_property_key
 
 T0 = TopicPartition("t", 0)
 T1 = TopicPartition("t", 1)

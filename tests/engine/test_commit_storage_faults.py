@@ -6,10 +6,10 @@ import errno
 
 import pytest
 
-from lakelog.engine import Store
 from lakelog.engine.commit import Committer, DataWriteError, TableLog
 from lakelog.engine.commit.committer import write_failure
 from lakelog.engine.errors import FatalError, RetriableError, StoreAccessError, StoreFullError
+from lakelog.store import Store
 from tests.engine.test_commit_loop import FAST, T0, batch, check_store, data_files
 
 

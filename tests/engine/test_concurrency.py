@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from lakelog.compaction import maintain
-from lakelog.engine import Store
+from lakelog.store import Store
 from tests.log_checks import check_acknowledged, check_dense, read_acks
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]

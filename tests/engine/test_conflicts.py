@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from lakelog.engine import Store
 from lakelog.engine.commit import RetryPolicy
 from lakelog.engine.commit.data_files import DataFileWriter
 from lakelog.engine.commit.log_files import LogFiles
 from lakelog.engine.commit.partition_reader import PartitionReader
 from lakelog.engine.errors import CommitConflictError, CommitStateUnknownError, RetriableError
-from lakelog.engine.offsets import TopicPartition
+from lakelog.engine.topics import TopicPartition
 from lakelog.spark_connector.dataframe_write import DataFrameAppend
+from lakelog.store import Store
 
 
 class Contended(DataFrameAppend):
@@ -71,7 +71,7 @@ def test_retries_are_bounded_and_exhaustion_commits_nothing(store, spark):
     ours = spark.createDataFrame([("ours", 0)], "value string, partition int")
     batch = Contended(spark, ours, "t", store.uri, rival_writer(store, "t", 0), times=99)
     with pytest.raises(CommitConflictError, match="3 times") as caught:
-        store._writer.append_reserved(batch, RetryPolicy(retries=2, backoff_ms=1, backoff_max_ms=1))
+        store.context.admin.append_reserved(batch, RetryPolicy(retries=2, backoff_ms=1, backoff_max_ms=1))
     assert isinstance(caught.value, RetriableError) and caught.value.attempts == 3
     assert values(store, "t") == [(0, 0, "rival-1"), (0, 1, "rival-2"), (0, 2, "rival-3")]
 
@@ -81,7 +81,7 @@ def test_a_conflict_is_retried_after_the_rivals_offsets(store, spark):
     store.create_topic("t", partitions=2)
     ours = spark.createDataFrame([("ours", 0)], "value string, partition int")
     batch = Contended(spark, ours, "t", store.uri, rival_writer(store, "t", 0), times=1)
-    result = store._writer.append_reserved(batch, RetryPolicy(retries=2, backoff_ms=1))
+    result = store.context.admin.append_reserved(batch, RetryPolicy(retries=2, backoff_ms=1))
     assert result.attempts == 2
     assert values(store, "t") == [(0, 0, "rival-1"), (0, 1, "ours")]
 
@@ -92,7 +92,7 @@ def test_commits_during_the_write_neither_retry_it_nor_rewrite_its_files(store, 
     store.create_topic("t", partitions=2)
     ours = spark.createDataFrame([("ours-0", 0), ("ours-1", 0)], "value string, partition int")
     batch = Contended(spark, ours, "t", store.uri, rival_writer(store, "t", 0), times=3, during_build=True)
-    result = store._writer.append_reserved(batch, RetryPolicy(retries=0))
+    result = store.context.admin.append_reserved(batch, RetryPolicy(retries=0))
     assert result.attempts == 1 and batch.builds == 1
     assert values(store, "t") == [
         (0, 0, "ours-0"),
@@ -108,7 +108,7 @@ def test_commits_to_other_partitions_do_not_conflict(store, spark):
     store.create_topic("t", partitions=2)
     ours = spark.createDataFrame([("ours", 0)], "value string, partition int")
     batch = Contended(spark, ours, "t", store.uri, rival_writer(store, "t", 1), times=1)
-    result = store._writer.append_reserved(batch, RetryPolicy(retries=0))
+    result = store.context.admin.append_reserved(batch, RetryPolicy(retries=0))
     assert result.attempts == 1
     assert values(store, "t") == [(0, 0, "ours"), (1, 0, "rival-1")]
 
@@ -119,7 +119,7 @@ def test_a_topic_change_during_a_commit_makes_it_retry_against_new_metadata(stor
     other = Store.open(store.uri)
     ours = spark.createDataFrame([("ours",)], "value string")
     batch = Contended(spark, ours, "t", store.uri, lambda _: other.create_partitions("t", 3), times=1)
-    result = store._writer.append_reserved(batch, RetryPolicy(retries=1, backoff_ms=1))
+    result = store.context.admin.append_reserved(batch, RetryPolicy(retries=1, backoff_ms=1))
     assert result.attempts == 2
     assert store.describe_topic("t").partitions == 3
 

@@ -6,7 +6,6 @@ import time
 
 import pytest
 
-from lakelog.engine import OffsetAndMetadata, TopicPartition
 from lakelog.engine.errors import (
     CommitFailedError,
     IllegalStateError,
@@ -15,6 +14,8 @@ from lakelog.engine.errors import (
     NoOffsetForPartitionError,
     UnknownTopicOrPartitionError,
 )
+from lakelog.engine.groups import OffsetAndMetadata
+from lakelog.engine.topics import TopicPartition
 
 pytestmark = pytest.mark.spark
 
@@ -115,13 +116,13 @@ def test_group_members_share_partitions_and_rebalance(store, spark):
         assert not a.assignment() & b.assignment() and b.assignment()
         assert a.group_metadata().generation == b.group_metadata().generation > stale.generation
         # A commit from the old generation of a partition that moved is refused and changes nothing.
-        a._generation = stale.generation
+        a.group_client._generation = stale.generation
         moved = next(iter(b.assignment()))
         with pytest.raises(CommitFailedError, match="generation"):
             a.commit({moved: 1})
-        a._generation = b.group_metadata().generation
+        a.group_client._generation = b.group_metadata().generation
         # b stops heartbeating (a hung process): after its session a takes everything back.
-        b._stop.set()
+        b.group_client._stop.set()
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and a.assignment() != {T0, T1, T2}:
             a.poll(timeout_ms=200)

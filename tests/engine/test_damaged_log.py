@@ -21,11 +21,11 @@ import pytest
 from deltalake import DeltaTable
 
 from lakelog.cli import main
-from lakelog.engine import Store
 from lakelog.engine.commit import wait_for_checkpoints
 from lakelog.engine.commit.actions import CorruptCommitError, decode_commit
 from lakelog.engine.errors import CorruptLogError
-from lakelog.engine.offsets import TopicPartition
+from lakelog.engine.topics import TopicPartition
+from lakelog.store import Store
 from tests.test_jvm_free import NO_JVM, run_without_jvm
 
 TP = TopicPartition("t", 0)
@@ -241,7 +241,7 @@ def test_checking_and_repairing_a_damaged_log_needs_no_jvm(tmp_path):
         NO_JVM
         + r"""
 from lakelog.cli import main
-from lakelog.engine import Store
+from lakelog.store import Store
 from lakelog.engine.errors import CorruptLogError
 try:
     Store.open(sys.argv[1], create=False)

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from lakelog.engine.errors import DeliveryTimeoutError, InvalidConfigError
-from lakelog.engine.offsets import TopicPartition
+from lakelog.engine.topics import TopicPartition
 
 TP = TopicPartition("t", 0)
 

@@ -15,11 +15,11 @@ import pytest
 from deltalake import write_deltalake
 
 from lakelog.compaction import maintain
-from lakelog.engine import Store
 from lakelog.engine.commit.partition_reader import PartitionReader
 from lakelog.engine.errors import ForeignRowsWarning
-from lakelog.engine.offsets import TopicPartition
 from lakelog.engine.schema import LOG_ARROW_SCHEMA
+from lakelog.engine.topics import TopicPartition
+from lakelog.store import Store
 
 NOW = int(time.time() * 1000)
 

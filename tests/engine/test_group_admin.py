@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import pytest
 
 from lakelog.cli import main
-from lakelog.engine import TopicPartition, group_admin
+from lakelog.engine.admin import groups as group_admin
 from lakelog.engine.admin.groups import (
     GroupListing,
     PartitionOffsets,
@@ -27,6 +27,7 @@ from lakelog.engine.errors import (
 )
 from lakelog.engine.groups.coordinator import GroupLog, change_group, partition_counts
 from lakelog.engine.groups.state import expire
+from lakelog.engine.topics import TopicPartition
 
 pytestmark = pytest.mark.spark
 
@@ -67,13 +68,13 @@ def committed(store, group: str = "g") -> dict[TopicPartition, int | None]:
 
 
 def test_list_describe_and_reset_offsets(store):
-    assert list_groups(store) == []  # no __consumer_offsets yet
+    assert list_groups(store.context) == []  # no __consumer_offsets yet
     with pytest.raises(GroupIdNotFoundError, match="'nope'"):
-        describe_group(store, "nope")
+        describe_group(store.context, "nope")
     fill(store)
 
-    assert list_groups(store) == [GroupListing("g", "Empty", 0)]
-    d = describe_group(store, "g")
+    assert list_groups(store.context) == [GroupListing("g", "Empty", 0)]
+    d = describe_group(store.context, "g")
     assert (d.group_id, d.state, d.generation, d.members) == ("g", "Empty", None, ())
     assert d.partitions == (
         PartitionOffsets("orders", 0, 5, 7, 2, None),
@@ -82,28 +83,28 @@ def test_list_describe_and_reset_offsets(store):
 
     # Bad input fails before anything is computed or committed.
     with pytest.raises(UnknownTopicOrPartitionError, match="'nope'"):
-        reset_offsets(store, "g", ["orders", "nope"], to="earliest")
+        reset_offsets(store.context, "g", ["orders", "nope"], to="earliest")
     with pytest.raises(InvalidConfigError, match="middle"):
-        reset_offsets(store, "g", ["orders"], to="middle")  # type: ignore[arg-type]
+        reset_offsets(store.context, "g", ["orders"], to="middle")  # type: ignore[arg-type]
     with pytest.raises(InvalidOffsetError, match="int offset"):
-        reset_offsets(store, "g", ["orders"], to="offset")
+        reset_offsets(store.context, "g", ["orders"], to="offset")
     assert committed(store) == {P0: 5, P1: 3}
 
-    assert reset_offsets(store, "g", ["orders"], to="earliest", dry_run=True) == {P0: 0, P1: 0}
+    assert reset_offsets(store.context, "g", ["orders"], to="earliest", dry_run=True) == {P0: 0, P1: 0}
     assert committed(store) == {P0: 5, P1: 3}
-    assert reset_offsets(store, "g", ["orders"], to="earliest") == {P0: 0, P1: 0}
+    assert reset_offsets(store.context, "g", ["orders"], to="earliest") == {P0: 0, P1: 0}
     assert committed(store) == {P0: 0, P1: 0}
-    assert reset_offsets(store, "g", ["orders"], to="latest") == {P0: 7, P1: 3}
+    assert reset_offsets(store.context, "g", ["orders"], to="latest") == {P0: 7, P1: 3}
     assert committed(store) == {P0: 7, P1: 3}
     # Clamped into [start, end] as Kafka does: orders-1 ends at 3.
-    assert reset_offsets(store, "g", ["orders"], to="offset", value=4) == {P0: 4, P1: 3}
+    assert reset_offsets(store.context, "g", ["orders"], to="offset", value=4) == {P0: 4, P1: 3}
     assert committed(store) == {P0: 4, P1: 3}
-    assert reset_offsets(store, "g", ["orders"], to="offset", value=-9) == {P0: 0, P1: 0}
+    assert reset_offsets(store.context, "g", ["orders"], to="offset", value=-9) == {P0: 0, P1: 0}
     # orders-0: first record at or after BASE+2.5 s is offset 3; orders-1's are all older -> its end.
-    assert reset_offsets(store, "g", ["orders"], to="datetime", value=BASE + 2500) == {P0: 3, P1: 3}
+    assert reset_offsets(store.context, "g", ["orders"], to="datetime", value=BASE + 2500) == {P0: 3, P1: 3}
     assert committed(store) == {P0: 3, P1: 3}
-    assert describe_group(store, "g").partitions[0] == PartitionOffsets("orders", 0, 3, 7, 4, None)
-    assert list_groups(store) == [GroupListing("g", "Empty", 0)]
+    assert describe_group(store.context, "g").partitions[0] == PartitionOffsets("orders", 0, 3, 7, 4, None)
+    assert list_groups(store.context) == [GroupListing("g", "Empty", 0)]
 
 
 def test_reset_and_delete_are_refused_while_a_member_is_live(store, monkeypatch):
@@ -122,11 +123,11 @@ def test_reset_and_delete_are_refused_while_a_member_is_live(store, monkeypatch)
 
         monkeypatch.setattr(group_admin, "_plan_reset", plan_then_join)
         with pytest.raises(GroupNotEmptyError, match=r"'g'.*1 live member"):
-            reset_offsets(store, "g", ["orders"], to="earliest")
+            reset_offsets(store.context, "g", ["orders"], to="earliest")
         monkeypatch.undo()
 
-        assert list_groups(store) == [GroupListing("g", "Stable", 1)]
-        d = describe_group(store, "g")
+        assert list_groups(store.context) == [GroupListing("g", "Stable", 1)]
+        d = describe_group(store.context, "g")
         assert d.state == "Stable" and d.generation is not None and d.generation >= 1 and d.assignor == "range"
         (m,) = d.members
         assert m.client_id == "worker-1" and set(m.assignment) == {P0, P1}
@@ -135,23 +136,23 @@ def test_reset_and_delete_are_refused_while_a_member_is_live(store, monkeypatch)
             (3, 3, 0, m.member_id),
         ]
         with pytest.raises(GroupNotEmptyError, match="1 live member"):
-            reset_offsets(store, "g", ["orders"], to="latest", dry_run=True)
+            reset_offsets(store.context, "g", ["orders"], to="latest", dry_run=True)
         with pytest.raises(GroupNotEmptyError, match=r"'g'.*1 live member"):
-            delete_group(store, "g")
+            delete_group(store.context, "g")
         assert committed(store) == {P0: 5, P1: 3}
         assert not any(e.operation in ("reset_offsets", "delete_group") for e in store.history_entries())
     finally:
         member.close()
 
     # The member left: its state record stays (no members), so the group is Empty.
-    assert list_groups(store) == [GroupListing("g", "Empty", 0)]
-    delete_group(store, "g")
-    assert list_groups(store) == []
+    assert list_groups(store.context) == [GroupListing("g", "Empty", 0)]
+    delete_group(store.context, "g")
+    assert list_groups(store.context) == []
     assert committed(store) == {P0: None, P1: None}
     with pytest.raises(GroupIdNotFoundError, match="'g'"):
-        describe_group(store, "g")
+        describe_group(store.context, "g")
     with pytest.raises(GroupIdNotFoundError, match="'g'"):
-        delete_group(store, "g")
+        delete_group(store.context, "g")
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:
@@ -214,10 +215,10 @@ def test_groups_cli(store, capsys):
     code, out, err = run(capsys, *s, "groups", "describe", "--group", "g")
     assert "is Stable (generation 1)" in err and all(line.split()[-1] == "worker-1" for line in out.splitlines()[1:])
     member.close()  # a static member does not leave: expire it as the others would
-    assert len(describe_group(store, "g").members) == 1
+    assert len(describe_group(store.context, "g").members) == 1
     log = GroupLog(store.log, PartitionReader(store.uri), "g", 50)
     change_group(
-        store._new_writer("admin"),
+        store.context.committer("admin"),
         log,
         "expire_members",
         lambda st, now, v: expire(st, list(st.members), now, partition_counts(v)),

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from lakelog.engine import Store
 from lakelog.engine.groups.leases import Lease, LeaseStore, Liveness, fresh
 from lakelog.engine.groups.state import Member
+from lakelog.store import Store
 
 
 @pytest.fixture(params=["local", "s3"])

@@ -8,11 +8,11 @@ import time
 
 import pytest
 
-from lakelog.engine import TopicPartition
 from lakelog.engine.admin.groups import describe_group
 from lakelog.engine.errors import FencedInstanceIdError
 from lakelog.engine.groups.leases import LeaseStore
 from lakelog.engine.groups.state import Member
+from lakelog.engine.topics import TopicPartition
 
 FAST = {"heartbeat_interval_ms": 200, "session_timeout_ms": 2500, "auto_offset_reset": "earliest"}
 TPS = {TopicPartition("t", p) for p in range(4)}
@@ -62,7 +62,7 @@ def test_cooperative_rebalances_revoke_only_what_moves_and_the_rest_keeps_being_
         assert len(revoked) == 2 and revoked == b.assignment()  # only what moved, and exactly that
         assert first.events[0] == ("assigned", frozenset(TPS))
         assert second.events == [("assigned", frozenset(b.assignment()))]
-        d = describe_group(store, "g")
+        d = describe_group(store.context, "g")
         assert (d.state, d.assignor) == ("Stable", "cooperative-sticky") and len(d.members) == 2
     finally:
         a.close()
@@ -78,7 +78,7 @@ def test_a_static_member_restarted_within_its_session_gets_its_partitions_back_w
         until(lambda: static.assignment() and other.assignment(), static, other)
         mine, generation = static.assignment(), static.group_metadata().generation
         static.close()  # a static member does not leave: its partitions wait for it
-        assert describe_group(store, "g").generation == generation
+        assert describe_group(store.context, "g").generation == generation
         commits_before = len(store.history_entries())
         again = store.consumer("g", client_id="s2", group_instance_id="worker-1", **FAST)
         again.subscribe(["t"])
@@ -108,7 +108,7 @@ def test_a_member_removed_for_silence_finds_its_partitions_lost_and_the_rest_tak
         b.subscribe(["t"])
         until(lambda: a.assignment() and b.assignment(), a, b)
         mine = a.assignment()
-        a._stop_heartbeats()  # a hung process: no lease renewals, no polls
+        a.group_client._stop_heartbeats()  # a hung process: no lease renewals, no polls
         until(lambda: b.assignment() == TPS, b)
         assert ("lost", frozenset(mine)) not in lost.events  # a has not polled yet
         a.poll(timeout_ms=0)  # it wakes up: what it had is lost, and it joins again
@@ -131,7 +131,7 @@ def test_an_idle_group_writes_nothing_to_the_table(store):
             for m in members:
                 m.poll(timeout_ms=50)
         assert store.log.latest_version() == version
-        assert len(describe_group(store, "g").members) == 3
+        assert len(describe_group(store.context, "g").members) == 3
     finally:
         for m in members:
             m.close()
@@ -144,8 +144,8 @@ def test_members_announced_as_joining_come_in_with_one_join_and_one_that_never_s
     try:
         a.subscribe(["t"])
         a.poll(timeout_ms=0)
-        group = a._log().latest(offsets=False).state
-        assert set(group.members) == {a._member_id, "ghost"} and group.generation == 1
+        group = a.group_client.group_log().latest(offsets=False).state
+        assert set(group.members) == {a.group_client.member_id, "ghost"} and group.generation == 1
         assert len(a.assignment()) == 2  # one rebalance for both: each got its share at once
         until(lambda: a.assignment() == TPS, a)  # the ghost never renewed a lease: expired after its session
         operations = [e.operation for e in store.history_entries()]
@@ -157,7 +157,7 @@ def test_members_announced_as_joining_come_in_with_one_join_and_one_that_never_s
 def test_a_waiting_poll_looks_often_while_its_group_rebalances_and_at_fetch_max_wait_once_stable(store, monkeypatch):
     """Kafka's JoinGroup/SyncGroup answer as soon as a rebalance completes: a member waiting on
     one looks at the log every few ms, not every fetch.max.wait.ms (here 1 s)."""
-    from lakelog.engine import consumer as consumer_module
+    from lakelog.engine.consume import consumer as consumer_module
 
     slow = {**FAST, "fetch_max_wait_ms": 1000, "enable_auto_commit": False}
     a = store.consumer("g", client_id="a", **slow)
@@ -216,17 +216,17 @@ def test_a_member_announced_after_another_leaves_the_join_to_it_and_commits_none
             assert time.monotonic() < deadline
             time.sleep(0.005)
         # The first member's join, as it plans one: everyone announced comes in with it.
-        writer = store._new_writer("first")
+        writer = store.context.committer("first")
         change_group(
             writer,
-            b._log(),
+            b.group_client.group_log(),
             "join_group",
             lambda st, now, v: join_all(st, leases.announced(now), now, partition_counts(v)),
         )
         polled.join(10)
         assert not polled.is_alive()
-        group = b._log().latest(offsets=False).state
-        assert set(group.members) == {"first", b._member_id} and group.generation == 1
+        group = b.group_client.group_log().latest(offsets=False).state
+        assert set(group.members) == {"first", b.group_client.member_id} and group.generation == 1
         assert len(b.assignment()) == 2
         joins = [e.client_id for e in store.history_entries() if e.operation == "join_group"]
         assert joins == ["first"]  # b committed none of its own

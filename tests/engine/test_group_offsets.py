@@ -6,7 +6,7 @@ import pytest
 
 from lakelog.engine.admin.groups import describe_group
 from lakelog.engine.errors import InvalidOffsetError, UnknownTopicOrPartitionError
-from lakelog.engine.offsets import TopicPartition
+from lakelog.engine.topics import TopicPartition
 
 TP = TopicPartition("t", 0)
 
@@ -31,7 +31,7 @@ def test_offsets_of_a_deleted_topic_do_not_apply_to_one_created_again_under_its_
     again.assign([TP])
     assert [r.value for r in again.poll(timeout_ms=2000)] == [b"new-0", b"new-1", b"new-2"]
     again.close(autocommit=False)
-    assert describe_group(store, "g").partitions == ()  # the old topic's offset is not shown as this one's
+    assert describe_group(store.context, "g").partitions == ()  # the old topic's offset is not shown as this one's
 
 
 def test_an_offset_for_a_partition_that_does_not_exist_is_refused_and_nothing_written(plain_store):
@@ -107,11 +107,11 @@ def test_membership_reads_skip_offset_commits_yet_see_every_group_change(plain_s
     everything = GroupLog(store.log, PartitionReader(store.uri), "g", partitions).latest()
     assert any(holds_only_offsets(p) for p in opened[before:])
     assert state_only.state == everything.state
-    assert set(everything.state.members) == {a._member_id, b._member_id}
+    assert set(everything.state.members) == {a.group_client.member_id, b.group_client.member_id}
     assert everything.offsets[TP].offset == 2
     # The state-only fold goes on from where it was and sees the next change.
     b.close(autocommit=False)
-    assert set(fresh.latest(offsets=False).state.members) == {a._member_id}
+    assert set(fresh.latest(offsets=False).state.members) == {a.group_client.member_id}
     a.close(autocommit=False)
 
 
@@ -119,14 +119,14 @@ def test_membership_reads_look_at_each_offset_commit_file_once(plain_store, monk
     """A member checks its group on every poll; the offset commits since the last group change
     are passed over once, not listed again by every later check (their number grows until
     compaction)."""
-    from lakelog.engine import group_coordinator
+    from lakelog.engine.groups import coordinator as group_coordinator
 
     store = plain_store
     store.create_topic("t", partitions=2)
     a = store.consumer("g", enable_auto_commit=False, client_id="a")
     a.subscribe(["t"])
     a.poll(timeout_ms=0)
-    group_log = a._log()
+    group_log = a.group_client.group_log()
     group_log.latest(offsets=False)
     looked_at: list[str] = []
     real = group_coordinator.holds_only_offsets
@@ -142,13 +142,13 @@ def test_membership_reads_look_at_each_offset_commit_file_once(plain_store, monk
     assert len(looked_at) == len(set(looked_at))  # each file once, however many commits checked it
     looked_at.clear()
     for _ in range(3):
-        assert a._member_id in group_log.latest(offsets=False).state.members
+        assert a.group_client.member_id in group_log.latest(offsets=False).state.members
     assert looked_at == []  # nothing new: nothing listed
     b = store.consumer("g", enable_auto_commit=False, client_id="b")  # a group change after them
     b.subscribe(["t"])
     b.poll(timeout_ms=0)  # b's own reads start from the beginning
     looked_at.clear()
-    assert set(group_log.latest(offsets=False).state.members) == {a._member_id, b._member_id}
+    assert set(group_log.latest(offsets=False).state.members) == {a.group_client.member_id, b.group_client.member_id}
     assert len(looked_at) == 1  # a's view goes on past its own commits: only the join's file
     b.close(autocommit=False)
     a.close(autocommit=False)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from lakelog.engine import Store
+from lakelog.store import Store
 
 pytestmark = pytest.mark.slow
 

@@ -30,7 +30,7 @@ from lakelog.engine.groups.state import (
     refresh,
     sync,
 )
-from lakelog.engine.offsets import TopicPartition as TP
+from lakelog.engine.topics import TopicPartition as TP
 
 COUNTS = {"a": 4}
 

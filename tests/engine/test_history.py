@@ -28,7 +28,7 @@ def tick() -> int:
 def prices(spark, tmp_path_factory):
     """A compacted topic written by an idempotent producer, a transaction and direct commits,
     then compacted; the times between its commits are kept."""
-    from lakelog.engine import Store
+    from lakelog.store import Store
 
     store = Store.open(tmp_path_factory.mktemp("history") / "store", spark=spark)
     store.create_topic("prices", partitions=1, config={"cleanup.policy": "compact", "min.compaction.lag.ms": 0})
@@ -117,7 +117,7 @@ def test_the_value_of_a_key_at_a_time_survives_log_compaction(prices):
 
 def test_bad_time_travel_is_refused_by_name(prices):
     store, marks = prices
-    latest = store.reader.latest_version()
+    latest = store.log.latest_version()
     with pytest.raises(InvalidOffsetError, match=f"as_of_version {latest + 1} is outside the log's versions"):
         store.read("prices", as_of_version=latest + 1)
     with pytest.raises(InvalidOffsetError, match="before the oldest version"):

@@ -5,7 +5,8 @@ import json
 from lakelog.engine.admin.history import HistoryEntry, history_entry
 from lakelog.engine.commit.actions import decode_commit
 from lakelog.engine.commit.info import admin_tags, append_tags, user_metadata
-from lakelog.engine.offsets import OffsetRange, TopicPartition
+from lakelog.engine.offsets import OffsetRange
+from lakelog.engine.topics import TopicPartition
 
 
 def described(version: int, lines: list[str]) -> HistoryEntry:

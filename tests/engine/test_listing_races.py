@@ -20,13 +20,13 @@ from pathlib import Path
 
 import pytest
 
-from lakelog.engine import Store
 from lakelog.engine.commit import Committer, RetryPolicy, TableLog
 from lakelog.engine.commit import delta_table as delta_table_module
 from lakelog.engine.commit.follower import load_state
 from lakelog.engine.commit.log_files import LogFiles
 from lakelog.engine.errors import LogListingRaceError, RetriableError, StoreError
-from lakelog.engine.offsets import TopicPartition
+from lakelog.engine.topics import TopicPartition
+from lakelog.store import Store
 from tests.engine.test_commit_loop import batch
 
 TP = TopicPartition("t", 0)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pytest
 
-from lakelog.engine import TopicPartition
 from lakelog.engine.admin.groups import (
     alter_group_offsets,
     delete_group,
@@ -15,6 +14,7 @@ from lakelog.engine.admin.groups import (
     reset_offsets,
 )
 from lakelog.engine.errors import InvalidConfigError
+from lakelog.engine.topics import TopicPartition
 from tests.stores import store_with_records
 
 KAFKA_LIMIT = 32_767  # a Kafka protocol STRING: an int16 length, then the UTF-8 bytes
@@ -36,12 +36,12 @@ def test_a_group_with_long_group_and_member_ids_joins_commits_and_is_described(s
             break
     assert sorted(r.value for r in records) == [b"0-0", b"0-1", b"1-0", b"1-1"]
     consumer.commit()
-    described = describe_group(store, group)
+    described = describe_group(store.context, group)
     assert [m.member_id.startswith("c" * 1_000) for m in described.members] == [True]
     assert {(p.partition, p.committed, p.lag) for p in described.partitions} == {(0, 2, 0), (1, 2, 0)}
     consumer.close()
-    assert group in {g.group_id for g in list_groups(store)}
-    delete_group(store, group)
+    assert group in {g.group_id for g in list_groups(store.context)}
+    delete_group(store.context, group)
 
 
 def test_a_group_id_longer_than_kafka_can_carry_is_refused_by_name_before_anything_is_written(store, tmp_path):
@@ -54,11 +54,11 @@ def test_a_group_id_longer_than_kafka_can_carry_is_refused_by_name_before_anythi
         store.consumer(group_id=multibyte)
     tp = TopicPartition("t", 0)
     for call in (
-        lambda: describe_group(store, too_long),
-        lambda: list_group_offsets(store, too_long),
-        lambda: alter_group_offsets(store, too_long, {tp: 1}),
-        lambda: reset_offsets(store, too_long, "t", to="earliest"),
-        lambda: delete_group(store, too_long),
+        lambda: describe_group(store.context, too_long),
+        lambda: list_group_offsets(store.context, too_long),
+        lambda: alter_group_offsets(store.context, too_long, {tp: 1}),
+        lambda: reset_offsets(store.context, too_long, "t", to="earliest"),
+        lambda: delete_group(store.context, too_long),
     ):
         with pytest.raises(InvalidConfigError, match=f"at most {KAFKA_LIMIT}"):
             call()
@@ -75,5 +75,5 @@ def test_a_group_id_longer_than_kafka_can_carry_is_refused_by_name_before_anythi
 
 def test_the_longest_group_id_kafka_carries_is_accepted(store):
     group = "g" * KAFKA_LIMIT
-    alter_group_offsets(store, group, {TopicPartition("t", 0): 1})
-    assert list_group_offsets(store, group) == {TopicPartition("t", 0): 1}
+    alter_group_offsets(store.context, group, {TopicPartition("t", 0): 1})
+    assert list_group_offsets(store.context, group) == {TopicPartition("t", 0): 1}

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from lakelog.engine import TopicPartition
 from lakelog.engine.admin.groups import alter_group_offsets, describe_group, reset_offsets
 from lakelog.engine.errors import InvalidOffsetError
+from lakelog.engine.topics import TopicPartition
 from tests.stores import BASE_MS, store_with_records
 
 LONG_MAX = 2**63 - 1
@@ -39,7 +39,7 @@ def test_commit_of_an_offset_outside_a_java_long_is_refused_and_nothing_is_commi
     assert consumer.position(TP) == 3
     consumer.close()
     with pytest.raises(InvalidOffsetError, match=rf"{offset}.*0\.\.{LONG_MAX}"):
-        alter_group_offsets(store, "g", {TP: offset})
+        alter_group_offsets(store.context, "g", {TP: offset})
     producer = store.transactional_producer("tx")
     producer.init_transactions()
     producer.begin_transaction()
@@ -49,7 +49,7 @@ def test_commit_of_an_offset_outside_a_java_long_is_refused_and_nothing_is_commi
     producer.abort_transaction()
     producer.close()
     assert store.log.latest_version() == version + 2  # init_transactions and the abort marker only
-    (partition,) = [p for p in describe_group(store, "g").partitions if p.partition == 0]
+    (partition,) = [p for p in describe_group(store.context, "g").partitions if p.partition == 0]
     assert (partition.committed, partition.lag) == (3, 4)
 
 
@@ -65,11 +65,11 @@ def test_a_reset_to_an_offset_outside_a_java_long_is_refused(store):
     version = store.log.latest_version()
     for value in (2**63, -(2**63) - 1):
         with pytest.raises(InvalidOffsetError, match=rf"{value}.*{-(2**63)}\.\.{LONG_MAX}"):
-            reset_offsets(store, "g", "t", to="offset", value=value)
+            reset_offsets(store.context, "g", "t", to="offset", value=value)
     assert store.log.latest_version() == version
     # Inside the range it is clamped into the log, as Kafka does.
-    assert reset_offsets(store, "g", "t", to="offset", value=-(2**63), dry_run=True)[TP] == 0
-    assert reset_offsets(store, "g", "t", to="offset", value=LONG_MAX, dry_run=True)[TP] == 7
+    assert reset_offsets(store.context, "g", "t", to="offset", value=-(2**63), dry_run=True)[TP] == 0
+    assert reset_offsets(store.context, "g", "t", to="offset", value=LONG_MAX, dry_run=True)[TP] == 7
 
 
 @pytest.mark.parametrize("timestamp", [2**62, TIMESTAMP_MAX + 1, 2**63, 2**70])
@@ -77,7 +77,7 @@ def test_a_timestamp_no_record_can_carry_is_refused_by_name(store, timestamp):
     with pytest.raises(InvalidOffsetError, match=rf"t-0.*{timestamp}.*0\.\.{TIMESTAMP_MAX}"):
         store.offsets_for_times("t", {0: timestamp})
     with pytest.raises(InvalidOffsetError, match=rf"{timestamp}.*0\.\.{TIMESTAMP_MAX}"):
-        reset_offsets(store, "g", "t", to="datetime", value=timestamp)
+        reset_offsets(store.context, "g", "t", to="datetime", value=timestamp)
 
 
 def test_the_newest_timestamp_a_record_can_carry_finds_no_record(store):
@@ -87,7 +87,7 @@ def test_the_newest_timestamp_a_record_can_carry_finds_no_record(store):
 
 def test_a_reset_clamped_into_the_log_logs_kafkas_warning(store, caplog):
     with caplog.at_level("WARNING", logger="lakelog.group_admin"):
-        assert reset_offsets(store, "g", "t", to="offset", value=-5)[TP] == 0
+        assert reset_offsets(store.context, "g", "t", to="offset", value=-5)[TP] == 0
     assert [r.getMessage() for r in caplog.records] == [
         "New offset (-5) is lower than earliest offset for topic partition t-0. Value will be set to 0",
         "New offset (-5) is lower than earliest offset for topic partition t-1. Value will be set to 0",

@@ -9,7 +9,6 @@ from lakelog.engine.offsets import (
     FileStats,
     OffsetRange,
     PartitionBounds,
-    TopicPartition,
     counts_by_partition,
     parse_offset_spec,
     partition_bounds,
@@ -18,6 +17,7 @@ from lakelog.engine.offsets import (
     resolve_offsets,
     verify_written,
 )
+from lakelog.engine.topics import TopicPartition
 
 A0 = TopicPartition("a", 0)
 A1 = TopicPartition("a", 1)

@@ -7,7 +7,7 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lakelog.engine import partitioner
+from lakelog.engine.produce import partitioner
 from lakelog.engine.produce.partitioner import (
     KeylessPartitioner,
     murmur2,

@@ -19,12 +19,10 @@ from lakelog.engine.errors import (
     RecordTooLargeError,
     UnknownTopicOrPartitionError,
 )
-from lakelog.engine.offsets import TopicPartition
 from lakelog.engine.produce.batches import ProducerBatch, RecordBatch
 from lakelog.engine.produce.partitioner import KeylessPartitioner
-from lakelog.engine.produce.placement import RECORD_SCHEMA, PlacedBatch, PlacedRecords, place_records
-from lakelog.engine.produce.producer import outgoing_record
-from lakelog.engine.topics import TopicMetadata
+from lakelog.engine.produce.placement import RECORD_SCHEMA, PlacedBatch, PlacedRecords, outgoing_record, place_records
+from lakelog.engine.topics import TopicMetadata, TopicPartition
 from tests.states import state_with
 
 NOW_S = 1_700_000_000.123

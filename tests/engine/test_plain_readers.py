@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from lakelog.engine import Store
-from lakelog.engine.offsets import TopicPartition
+from lakelog.engine.topics import TopicPartition
+from lakelog.store import Store
 
 READERS = {
     "polars": """

@@ -85,12 +85,12 @@ def test_keyless_records_spread_over_partitions(store):
 
 def test_batches_follow_batch_num_messages(store):
     store.create_topic("t")
-    before = store.reader.latest_version()
+    before = store.log.latest_version()
     with store.producer(**{"batch.num.messages": 10, "linger.ms": 60_000}) as producer:
         futures = [producer.send("t", str(i)) for i in range(30)]
         producer.flush()
     assert [f.get().offset for f in futures] == list(range(30))
-    assert store.reader.latest_version() - before == 3  # 3 full batches, no linger wait
+    assert store.log.latest_version() - before == 3  # 3 full batches, no linger wait
 
 
 def test_bad_records_fail_alone_and_do_not_block_their_batch(store):

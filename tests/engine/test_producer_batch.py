@@ -6,9 +6,8 @@ import numpy as np
 import pytest
 
 from lakelog.engine.errors import CommitConflictError, RecordTooLargeError, UnknownTopicOrPartitionError
-from lakelog.engine.offsets import TopicPartition
 from lakelog.engine.produce.batches import ProducerBatch, RecordBatch, RecordFuture, number_records
-from lakelog.engine.topics import TopicMetadata
+from lakelog.engine.topics import TopicMetadata, TopicPartition
 from tests.states import state_with
 
 A0, A1, B0 = TopicPartition("a", 0), TopicPartition("a", 1), TopicPartition("b", 0)

@@ -24,7 +24,7 @@ def filled(spark, tmp_path_factory):
 
     Shared by the module's tests, which only read it.
     """
-    from lakelog.engine import Store
+    from lakelog.store import Store
 
     store = Store.open(tmp_path_factory.mktemp("read") / "store", spark=spark)
     store.create_topic("orders", partitions=3)
@@ -126,8 +126,8 @@ def test_a_seek_into_a_large_file_reads_only_the_row_groups_it_needs(tmp_path):
 
     from lakelog.engine.commit.data_files import ROW_GROUP_ROWS, DataFileWriter
     from lakelog.engine.commit.partition_reader import PartitionReader, _row_groups
-    from lakelog.engine.offsets import TopicPartition
     from lakelog.engine.schema import LOG_ARROW_SCHEMA
+    from lakelog.engine.topics import TopicPartition
 
     n = 3 * ROW_GROUP_ROWS + 10
     rows = pa.table(

@@ -9,9 +9,9 @@ import re
 import pytest
 
 from lakelog.cli import main
-from lakelog.engine import Store
 from lakelog.engine.errors import CorruptLogError, DataLossError
-from lakelog.engine.offsets import TopicPartition
+from lakelog.engine.topics import TopicPartition
+from lakelog.store import Store
 
 TP = TopicPartition("t", 0)
 

@@ -10,7 +10,6 @@ import time
 import pyarrow as pa
 import pytest
 
-from lakelog.engine import Store
 from lakelog.engine.admin.check import check_store, repair_store
 from lakelog.engine.commit import Committer, RetryPolicy, TableLog
 from lakelog.engine.commit.actions import Commit, Txn
@@ -18,8 +17,9 @@ from lakelog.engine.commit.conflicts import Resolution, append_verdict
 from lakelog.engine.commit.markers import end_marker_id
 from lakelog.engine.commit.reservations import expired, fill_verdict, holds, plan_reservations, release_verdict
 from lakelog.engine.errors import InconsistentWriteError, ReservationLostError
-from lakelog.engine.offsets import TopicPartition
 from lakelog.engine.produce.placement import RECORD_SCHEMA, PlacedBatch, place_records
+from lakelog.engine.topics import TopicPartition
+from lakelog.store import Store
 
 T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)
 FAST = RetryPolicy(retries=50, backoff_ms=1, backoff_max_ms=5)
@@ -319,20 +319,20 @@ def test_check_reports_a_pending_reservation_and_repair_aborts_it_once_expired(s
     finally:
         os.kill(writer.pid, signal.SIGKILL)
         writer.wait()
-    (report,) = [p for p in check_store(store).partitions if p.tp == T0]
+    (report,) = [p for p in check_store(store.context).partitions if p.tp == T0]
     assert report.violations == [] and report.pending == [(0, 3)]
-    assert repair_store(store, check_store(store)) == []  # not expired: left alone
+    assert repair_store(store.context, check_store(store.context)) == []  # not expired: left alone
     later = Committer(TableLog(store.uri), "x").latest().pending_reservations(T0)[0].until_ms + 1
     import lakelog.engine.admin.check as log_check
 
     real_time = log_check.time.time
     log_check.time.time = lambda: later / 1000  # the deadline has passed
     try:
-        done = repair_store(store, check_store(store))
+        done = repair_store(store.context, check_store(store.context))
     finally:
         log_check.time.time = real_time
     assert len(done) == 1 and "aborted the expired reservation of offsets 0..2" in done[0]
-    (report,) = [p for p in check_store(store).partitions if p.tp == T0]
+    (report,) = [p for p in check_store(store.context).partitions if p.tp == T0]
     assert report.violations == [] and report.aborted == [(0, 3)] and report.pending == []
 
 
@@ -361,7 +361,7 @@ def test_a_reservation_of_a_killed_writer_expires_and_consumers_move_past_it(sto
     consumer.close()
     assert [(r.offset, r.value) for r in seen] == [(3, b"after")]  # the aborted 0..2 are skipped
     assert store.log.latest().pending_reservations(T0) == []
-    (report,) = [p for p in check_store(store).partitions if p.tp == T0]
+    (report,) = [p for p in check_store(store.context).partitions if p.tp == T0]
     assert report.violations == []
     with store.producer() as producer:
         assert producer.send("t", b"next", partition=0).get().offset == 4

@@ -139,7 +139,7 @@ def test_no_log_line_of_a_cli_run_shows_a_secret(tmp_path, capsys, caplog, monke
 
 @pytest.mark.spark
 def test_a_store_applies_its_settings_to_topics_producers_and_consumers(spark, tmp_path, monkeypatch):
-    from lakelog.engine import Store
+    from lakelog.store import Store
 
     monkeypatch.setenv("LAKELOG_CONSUMER_AUTO_OFFSET_RESET", "earliest")
     store = Store.open(

@@ -20,11 +20,11 @@ import pytest
 from lakelog.cli import main as cli_main
 from lakelog.compaction import maintain
 from lakelog.compaction.rewrite import run_tasks
-from lakelog.engine import Store
 from lakelog.engine.admin.check import check_store
 from lakelog.engine.errors import StoreFullError
 from lakelog.engine.groups.leases import LeaseStore
 from lakelog.engine.groups.state import Member
+from lakelog.store import Store
 
 NO_SPACE = "No space left on device"
 
@@ -92,7 +92,7 @@ def test_a_lease_that_does_not_fit_raises_store_full_and_leaves_no_temporary_fil
         leases.renew("kept", None)  # a renewal over an existing lease
     assert files_under(tmp_path) == before
     assert set(leases.read()) == {"kept"}
-    assert check_store(store, grace_s=0).ok
+    assert check_store(store.context, grace_s=0).ok
 
 
 def test_a_group_join_on_a_full_disk_raises_store_full_and_commits_nothing(tmp_path, full_disk):
@@ -135,7 +135,7 @@ def test_maintenance_on_a_full_disk_raises_store_full_and_commits_nothing(tmp_pa
         maintain(store, vacuum=False)
     assert store.log.latest_version() == version
     assert store.end_offsets("t") == ends
-    assert check_store(store, grace_s=0).ok
+    assert check_store(store.context, grace_s=0).ok
 
 
 def test_maintain_from_the_cli_on_a_full_disk_exits_as_the_table_says(tmp_path, full_disk, capsys):

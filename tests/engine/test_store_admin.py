@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from lakelog.engine import Store
 from lakelog.engine.errors import (
     InvalidConfigError,
     InvalidPartitionsError,
@@ -13,6 +12,7 @@ from lakelog.engine.errors import (
     TopicExistsError,
     UnknownTopicOrPartitionError,
 )
+from lakelog.store import Store
 
 pytestmark = pytest.mark.spark
 
@@ -64,7 +64,7 @@ def test_topic_lifecycle(store):
 
 def test_admin_errors_leave_the_store_unchanged(store):
     store.create_topic("orders", partitions=2, config={"retention.ms": 10})
-    version = store.reader.latest_version()
+    version = store.log.latest_version()
     before = store.describe_topic("orders")
     with pytest.raises(TopicExistsError):
         store.create_topic("orders")
@@ -80,7 +80,7 @@ def test_admin_errors_leave_the_store_unchanged(store):
         store.delete_topic("nope")
     with pytest.raises(InvalidConfigError, match="must be at least -1"):
         store.alter_topic_config("orders", {"retention.ms": -5})
-    assert store.reader.latest_version() == version
+    assert store.log.latest_version() == version
     assert store.describe_topic("orders") == before
     assert store.list_topics() == ["orders"]
 

@@ -13,9 +13,10 @@ from pathlib import Path
 import numpy as np
 
 from lakelog.cli import main
-from lakelog.engine import Store
 from lakelog.engine.admin.check import FileContents, check_partition, recorded_runs, stray_temporaries
-from lakelog.engine.offsets import FileStats, TopicPartition
+from lakelog.engine.offsets import FileStats
+from lakelog.engine.topics import TopicPartition
+from lakelog.store import Store
 
 TP = TopicPartition("t", 0)
 

@@ -15,8 +15,8 @@ from lakelog.engine.errors import (
     RecordTooLargeError,
     UnknownTopicOrPartitionError,
 )
-from lakelog.engine.offsets import TopicPartition
 from lakelog.engine.produce.partitioner import partition_for_key
+from lakelog.engine.topics import TopicPartition
 from lakelog.spark_connector.dataframe_write import KAFKA_PARTITION_FUNCTION, register_functions
 
 pytestmark = pytest.mark.spark
@@ -106,10 +106,10 @@ def test_string_columns_and_topic_argument_override(store, spark):
 
 def test_empty_dataframe_commits_nothing(store, spark):
     store.create_topic("t")
-    version = store.reader.latest_version()
+    version = store.log.latest_version()
     result = store.write(spark.createDataFrame([], "value binary"), topic="t")
     assert result.version is None and result.records == 0
-    assert store.reader.latest_version() == version
+    assert store.log.latest_version() == version
 
 
 @pytest.mark.parametrize(
@@ -134,13 +134,13 @@ def test_empty_dataframe_commits_nothing(store, spark):
 def test_bad_input_is_refused_and_nothing_is_committed(store, spark, rows, schema, topic, error, fragment):
     store.create_topic("t", partitions=2, config={"max.message.bytes": 100})
     store.write(spark.createDataFrame([("before",)], "value string"), topic="t")
-    version = store.reader.latest_version()
+    version = store.log.latest_version()
     files = _data_files(store)
     df = spark.createDataFrame(rows, schema)
     with pytest.raises(error, match=fragment) as refused:
         store.write(df, topic=topic)
     assert "SQLSTATE" not in str(refused.value) and "Traceback" not in str(refused.value)
-    assert store.reader.latest_version() == version
+    assert store.log.latest_version() == version
     assert _data_files(store) == files  # no orphan file
     assert [bytes(r.value) for r in store.read("t").collect()] == [b"before"]
 
@@ -199,7 +199,7 @@ def test_keyless_rows_from_more_tasks_than_partitions_are_spread_and_dense(store
 
 REFUSED_WRITE = """
 import sys
-from lakelog.engine import Store
+from lakelog.store import Store
 from lakelog.engine.errors import InvalidRecordError
 store = Store.open(sys.argv[1])
 store.create_topic("t", partitions=2)

@@ -13,7 +13,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from benchmarks.paced import PacedProducer
-from lakelog.engine.offsets import TopicPartition
+from lakelog.engine.topics import TopicPartition
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 PARTITIONS = 4

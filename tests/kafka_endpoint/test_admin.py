@@ -15,8 +15,8 @@ from confluent_kafka.admin import (
     NewTopic,
 )
 
-from lakelog.engine import Store
-from lakelog.engine.offsets import TopicPartition
+from lakelog.engine.topics import TopicPartition
+from lakelog.store import Store
 
 
 def _admin(agent) -> AdminClient:
@@ -91,7 +91,7 @@ def test_groups_are_listed_described_and_deleted(agent):
         mine.close(autocommit=False)
     from lakelog.engine.admin.groups import list_groups
 
-    assert [g.group_id for g in list_groups(Store.open(agent.store, create=False))] == ["g2"]  # lakelog agrees
+    assert [g.group_id for g in list_groups(Store.open(agent.store, create=False).context)] == ["g2"]  # lakelog agrees
 
 
 def test_a_groups_offsets_are_deleted_per_partition_as_kafkas_offset_delete(agent):

@@ -12,8 +12,8 @@ from collections import Counter
 import pytest
 from confluent_kafka import Producer
 
-from lakelog.engine import Store
-from lakelog.engine.offsets import TopicPartition
+from lakelog.engine.topics import TopicPartition
+from lakelog.store import Store
 from tests.history_checker import check
 from tests.kafka_endpoint.conftest import Agent
 

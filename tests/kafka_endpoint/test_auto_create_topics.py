@@ -13,9 +13,11 @@ from confluent_kafka import TopicPartition as KafkaTP
 from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
 
-from lakelog.engine import Store
-from lakelog.kafka_endpoint.endpoint import METADATA, PRODUCE, Endpoint
+from lakelog.kafka_endpoint.admin import METADATA
+from lakelog.kafka_endpoint.endpoint import Endpoint
 from lakelog.kafka_endpoint.messages import Request, build
+from lakelog.kafka_endpoint.produce import PRODUCE
+from lakelog.store import Store
 from tests.kafka_endpoint.conftest import Agent
 
 
@@ -98,7 +100,7 @@ def test_a_transactional_produce_to_a_missing_topic_is_refused_too(endpoint):
     auto-creates for its own users; Kafka's Produce still never creates."""
     from datetime import timedelta
 
-    from lakelog.kafka_endpoint.endpoint import INIT_PRODUCER_ID
+    from lakelog.kafka_endpoint.transactions import INIT_PRODUCER_ID
 
     init = build(
         load_request_schema(INIT_PRODUCER_ID, 4), transactional_id="tx", transaction_timeout=timedelta(seconds=60)

@@ -12,10 +12,10 @@ import pytest
 from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
 
-from lakelog.engine import Store
-from lakelog.kafka_endpoint.admin import DEFAULT_CONFIG, DYNAMIC_TOPIC_CONFIG
-from lakelog.kafka_endpoint.endpoint import CREATE_TOPICS, Endpoint
+from lakelog.kafka_endpoint.admin import CREATE_TOPICS, DEFAULT_CONFIG, DYNAMIC_TOPIC_CONFIG
+from lakelog.kafka_endpoint.endpoint import Endpoint
 from lakelog.kafka_endpoint.messages import Request, build
+from lakelog.store import Store
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import time
 
 from confluent_kafka import Consumer, KafkaException
 
-from lakelog.engine import Store
+from lakelog.store import Store
 
 
 def _member(agent, name: str) -> Consumer:
@@ -71,7 +71,7 @@ def test_kafka_members_share_a_group_and_take_over_when_one_leaves(agent):
         a.close()
     from lakelog.engine.admin.groups import describe_group
 
-    group = describe_group(Store.open(agent.store, create=False), "kg")
+    group = describe_group(Store.open(agent.store, create=False).context, "kg")
     assert {p.partition: p.committed for p in group.partitions if p.topic == "g"} == {p: 100 for p in range(4)}
 
 

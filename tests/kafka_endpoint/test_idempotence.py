@@ -9,11 +9,13 @@ from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
 
-from lakelog.engine import Store
-from lakelog.engine.offsets import TopicPartition
-from lakelog.kafka_endpoint.endpoint import INIT_PRODUCER_ID, PRODUCE, Endpoint
+from lakelog.engine.topics import TopicPartition
+from lakelog.kafka_endpoint.endpoint import Endpoint
 from lakelog.kafka_endpoint.idempotence import Sequence, sequence_verdict
 from lakelog.kafka_endpoint.messages import Request, build
+from lakelog.kafka_endpoint.produce import PRODUCE
+from lakelog.kafka_endpoint.transactions import INIT_PRODUCER_ID
+from lakelog.store import Store
 
 
 def test_sequence_verdicts():

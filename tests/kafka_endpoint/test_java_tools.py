@@ -10,8 +10,8 @@ import subprocess
 import pytest
 
 from benchmarks.kafka_reference import ensure_kafka_jars
-from lakelog.engine import Store
-from lakelog.engine.offsets import TopicPartition
+from lakelog.engine.topics import TopicPartition
+from lakelog.store import Store
 
 pytestmark = [
     pytest.mark.slow,

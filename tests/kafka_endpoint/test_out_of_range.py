@@ -9,17 +9,12 @@ import pytest
 from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
 
-from lakelog.engine import TopicPartition
-from lakelog.kafka_endpoint.endpoint import (
-    ADD_OFFSETS_TO_TXN,
-    END_TXN,
-    INIT_PRODUCER_ID,
-    LIST_OFFSETS,
-    OFFSET_COMMIT,
-    TXN_OFFSET_COMMIT,
-    Endpoint,
-)
+from lakelog.engine.topics import TopicPartition
+from lakelog.kafka_endpoint.endpoint import Endpoint
+from lakelog.kafka_endpoint.fetch import LIST_OFFSETS
+from lakelog.kafka_endpoint.groups import OFFSET_COMMIT
 from lakelog.kafka_endpoint.messages import Request, build
+from lakelog.kafka_endpoint.transactions import ADD_OFFSETS_TO_TXN, END_TXN, INIT_PRODUCER_ID, TXN_OFFSET_COMMIT
 from tests.stores import store_with_records
 
 TP0, TP1 = TopicPartition("t", 0), TopicPartition("t", 1)

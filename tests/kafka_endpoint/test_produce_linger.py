@@ -7,9 +7,9 @@ import pytest
 
 from lakelog.engine.commit import RetryPolicy
 from lakelog.engine.errors import UnknownTopicOrPartitionError
-from lakelog.engine.offsets import TopicPartition
 from lakelog.engine.produce.placement import columns_for_batch
-from lakelog.kafka_endpoint.produce_linger import GroupCommit
+from lakelog.engine.topics import TopicPartition
+from lakelog.kafka_endpoint.produce_linger import ProduceLinger
 
 
 def _table(partition: int, n: int, topic: str = "t"):
@@ -18,7 +18,7 @@ def _table(partition: int, n: int, topic: str = "t"):
 
 def test_requests_within_the_linger_share_one_commit_and_get_their_own_offsets(plain_store):
     plain_store.create_topic("t", partitions=3)
-    group = GroupCommit(plain_store._new_writer("test"), RetryPolicy(), linger_ms=200)
+    group = ProduceLinger(plain_store.context.committer("test"), RetryPolicy(), linger_ms=200)
     try:
         version = plain_store.log.latest_version()
         futures = [group.submit(_table(p, n)) for p, n in [(0, 3), (1, 2), (0, 4), (2, 1)]]

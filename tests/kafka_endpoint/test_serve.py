@@ -11,8 +11,8 @@ import pytest
 from confluent_kafka import KafkaError, Producer
 from confluent_kafka import TopicPartition as KafkaTP
 
-from lakelog.engine import Store
-from lakelog.engine.offsets import TopicPartition
+from lakelog.engine.topics import TopicPartition
+from lakelog.store import Store
 
 
 def _produce(bootstrap: str, records: list[dict], **config) -> list[tuple]:

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from benchmarks.kafka_reference import SPARK_KAFKA_DIR, ensure_kafka_jars
-from lakelog.engine import Store
-from lakelog.engine.offsets import TopicPartition
+from lakelog.engine.topics import TopicPartition
+from lakelog.store import Store
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
@@ -50,7 +50,7 @@ batches = len([p for p in query.recentProgress if p["numInputRows"]])
 out = spark.createDataFrame([("k-new", "from-spark")], "key string, value string")
 out.write.format("kafka").option("kafka.bootstrap.servers", bootstrap).option("topic", "t").save()
 # What went in through the agent, as lakelog's Spark readers see it.
-from lakelog.engine import Store
+from lakelog.store import Store
 store = Store.open(sys.argv[3], spark=spark)
 columns = ["partition", "offset", "CAST(key AS STRING) AS key", "CAST(value AS STRING) AS value"]
 lakelog_source = spark.read.format("lakelog").option("path", sys.argv[3]).option("subscribe", "t").load()

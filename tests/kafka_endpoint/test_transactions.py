@@ -8,8 +8,8 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka import TopicPartition as KafkaTP
 
-from lakelog.engine import Store
-from lakelog.engine.offsets import TopicPartition
+from lakelog.engine.topics import TopicPartition
+from lakelog.store import Store
 
 
 def _producer(agent, transactional_id: str = "tx") -> Producer:

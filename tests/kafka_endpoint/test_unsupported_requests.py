@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from lakelog.engine import Store
 from lakelog.kafka_endpoint.endpoint import API_VERSIONS, SUPPORTED
 from lakelog.kafka_endpoint.messages import api_name, header_client_id
 from lakelog.kafka_endpoint.server import UnsupportedRequests
+from lakelog.store import Store
 from tests.kafka_endpoint.conftest import Agent, wait_for
 
 DELETE_RECORDS, DESCRIBE_PRODUCERS = 21, 61

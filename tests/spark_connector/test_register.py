@@ -63,7 +63,7 @@ def test_any_other_registration_error_is_raised():
 @pytest.mark.spark
 def test_a_second_session_gets_format_lakelog_too(spark, store):
     """spark.newSession() shares the SparkContext but not the registered Python data sources."""
-    from lakelog.engine import Store
+    from lakelog.store import Store
 
     store.create_topic("t", partitions=1)
     with store.producer() as producer:

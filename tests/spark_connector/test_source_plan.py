@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 
 from lakelog.engine.commit.actions import AddFile, Commit
 from lakelog.engine.commit.info import admin_tags, append_tags, commit_info
-from lakelog.engine.offsets import OffsetRange, PartitionBounds, TopicPartition
+from lakelog.engine.offsets import OffsetRange, PartitionBounds
+from lakelog.engine.topics import TopicPartition
 from lakelog.spark_connector.source_plan import (
     CommitIndex,
     CommitRanges,

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from lakelog.engine.errors import InvalidOffsetError
-from lakelog.engine.offsets import TopicPartition
+from lakelog.engine.topics import TopicPartition
 from lakelog.spark_connector.options import parse_source_options
 from lakelog.spark_connector.source import TopicLog
 

@@ -114,7 +114,7 @@ def test_stream_copy_is_exact_and_commits_the_group_offsets(spark, store, tmp_pa
     latest = {"a": {str(p): n for p, n in store.end_offsets("a").items()}}
     assert json.loads(progress[-1]["sources"][0]["latestOffset"]) == latest
     assert progress[-1]["sources"][0]["metrics"]["maxOffsetsBehindLatest"] == "0"
-    described = describe_group(store, "copier")
+    described = describe_group(store.context, "copier")
     assert {(p.partition, p.committed, p.lag) for p in described.partitions} == {
         (p, n, 0) for p, n in store.end_offsets("a").items()
     }

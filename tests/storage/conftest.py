@@ -8,6 +8,6 @@ import pytest
 
 @pytest.fixture
 def s3_store(spark, s3_uri):
-    from lakelog.engine import Store
+    from lakelog.store import Store
 
     return Store.open(s3_uri, spark=spark)

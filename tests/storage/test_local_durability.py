@@ -11,11 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from lakelog.engine import Store, object_store
 from lakelog.engine.commit.log_files import LogFiles
 from lakelog.engine.errors import CommitNotDurableError
-from lakelog.engine.offsets import TopicPartition
+from lakelog.engine.storage import object_store
 from lakelog.engine.storage.object_store import put_if_absent
+from lakelog.engine.topics import TopicPartition
+from lakelog.store import Store
 from tests.storage.power_loss import PowerLoss
 
 TP = TopicPartition("t", 0)

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from lakelog.compaction import maintain
-from lakelog.engine import Store
 from lakelog.engine.consume.consumer import Consumer
 from lakelog.engine.produce.producer import Producer
+from lakelog.store import Store
 
 
 @pytest.fixture
@@ -34,13 +34,13 @@ def busy_store(root: Path) -> Store:
     group offsets, leases, maintenance and VACUUM."""
     store = Store.open(root)
     store.create_topic("t", partitions=2, config={"cleanup.policy": "compact,delete"})
-    with Producer(store, {"linger.ms": 0}) as producer:
+    with Producer(store.context, {"linger.ms": 0}) as producer:
         for i in range(50):  # past the store's delta.checkpointInterval (50 versions)
             producer.send_batch("t", [f"v{i}".encode()] * 3, keys=[b"a", b"b", b"c"], partition=i % 2).get(30)
     deadline = time.monotonic() + 60  # the checkpoint is written in the background
     while not (root / "_delta_log" / "_last_checkpoint").exists() and time.monotonic() < deadline:
         time.sleep(0.1)
-    consumer = Consumer(store, {"group.id": "g", "auto.offset.reset": "earliest"})
+    consumer = Consumer(store.context, {"group.id": "g", "auto.offset.reset": "earliest"})
     consumer.subscribe(["t"])
     got = 0
     for _ in range(50):

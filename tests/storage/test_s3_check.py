@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from lakelog.cli import main
-from lakelog.engine import Store
+from lakelog.store import Store
 
 pytestmark = [pytest.mark.s3]
 

@@ -11,8 +11,7 @@ from pyspark.errors import StreamingQueryException
 
 from lakelog import compaction
 from lakelog.engine.storage.object_store import bucket_and_key
-from lakelog.spark_connector.session import S3_LOG_STORE
-from lakelog.store import _warn_if_unsafe, s3_commit_hazard
+from lakelog.spark_connector.session import S3_LOG_STORE, s3_commit_hazard, warn_if_unsafe
 from tests.log_checks import check_dense
 
 pytestmark = [pytest.mark.spark, pytest.mark.s3]
@@ -130,7 +129,7 @@ def test_maintain_compacts_optimizes_and_vacuums_on_s3(s3_server, s3_store):
     assert store.end_offsets("c") == {0: 12}
     # VACUUM (delta-rs on S3) deleted every replaced file: the bucket holds exactly the live ones.
     files_after = {k for k in keys_under(s3_server, store.uri) if k.endswith(".parquet")}
-    live = {unquote(f.path) for f in store.reader.snapshot().files}
+    live = {unquote(f.path) for f in store.log.snapshot().files}
     assert report.vacuumed_files >= len(files_before - live) > 0
     assert files_after == live
 
@@ -143,7 +142,7 @@ def test_a_session_with_deltas_single_driver_s3_log_store_is_reported(spark, s3_
     with caplog.at_level(logging.WARNING, logger="lakelog.store"):
         # What Store.open(s3_uri, spark=unsafe) runs first (the rest of open would only
         # register format("lakelog") again, which Spark refuses in a second session).
-        _warn_if_unsafe(unsafe, s3_uri)
+        warn_if_unsafe(unsafe, s3_uri)
     assert any("UNSAFE for concurrent writers" in r.getMessage() for r in caplog.records)
     no_conditional = spark.newSession()
     no_conditional.conf.set("spark.hadoop.fs.s3a.create.conditional.enabled", "false")

@@ -6,7 +6,6 @@ import time
 
 import pytest
 
-from lakelog.engine import TopicPartition
 from lakelog.engine.commit.log_files import LogFiles
 from lakelog.engine.errors import (
     CommitFailedError,
@@ -15,6 +14,7 @@ from lakelog.engine.errors import (
     ProducerFencedError,
     TransactionAbortedError,
 )
+from lakelog.engine.topics import TopicPartition
 
 pytestmark = pytest.mark.spark
 
@@ -28,15 +28,15 @@ def test_a_transaction_over_topics_and_offsets_is_one_commit(store):
     store.create_topic("b", partitions=2)
     producer = store.transactional_producer("tx")
     producer.init_transactions()
-    store._ensure_offsets_topic()  # created by the first offset commit otherwise: a commit of its own
-    before = store.reader.latest_version()
+    store.context.ensure_offsets_topic()  # created by the first offset commit otherwise: a commit of its own
+    before = store.log.latest_version()
     producer.begin_transaction()
     futures = [producer.send("a", f"a{i}", key=f"k{i}") for i in range(10)]
     futures += [producer.send("b", f"b{i}", partition=i % 2) for i in range(4)]
     producer.send_offsets_to_transaction({("a", 0): 7}, "readers")
-    assert store.reader.latest_version() == before  # nothing is written before the commit
+    assert store.log.latest_version() == before  # nothing is written before the commit
     producer.commit_transaction()
-    assert store.reader.latest_version() == before + 1
+    assert store.log.latest_version() == before + 1
     acks = [f.get(timeout=0) for f in futures]
     assert sorted((m.topic, m.partition, m.offset) for m in acks) == sorted(
         (t, p, o) for t in ("a", "b") for (p, o, _) in values(store, t)

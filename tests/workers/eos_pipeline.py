@@ -20,7 +20,7 @@ def main() -> int:
     parser.add_argument("--batch", type=int, default=15)
     args = parser.parse_args()
 
-    from lakelog.engine import Store
+    from lakelog.store import Store
 
     store = Store.open(args.store)
     consumer = store.consumer(

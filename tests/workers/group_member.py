@@ -30,7 +30,7 @@ def main() -> int:
     parser.add_argument("--session-timeout-ms", type=int, default=4000)
     args = parser.parse_args()
 
-    from lakelog.engine import Store
+    from lakelog.store import Store
 
     store = Store.open(args.store)
     out = open(args.log, "a", encoding="utf-8")  # noqa: SIM115 - lives as long as the process

@@ -95,8 +95,8 @@ def outcome_of(exc: BaseException) -> str:
 def open_store(args: argparse.Namespace, record: Recorder, spark: Any = None) -> Any:
     """The store, opened again until it opens: a damaged log fails closed (CorruptLogError,
     recorded as an error) until it is mended."""
-    from lakelog.engine import Store
     from lakelog.engine.errors import LakelogError
+    from lakelog.store import Store
 
     while True:
         try:

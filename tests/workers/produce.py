@@ -39,7 +39,7 @@ def main() -> int:
     # The commit core says at DEBUG when another writer took the version a commit wanted.
     logging.basicConfig(level=logging.WARNING, stream=sys.stdout, format="%(name)s %(message)s")
     logging.getLogger("lakelog.engine.commit.committer").setLevel(logging.DEBUG)
-    from lakelog.engine import Store
+    from lakelog.store import Store
 
     spark = None
     if args.mode == "dataframe":

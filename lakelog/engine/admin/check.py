@@ -56,13 +56,14 @@ import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import unquote
 
 import numpy as np
 
 from lakelog.engine.commit import MaintenanceChange, RetryPolicy, TableLog
 from lakelog.engine.commit.actions import RemoveFile
+from lakelog.engine.commit.committer import write_checkpoint
 from lakelog.engine.commit.data_files import written_by_lakelog
 from lakelog.engine.commit.follower import checksum_problem
 from lakelog.engine.commit.info import TAG_CLIENT, TAG_DETAILS, TAG_OPERATION, TAG_TOPIC
@@ -78,6 +79,7 @@ from lakelog.engine.commit.markers import aborted_marker_id, lost_marker_id
 from lakelog.engine.commit.partition_reader import PartitionReader
 from lakelog.engine.commit.reservations import expired
 from lakelog.engine.commit.state import PartitionFiles, TableState
+from lakelog.engine.context import StoreContext
 from lakelog.engine.errors import (
     CorruptLogError,
     DataLossError,
@@ -85,10 +87,9 @@ from lakelog.engine.errors import (
     UnknownTopicOrPartitionError,
     one_line,
 )
-from lakelog.engine.offsets import FileStats, TopicPartition
-
-if TYPE_CHECKING:
-    from lakelog.store import Store
+from lakelog.engine.offsets import FileStats
+from lakelog.engine.storage.object_store import filesystem
+from lakelog.engine.topics import TopicPartition
 
 # A writer (lakelog's put-if-absent, a lease write, delta-rs' checkpoint) names its temporary
 # file ``.<final name>.<unique id>.tmp`` and renames or links it into place.
@@ -387,7 +388,6 @@ def _partitions(state: TableState, topic: str | None) -> list[TopicPartition]:
 
 
 def _listing(uri: str) -> list[tuple[str, float]]:
-    from lakelog.engine.storage.object_store import filesystem
 
     fs, root = filesystem(uri)
     found = []
@@ -444,9 +444,9 @@ def _checksum_violation(uri: str, files: LogFiles, listing: LogListing, latest: 
     return _log_violation("checksum_mismatch", name, f"{name} disagrees with the log: {problem}")
 
 
-def check_store(store: Store, topic: str | None = None, grace_s: float = DEFAULT_GRACE_S) -> CheckReport:
-    """Check ``store`` (one topic with ``topic``) at its latest version: :func:`check_log_table`."""
-    return check_log_table(store.log, topic, grace_s)
+def check_store(context: StoreContext, topic: str | None = None, grace_s: float = DEFAULT_GRACE_S) -> CheckReport:
+    """Check the store of ``context`` (one topic with ``topic``) at its latest version: :func:`check_log_table`."""
+    return check_log_table(context.log, topic, grace_s)
 
 
 def check_log_table(table_log: TableLog, topic: str | None = None, grace_s: float = DEFAULT_GRACE_S) -> CheckReport:
@@ -513,9 +513,6 @@ def repair_log(table_log: TableLog, report: CheckReport) -> list[str]:
     touched. Returns what was done, a line each."""
     from deltalake.exceptions import DeltaError
 
-    from lakelog.engine.commit.committer import write_checkpoint
-    from lakelog.engine.storage.object_store import filesystem
-
     done = []
     fs, root = filesystem(table_log.uri)
     files = table_log.files
@@ -547,7 +544,7 @@ def repair_log(table_log: TableLog, report: CheckReport) -> list[str]:
 
 
 def repair_store(
-    store: Store,
+    context: StoreContext,
     report: CheckReport,
     *,
     drop_missing_files: bool = False,
@@ -559,28 +556,28 @@ def repair_store(
     wrong statistics, duplicates and gaps are reported, never changed. Raises
     MaintenanceConflictError when a concurrent commit removed one of those files first
     (run check again), and the commit core's errors otherwise."""
-    done = repair_log(store.log, report)
-    done += _abort_expired(store)
+    done = repair_log(context.log, report)
+    done += _abort_expired(context)
     if drop_missing_files:
-        done += _drop_missing(store, report)
+        done += _drop_missing(context, report)
     return done
 
 
-def _abort_expired(store: Store) -> list[str]:
+def _abort_expired(context: StoreContext) -> list[str]:
     """Abort the offset reservations whose writer stopped renewing them before their deadline
     (it died): safe, their offsets were never given to any record."""
-    found = expired(store.log.latest(), int(time.time() * 1000))
+    found = expired(context.log.latest(), int(time.time() * 1000))
     if not found:
         return []
-    version = store._new_writer(REPAIR_CLIENT).abort_expired(REPAIR_POLICY)
+    version = context.committer(REPAIR_CLIENT).abort_expired(REPAIR_POLICY)
     return [
         f"repair: {r.tp}: aborted the expired reservation of offsets {r.first}..{r.end - 1} at version {version}"
         for r in found
     ]
 
 
-def _drop_missing(store: Store, report: CheckReport) -> list[str]:
-    state = store.log.at(report.version)
+def _drop_missing(context: StoreContext, report: CheckReport) -> list[str]:
+    state = context.log.at(report.version)
     by_topic: dict[str, list[tuple[PartitionReport, list[FileStats]]]] = {}
     for p in report.partitions:
         gone = {v.path for v in p.violations if v.kind == "missing_file"}
@@ -610,7 +607,7 @@ def _drop_missing(store: Store, report: CheckReport) -> list[str]:
             {"numFilesRemoved": len(removed)},
             lost_ranges=lost,
         )
-        version = store._new_writer(REPAIR_CLIENT).commit_maintenance(change, report.version, REPAIR_POLICY)
+        version = context.committer(REPAIR_CLIENT).commit_maintenance(change, report.version, REPAIR_POLICY)
         for p, files in parts:
             ranges = ", ".join(f"{a}..{b - 1}" for a, b in lost[p.tp.partition]) or "none"
             names = ", ".join(unquote(f.path) for f in files)

@@ -29,10 +29,12 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
+from lakelog.engine.admin.list_offsets import beginning_offsets, end_offsets, offsets_for_times
 from lakelog.engine.commit.partition_reader import PartitionReader
 from lakelog.engine.commit.state import TableState
+from lakelog.engine.context import StoreContext
 from lakelog.engine.errors import (
     GroupIdNotFoundError,
     GroupNotEmptyError,
@@ -45,7 +47,6 @@ from lakelog.engine.groups.coordinator import GROUP_POLICY, GroupLog, GroupRecor
 from lakelog.engine.groups.leases import LeaseStore, fresh
 from lakelog.engine.groups.offsets_topic import (
     MIN_LONG,
-    OFFSETS_TOPIC,
     GroupRecords,
     OffsetAndMetadata,
     check_group_id,
@@ -55,12 +56,8 @@ from lakelog.engine.groups.offsets_topic import (
     offset_key,
 )
 from lakelog.engine.groups.state import EMPTY
-from lakelog.engine.offsets import TopicPartition
 from lakelog.engine.records import check_lookup_timestamp
-from lakelog.engine.topic_changes import require_topic
-
-if TYPE_CHECKING:
-    from lakelog.store import Store
+from lakelog.engine.topics import OFFSETS_TOPIC, TopicPartition, require_topic
 
 ResetTarget = Literal["earliest", "latest", "datetime", "offset"]
 RESET_TARGETS: tuple[str, ...] = ("earliest", "latest", "datetime", "offset")
@@ -128,11 +125,11 @@ def _exists(group: GroupRecords) -> bool:
     return group.state is not None or bool(group.offsets)
 
 
-def _live(store: Store, group: GroupRecords, now_ms: int) -> set[str]:
+def _live(context: StoreContext, group: GroupRecords, now_ms: int) -> set[str]:
     """Members whose leases are fresh (members of the stored state that stopped renewing are gone)."""
     if group.state is None or not group.state.members:
         return set()
-    leases = LeaseStore(store.uri, group.group_id).read()
+    leases = LeaseStore(context.uri, group.group_id).read()
     return fresh(leases, {m: v.session_timeout_ms for m, v in group.state.members.items()}, now_ms)
 
 
@@ -140,9 +137,9 @@ def _state_name(group: GroupRecords, live: set[str]) -> str:
     return group.state.state if live and group.state is not None else EMPTY
 
 
-def _require_inactive(store: Store, group: GroupRecords, now_ms: int, action: str) -> None:
+def _require_inactive(context: StoreContext, group: GroupRecords, now_ms: int, action: str) -> None:
     """Raise GroupNotEmptyError if the group has live members (Kafka: the group must be inactive)."""
-    live = len(_live(store, group, now_ms))
+    live = len(_live(context, group, now_ms))
     if live:
         raise GroupNotEmptyError(
             f"cannot {action} group {group.group_id!r}: it has {live} live member(s); "
@@ -150,38 +147,38 @@ def _require_inactive(store: Store, group: GroupRecords, now_ms: int, action: st
         )
 
 
-def _offsets_partitions(store: Store) -> int | None:
+def _offsets_partitions(context: StoreContext) -> int | None:
     """Partition count of ``__consumer_offsets``, or None if it was never created."""
-    topic = store._latest_topics().get(OFFSETS_TOPIC)
+    topic = context.latest_topics().get(OFFSETS_TOPIC)
     return None if topic is None else topic.partitions
 
 
-def _group_log(store: Store, group_id: str, partitions: int) -> GroupLog:
-    return GroupLog(store.reader, PartitionReader(store.uri), group_id, partitions)
+def _group_log(context: StoreContext, group_id: str, partitions: int) -> GroupLog:
+    return GroupLog(context.log, PartitionReader(context.uri), group_id, partitions)
 
 
-def _read_group(store: Store, group_id: str) -> GroupRecords:
+def _read_group(context: StoreContext, group_id: str) -> GroupRecords:
     """The group's latest records (empty if ``__consumer_offsets`` does not exist)."""
-    partitions = _offsets_partitions(store)
+    partitions = _offsets_partitions(context)
     if partitions is None:
         return GroupRecords(group_id)
-    return _group_log(store, group_id, partitions).latest()
+    return _group_log(context, group_id, partitions).latest()
 
 
 # -- reading -------------------------------------------------------------------
 
 
-def list_groups(store: Store) -> list[GroupListing]:
+def list_groups(context: StoreContext) -> list[GroupListing]:
     """Every group with a state record or committed offsets, sorted by group id.
 
     Reads all partitions of ``__consumer_offsets`` at one Delta version.
     Deleted groups (all keys tombstoned) are not listed; [] when the topic
     does not exist yet.
     """
-    state = store.log.latest()
+    state = context.log.latest()
     if OFFSETS_TOPIC not in state.topics:
         return []
-    reader = PartitionReader(store.uri)
+    reader = PartitionReader(context.uri)
     groups: dict[str, GroupRecords] = {}
     for tp in sorted(tp for tp in state.partitions if tp.topic == OFFSETS_TOPIC):
         table = reader.read(state.files_of(tp), tp, 0)
@@ -194,12 +191,12 @@ def list_groups(store: Store) -> list[GroupListing]:
     for group_id, group in sorted(groups.items()):
         if not _exists(group):
             continue
-        live = _live(store, group, now_ms)
+        live = _live(context, group, now_ms)
         listings.append(GroupListing(group_id, _state_name(group, live), len(live)))
     return listings
 
 
-def describe_group(store: Store, group_id: str) -> GroupDescription:
+def describe_group(context: StoreContext, group_id: str) -> GroupDescription:
     """The group's generation, live members and per-partition offsets and lag.
 
     Partitions listed: those with a committed offset and those assigned to a
@@ -209,13 +206,13 @@ def describe_group(store: Store, group_id: str) -> GroupDescription:
     committed offsets.
     """
     check_group_id(group_id, "group id")
-    group = _read_group(store, group_id)
+    group = _read_group(context, group_id)
     if not _exists(group):
         raise GroupIdNotFoundError(f"consumer group {group_id!r} does not exist")
     now_ms = _now_ms()
     state = group.state
-    alive = _live(store, group, now_ms)
-    leases = LeaseStore(store.uri, group_id).read() if alive else {}
+    alive = _live(context, group, now_ms)
+    leases = LeaseStore(context.uri, group_id).read() if alive else {}
     members = (
         tuple(
             MemberDescription(
@@ -233,7 +230,7 @@ def describe_group(store: Store, group_id: str) -> GroupDescription:
         else ()
     )
     owners = {tp: m.member_id for m in members for tp in m.assignment}
-    topics = store._latest_topics()
+    topics = context.latest_topics()
     # Offsets committed for an earlier topic of the same name (deleted, created again) are not this topic's.
     offsets = {
         tp: o
@@ -245,7 +242,7 @@ def describe_group(store: Store, group_id: str) -> GroupDescription:
     ends: dict[str, dict[int, int]] = {}
     for topic in sorted({tp.topic for tp in tps} & existing):
         with contextlib.suppress(UnknownTopicOrPartitionError):  # deleted since we listed the topics
-            ends[topic] = store.end_offsets(topic)
+            ends[topic] = end_offsets(context, topic)
     partitions = []
     for tp in tps:
         committed = offsets[tp].offset if tp in offsets else None
@@ -296,13 +293,13 @@ def clamp_to_log(tp: TopicPartition, offset: int, start: int, end: int) -> tuple
     return offset, None
 
 
-def _plan_reset(store: Store, topics: list[str], to: str, value: object) -> dict[TopicPartition, int]:
+def _plan_reset(context: StoreContext, topics: list[str], to: str, value: object) -> dict[TopicPartition, int]:
     """New offsets for every partition of ``topics``, as kafka-consumer-groups computes them."""
     result: dict[TopicPartition, int] = {}
     for topic in topics:
         # Start before end: both only grow, so start <= end holds across the two reads.
-        start = store.beginning_offsets(topic)
-        end = store.end_offsets(topic)
+        start = beginning_offsets(context, topic)
+        end = end_offsets(context, topic)
         if to == "earliest":
             chosen = start
         elif to == "latest":
@@ -316,7 +313,7 @@ def _plan_reset(store: Store, topics: list[str], to: str, value: object) -> dict
                     log.warning("%s", warning)
         else:
             ms = _to_ms(value)
-            found = store.offsets_for_times(topic, dict.fromkeys(end, ms))
+            found = offsets_for_times(context, topic, dict.fromkeys(end, ms))
             # A partition whose records are all older has no such offset: Kafka uses its end.
             chosen = {p: (hit.offset if hit is not None else end[p]) for p, hit in found.items()}
         result.update({TopicPartition(topic, p): chosen[p] for p in sorted(end)})
@@ -324,7 +321,7 @@ def _plan_reset(store: Store, topics: list[str], to: str, value: object) -> dict
 
 
 def reset_offsets(
-    store: Store,
+    context: StoreContext,
     group_id: str,
     topics: Iterable[str],
     *,
@@ -363,37 +360,37 @@ def reset_offsets(
         check_offset(value, "a reset to an offset", low=MIN_LONG)
     if to == "datetime":
         _to_ms(value)  # fail on a bad value before any work
-    known = store._latest_topics()
+    known = context.latest_topics()
     for name in names:
         require_topic(known, name)
 
     # Checked before computing anything (a datetime lookup is a Spark job), and
     # so that a dry run is refused too, like Kafka's; the binding check is the
     # one inside the commit below.
-    _require_inactive(store, _read_group(store, group_id), _now_ms(), "reset the offsets of")
-    offsets = _plan_reset(store, list(dict.fromkeys(names)), to, value)
+    _require_inactive(context, _read_group(context, group_id), _now_ms(), "reset the offsets of")
+    offsets = _plan_reset(context, list(dict.fromkeys(names)), to, value)
     if dry_run:
         return offsets
 
-    alter_group_offsets(store, group_id, offsets)
+    alter_group_offsets(context, group_id, offsets)
     return offsets
 
 
-def list_group_offsets(store: Store, group_id: str) -> dict[TopicPartition, int]:
+def list_group_offsets(context: StoreContext, group_id: str) -> dict[TopicPartition, int]:
     """The group's committed offsets, as Kafka's ``AdminClient.listConsumerGroupOffsets`` (empty for a
     group that never committed)."""
     check_group_id(group_id, "group id")
-    return {tp: o.offset for tp, o in _read_group(store, group_id).offsets.items()}
+    return {tp: o.offset for tp, o in _read_group(context, group_id).offsets.items()}
 
 
-def require_inactive_group(store: Store, group_id: str, action: str = "reset the offsets of") -> None:
+def require_inactive_group(context: StoreContext, group_id: str, action: str = "reset the offsets of") -> None:
     """Raise GroupNotEmptyError if the group has live members now (a check before planning; the
     binding one is inside :func:`alter_group_offsets`' commit)."""
     check_group_id(group_id, "group id")
-    _require_inactive(store, _read_group(store, group_id), _now_ms(), action)
+    _require_inactive(context, _read_group(context, group_id), _now_ms(), action)
 
 
-def alter_group_offsets(store: Store, group_id: str, offsets: Mapping[TopicPartition, int]) -> None:
+def alter_group_offsets(context: StoreContext, group_id: str, offsets: Mapping[TopicPartition, int]) -> None:
     """Commit ``offsets`` as the group's committed offsets, as Kafka's
     ``AdminClient.alterConsumerGroupOffsets``: all in one Delta commit, or none.
 
@@ -406,22 +403,22 @@ def alter_group_offsets(store: Store, group_id: str, offsets: Mapping[TopicParti
     for tp, offset in offsets.items():
         check_offset(offset, f"offset for {tp}")
     names = sorted({tp.topic for tp in offsets})
-    partitions = store._ensure_offsets_topic()
-    log = _group_log(store, group_id, partitions)
+    partitions = context.ensure_offsets_topic()
+    log = _group_log(context, group_id, partitions)
     chosen = {tp: OffsetAndMetadata(offset) for tp, offset in offsets.items()}
 
     def plan(group: GroupRecords, view: TableState, now_ms: int) -> list[tuple[bytes, bytes | None]]:
-        _require_inactive(store, group, now_ms, "reset the offsets of")
+        _require_inactive(context, group, now_ms, "reset the offsets of")
         for name in names:
             require_topic(view.topics, name)  # deleted since the offsets were computed
         # Generation -1 and no member: an admin commit, like a manual-assign consumer's.
         return list(offset_records(group_id, chosen, -1, None, now_ms, view.topics))
 
-    writer = store._new_writer(f"lakelog-group-admin-{os.getpid()}")
+    writer = context.committer(f"lakelog-group-admin-{os.getpid()}")
     writer.append(GroupRecordsBatch(log, "reset_offsets", plan), _POLICY)
 
 
-def delete_offsets(store: Store, group_id: str, partitions: Iterable[TopicPartition]) -> list[TopicPartition]:
+def delete_offsets(context: StoreContext, group_id: str, partitions: Iterable[TopicPartition]) -> list[TopicPartition]:
     """Delete the group's committed offsets of ``partitions``, as Kafka's OffsetDelete
     (``AdminClient.deleteConsumerGroupOffsets``, KIP-496): tombstones in one commit, or
     nothing. Returns the partitions whose offsets were deleted (a partition without a
@@ -434,21 +431,21 @@ def delete_offsets(store: Store, group_id: str, partitions: Iterable[TopicPartit
     """
     check_group_id(group_id, "group id")
     wanted = sorted(set(partitions))
-    topics = store._latest_topics()
+    topics = context.latest_topics()
     for tp in wanted:
         meta = topics.get(tp.topic)
         if meta is None or meta.internal or not 0 <= tp.partition < meta.partitions:
             raise UnknownTopicOrPartitionError(f"{tp} does not exist")
-    offsets_partitions = _offsets_partitions(store)
+    offsets_partitions = _offsets_partitions(context)
     if offsets_partitions is None:
         raise GroupIdNotFoundError(f"consumer group {group_id!r} does not exist")
-    log = _group_log(store, group_id, offsets_partitions)
+    log = _group_log(context, group_id, offsets_partitions)
     deleted: list[TopicPartition] = []
 
     def plan(group: GroupRecords, view: TableState, now_ms: int) -> list[tuple[bytes, bytes | None]]:
         if not _exists(group):
             raise GroupIdNotFoundError(f"consumer group {group_id!r} does not exist")
-        live = _live(store, group, now_ms)
+        live = _live(context, group, now_ms)
         members = group.state.members if group.state is not None else {}
         subscribed = sorted({t for m in live for t in members[m].topics} & {tp.topic for tp in wanted})
         if subscribed:
@@ -459,12 +456,12 @@ def delete_offsets(store: Store, group_id: str, partitions: Iterable[TopicPartit
         deleted[:] = [tp for tp in wanted if tp in group.offsets]
         return [(offset_key(group_id, tp), None) for tp in deleted]
 
-    writer = store._new_writer(f"lakelog-group-admin-{os.getpid()}")
+    writer = context.committer(f"lakelog-group-admin-{os.getpid()}")
     writer.append(GroupRecordsBatch(log, "delete_offsets", plan), _POLICY)
     return list(deleted)
 
 
-def delete_group(store: Store, group_id: str) -> None:
+def delete_group(context: StoreContext, group_id: str) -> None:
     """Delete the group: tombstones for its state and all its committed offsets, in one commit.
 
     Raises GroupIdNotFoundError when the group has neither state nor offsets,
@@ -472,20 +469,20 @@ def delete_group(store: Store, group_id: str) -> None:
     commit against the records it replaces; nothing is written then).
     """
     check_group_id(group_id, "group id")
-    partitions = _offsets_partitions(store)
+    partitions = _offsets_partitions(context)
     if partitions is None:  # no group ever existed; do not create the topic to say so
         raise GroupIdNotFoundError(f"consumer group {group_id!r} does not exist")
-    log = _group_log(store, group_id, partitions)
+    log = _group_log(context, group_id, partitions)
 
     def plan(group: GroupRecords, view: TableState, now_ms: int) -> list[tuple[bytes, bytes | None]]:
         if not _exists(group):
             raise GroupIdNotFoundError(f"consumer group {group_id!r} does not exist")
-        _require_inactive(store, group, now_ms, "delete")
+        _require_inactive(context, group, now_ms, "delete")
         records: list[tuple[bytes, bytes | None]] = [(offset_key(group_id, tp), None) for tp in sorted(group.offsets)]
         if group.state is not None:
             records.append((group_key(group_id), None))
         return records
 
-    writer = store._new_writer(f"lakelog-group-admin-{os.getpid()}")
+    writer = context.committer(f"lakelog-group-admin-{os.getpid()}")
     writer.append(GroupRecordsBatch(log, "delete_group", plan), _POLICY)
-    LeaseStore(store.uri, group_id).remove_all()
+    LeaseStore(context.uri, group_id).remove_all()

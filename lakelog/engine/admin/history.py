@@ -24,7 +24,8 @@ from lakelog.engine.commit.info import (
     lakelog_tags,
     parse_ranges,
 )
-from lakelog.engine.offsets import FileStats, TopicPartition
+from lakelog.engine.offsets import FileStats
+from lakelog.engine.topics import TopicPartition
 
 # Delta app transaction ids lakelog's writers set (engine/producer.py,
 # transactions/producer.py, spark_connector/sink.py).

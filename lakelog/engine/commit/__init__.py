@@ -13,6 +13,10 @@
 * :mod:`engine.commit.conflicts` -- what a commit does when another took its version (pure);
 * :mod:`engine.commit.reservations` -- offsets claimed before a long write's files exist (the
   last stable offset readers wait at), planned and judged purely;
+* :mod:`engine.commit.data_files` / :mod:`engine.commit.partition_reader` -- the log table's
+  Parquet data files: written with their offsets and statistics, read back a partition's
+  offset range at a time (the committer reads partitions whose files lack statistics;
+  consumers, ``lakelog serve`` and the Spark source read records with it);
 * :mod:`engine.commit.committer` -- the loop (plan, write files, put, rebase or re-plan,
   settle a lost response, post-commit hooks), reserved appends (reserve, write, fill or
   abort) and table creation;

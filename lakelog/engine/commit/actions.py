@@ -21,7 +21,8 @@ from functools import cached_property
 from typing import Any
 from urllib.parse import unquote
 
-from lakelog.engine.offsets import FileStats, TopicPartition
+from lakelog.engine.offsets import FileStats
+from lakelog.engine.topics import TopicPartition
 
 
 def _compact(value: Any) -> str:

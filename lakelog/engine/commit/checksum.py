@@ -31,11 +31,8 @@ from __future__ import annotations
 import bisect
 import uuid
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import unquote
-
-if TYPE_CHECKING:
-    from lakelog.engine.commit.state import TableState
 
 # Delta's default spark.databricks.delta.allFilesInCrc.thresholdNumFiles.
 ALL_FILES_THRESHOLD = 50
@@ -225,16 +222,4 @@ def _protocol(protocol: Any) -> tuple[Any, ...]:
         protocol.get("minWriterVersion"),
         frozenset(protocol.get("readerFeatures") or ()),
         frozenset(protocol.get("writerFeatures") or ()),
-    )
-
-
-def state_disagreement(checksum: Mapping[str, Any], state: TableState) -> str | None:
-    """:func:`checksum_disagreement` of ``checksum`` against ``state`` (the version it is for)."""
-    files = state.files
-    return checksum_disagreement(
-        checksum,
-        num_files=len(files),
-        table_size_bytes=sum(f.size or 0 for f in files),
-        metadata=state.metadata.to_json()["metaData"],
-        protocol=state.protocol.to_json()["protocol"],
     )

@@ -57,7 +57,7 @@ from lakelog.engine.commit.actions import (
     sealed_commit,
 )
 from lakelog.engine.commit.actions import Protocol as DeltaProtocol
-from lakelog.engine.commit.checksum import initial_checksum, next_checksum, state_disagreement
+from lakelog.engine.commit.checksum import initial_checksum, next_checksum
 from lakelog.engine.commit.conflicts import (
     Resolution,
     Verdict,
@@ -68,7 +68,7 @@ from lakelog.engine.commit.conflicts import (
 )
 from lakelog.engine.commit.data_files import DataFile, DataFileWriter
 from lakelog.engine.commit.features import check_writable
-from lakelog.engine.commit.follower import TableLog
+from lakelog.engine.commit.follower import TableLog, checkpoint_basis
 from lakelog.engine.commit.info import TAG_CLIENT, TAG_DETAILS, TAG_OPERATION, append_tags, commit_info
 from lakelog.engine.commit.log_files import HINT, LogFiles, checkpoint_name
 from lakelog.engine.commit.markers import (
@@ -78,6 +78,7 @@ from lakelog.engine.commit.markers import (
     lost_marker_id,
     start_marker_id,
 )
+from lakelog.engine.commit.partition_reader import PartitionReader
 from lakelog.engine.commit.reservations import (
     DEFAULT_TIMEOUT_MS,
     expired,
@@ -89,7 +90,7 @@ from lakelog.engine.commit.reservations import (
     resolve_actions,
 )
 from lakelog.engine.commit.retry import RetryPolicy, retries_exhausted
-from lakelog.engine.commit.state import TableState
+from lakelog.engine.commit.state import TableState, state_disagreement
 from lakelog.engine.errors import (
     CommitConflictError,
     CommitNotDurableError,
@@ -111,14 +112,13 @@ from lakelog.engine.errors import (
 from lakelog.engine.offsets import (
     FileStats,
     OffsetRange,
-    TopicPartition,
     counts_by_partition,
     partition_bounds,
     plan_ranges,
     verify_written,
 )
 from lakelog.engine.storage.object_store import delta_storage_options, is_s3, make_directories, python_uri
-from lakelog.engine.topics import TopicMetadata
+from lakelog.engine.topics import TopicMetadata, TopicPartition
 
 log = logging.getLogger(__name__)
 
@@ -474,8 +474,6 @@ class Committer:
         ends = {tp: state.end_offset(tp) for tp in tps}
         unknown = [tp for tp in tps if tp in state.unknown_ends and state.committed_end(tp) is None]
         if unknown:
-            from lakelog.engine.commit.partition_reader import PartitionReader
-
             reader = PartitionReader(self.uri)
             for tp in unknown:
                 offsets = reader.read(state.files_of(tp), tp, 0).column("offset")
@@ -1296,8 +1294,6 @@ def write_checkpoint(uri: str, version: int) -> None:
     and markers for every reader, for good (the damage must stay visible until repaired).
     """
     from deltalake import DeltaTable
-
-    from lakelog.engine.commit.follower import checkpoint_basis
 
     files = LogFiles(uri)
     # delta-rs' snapshot, checked against the commits lakelog decodes itself (CorruptLogError

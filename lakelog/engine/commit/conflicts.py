@@ -37,8 +37,7 @@ from dataclasses import dataclass
 from urllib.parse import unquote
 
 from lakelog.engine.commit.actions import Commit
-from lakelog.engine.offsets import TopicPartition
-from lakelog.engine.topics import topics_from_properties
+from lakelog.engine.topics import TopicPartition, topics_from_properties
 
 
 class Resolution(enum.Enum):

@@ -30,9 +30,10 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lakelog.engine.commit.actions import AddFile
-from lakelog.engine.offsets import FileStats, TopicPartition
+from lakelog.engine.offsets import FileStats
 from lakelog.engine.schema import LOG_ARROW_SCHEMA, PARTITION_COLUMNS, STATS_COLUMNS
 from lakelog.engine.storage.object_store import filesystem, is_s3, make_directories, sync_all
+from lakelog.engine.topics import TopicPartition
 
 # Row groups small enough that a seek into a large (OPTIMIZEd) file reads
 # little more than it needs: the offset statistics of each group prune it.

@@ -36,8 +36,9 @@ from lakelog.engine.commit.markers import Reservation
 from lakelog.engine.commit.reservations import expired
 from lakelog.engine.commit.state import AppVersions, TableState
 from lakelog.engine.errors import CorruptLogError, StoreError
-from lakelog.engine.offsets import FileStats, TopicPartition
-from lakelog.engine.storage.object_store import delta_storage_options, is_s3, python_uri
+from lakelog.engine.offsets import FileStats
+from lakelog.engine.storage.object_store import delta_storage_options, filesystem, is_s3, python_uri
+from lakelog.engine.topics import TopicPartition
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable
@@ -468,9 +469,5 @@ class TableLog:
 
     def missing_files(self, paths: list[str]) -> list[str]:
         """Those of the table-relative data file ``paths`` that no longer exist (VACUUM)."""
-        from urllib.parse import unquote
-
-        from lakelog.engine.storage.object_store import filesystem
-
         fs, root = filesystem(self.uri)
         return [p for p in paths if not fs.exists(f"{root.rstrip('/')}/{unquote(p)}")]

@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from lakelog.engine.offsets import TopicPartition
+from lakelog.engine.topics import TopicPartition
 
 RESERVATION_PREFIX = "lakelog.rsv."
 

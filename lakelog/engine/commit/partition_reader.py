@@ -20,9 +20,10 @@ import pyarrow.parquet as pq
 from lakelog.engine.commit.data_files import written_by_lakelog
 from lakelog.engine.commit.state import PartitionFiles, TableState, overlapping
 from lakelog.engine.errors import CorruptLogError, DataLossError, ForeignRowsWarning, LakelogError, error_for_os_error
-from lakelog.engine.offsets import FileStats, PartitionBounds, TopicPartition
+from lakelog.engine.offsets import FileStats, PartitionBounds
 from lakelog.engine.schema import LOG_ARROW_SCHEMA
 from lakelog.engine.storage.object_store import filesystem
+from lakelog.engine.topics import TopicPartition
 
 _DATA_COLUMNS = [f.name for f in LOG_ARROW_SCHEMA if f.name not in ("topic", "partition")]
 _DATA_SCHEMA = pa.schema([LOG_ARROW_SCHEMA.field(n) for n in _DATA_COLUMNS])

@@ -61,8 +61,7 @@ from lakelog.engine.commit.markers import (
     slots_id,
 )
 from lakelog.engine.commit.state import TableState
-from lakelog.engine.offsets import TopicPartition
-from lakelog.engine.topics import topics_from_properties
+from lakelog.engine.topics import TopicPartition, topics_from_properties
 
 # Kafka's transaction.timeout.ms default: how long a reservation lives without a heartbeat.
 DEFAULT_TIMEOUT_MS = 60_000

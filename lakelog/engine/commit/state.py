@@ -34,15 +34,15 @@ from typing import Any
 from urllib.parse import unquote
 
 from lakelog.engine.commit.actions import Commit, Metadata, Protocol
-from lakelog.engine.commit.checksum import next_checksum
+from lakelog.engine.commit.checksum import checksum_disagreement, next_checksum
 from lakelog.engine.commit.markers import (
     Reservation,
     end_marker_id,
     reservation_slots,
     start_marker_id,
 )
-from lakelog.engine.offsets import FileStats, PartitionBounds, TopicPartition
-from lakelog.engine.topics import TopicMetadata, topics_from_properties
+from lakelog.engine.offsets import FileStats, PartitionBounds
+from lakelog.engine.topics import TopicMetadata, TopicPartition, topics_from_properties
 
 
 def _order(f: FileStats) -> tuple[int, int, str]:
@@ -390,3 +390,15 @@ class TableState:
             self.apps.updated(commit.txns),
             None if self.checksum is None else next_checksum(self.checksum, [a.to_json() for a in commit.actions]),
         )
+
+
+def state_disagreement(checksum: Mapping[str, Any], state: TableState) -> str | None:
+    """:func:`checksum_disagreement` of ``checksum`` against ``state`` (the version it is for)."""
+    files = state.files
+    return checksum_disagreement(
+        checksum,
+        num_files=len(files),
+        table_size_bytes=sum(f.size or 0 for f in files),
+        metadata=state.metadata.to_json()["metaData"],
+        protocol=state.protocol.to_json()["protocol"],
+    )

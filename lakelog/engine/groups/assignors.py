@@ -66,18 +66,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 
-from lakelog.engine.errors import InvalidConfigError
-from lakelog.engine.offsets import TopicPartition
-
-STRATEGIES = ("range", "roundrobin", "sticky", "cooperative-sticky")
-
-_PACKAGE = "org.apache.kafka.clients.consumer."
-_CLASS_NAMES = {
-    _PACKAGE + "RangeAssignor": "range",
-    _PACKAGE + "RoundRobinAssignor": "roundrobin",
-    _PACKAGE + "StickyAssignor": "sticky",
-    _PACKAGE + "CooperativeStickyAssignor": "cooperative-sticky",
-}
+from lakelog.engine.client_config import parse_strategy
+from lakelog.engine.topics import TopicPartition
 
 
 @dataclass(frozen=True)
@@ -94,42 +84,6 @@ class Subscription:
         # Callers build these from JSON and lists; tuples of TopicPartition keep the value hashable.
         object.__setattr__(self, "topics", tuple(self.topics))
         object.__setattr__(self, "owned", tuple(TopicPartition(t, p) for t, p in self.owned))
-
-
-def _accepted() -> str:
-    return ", ".join(STRATEGIES) + " or the class names " + ", ".join(_CLASS_NAMES)
-
-
-def parse_strategy(value: str | Sequence[str]) -> str:
-    """The canonical name (one of :data:`STRATEGIES`) of a ``partition.assignment.strategy`` value.
-
-    Accepts Kafka's short names (any case) and assignor class names, alone or
-    as Kafka's list (a sequence, or one string separated by commas), e.g.
-    ``"range,cooperative-sticky"``. Every entry must be known; the first one is
-    used. Kafka's coordinator negotiates instead: among the strategies *every*
-    member lists it takes the one most members put first. Nothing negotiates
-    here, so all members of a group must agree on the strategy they list first.
-    """
-    if isinstance(value, str):
-        entries = value.split(",")
-    elif isinstance(value, Sequence) and all(isinstance(v, str) for v in value):
-        entries = [part for v in value for part in v.split(",")]
-    else:
-        raise InvalidConfigError(
-            f"partition.assignment.strategy {value!r} is not a name or a list of names; accepted: {_accepted()}"
-        )
-    names = [entry.strip() for entry in entries if entry.strip()]
-    if not names:
-        raise InvalidConfigError(f"partition.assignment.strategy {value!r} is empty; accepted: {_accepted()}")
-    canonical = []
-    for name in names:
-        strategy = name.lower() if name.lower() in STRATEGIES else _CLASS_NAMES.get(name)
-        if strategy is None:
-            raise InvalidConfigError(
-                f"partition.assignment.strategy {value!r}: {name!r} is not a known assignor; accepted: {_accepted()}"
-            )
-        canonical.append(strategy)
-    return canonical[0]
 
 
 def is_cooperative(strategy: str) -> bool:

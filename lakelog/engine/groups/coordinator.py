@@ -25,7 +25,6 @@ from lakelog.engine.commit.partition_reader import PartitionReader
 from lakelog.engine.errors import UnknownTopicOrPartitionError
 from lakelog.engine.groups.leases import LeaseStore, fresh
 from lakelog.engine.groups.offsets_topic import (
-    OFFSETS_TOPIC,
     GroupRecords,
     OffsetAndMetadata,
     check_group_id,
@@ -37,9 +36,8 @@ from lakelog.engine.groups.offsets_topic import (
     partition_for_group,
 )
 from lakelog.engine.groups.state import GroupState, check_commit
-from lakelog.engine.offsets import TopicPartition
 from lakelog.engine.schema import LOG_ARROW_SCHEMA
-from lakelog.engine.topics import TopicMetadata
+from lakelog.engine.topics import OFFSETS_TOPIC, TopicMetadata, TopicPartition
 
 
 class GroupLog:

@@ -25,11 +25,8 @@ from dataclasses import dataclass, field
 
 from lakelog.engine.errors import InvalidConfigError, InvalidOffsetError
 from lakelog.engine.groups.state import GroupState
-from lakelog.engine.offsets import TopicPartition
+from lakelog.engine.topics import OFFSETS_TOPIC_PARTITIONS, TopicPartition
 
-OFFSETS_TOPIC = "__consumer_offsets"
-OFFSETS_TOPIC_PARTITIONS = 50  # Kafka's offsets.topic.num.partitions
-OFFSETS_TOPIC_CONFIG = {"cleanup.policy": "compact"}
 # Kafka's protocol carries a group id as a STRING: an int16 length, then that many UTF-8 bytes
 # (Kafka protocol guide, "Protocol Primitive Types"). A longer id could not be named by any Kafka
 # client, nor listed through lakelog serve (ListGroups could not encode it).

@@ -42,9 +42,10 @@ import json
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from lakelog.engine.client_config import parse_strategy
 from lakelog.engine.errors import CommitFailedError, FencedInstanceIdError
-from lakelog.engine.groups.assignors import Subscription, assign, cooperative_round, is_cooperative, parse_strategy
-from lakelog.engine.offsets import TopicPartition
+from lakelog.engine.groups.assignors import Subscription, assign, cooperative_round, is_cooperative
+from lakelog.engine.topics import TopicPartition
 
 EMPTY = "Empty"
 PREPARING_REBALANCE = "PreparingRebalance"  # eager: members revoke everything, then sync

@@ -20,10 +20,9 @@ import pyarrow as pa
 from lakelog.engine.commit import AppTransaction
 from lakelog.engine.commit.state import TableState
 from lakelog.engine.errors import DeliveryTimeoutError, LakelogError, RecordTooLargeError, UnknownTopicOrPartitionError
-from lakelog.engine.offsets import TopicPartition
 from lakelog.engine.records import Headers, RecordMetadata
 from lakelog.engine.schema import HEADERS_ARROW, LOG_ARROW_SCHEMA
-from lakelog.engine.topics import TIMESTAMP_TYPE_CODES, TopicMetadata
+from lakelog.engine.topics import TIMESTAMP_TYPE_CODES, TopicMetadata, TopicPartition
 
 
 class RecordBatch:

@@ -6,7 +6,8 @@ sent one by one -- an explicit partition, else the key's murmur2 hash, else
 sticky keyless partitioning -- and refused with the error the producer would
 raise for its first refused record. :class:`PlacedBatch` commits placed
 records as one append through the commit core, the rows built from the
-columns without a per-record Python step.
+columns without a per-record Python step. :func:`outgoing_record` places one
+record of ``send`` (and of a transaction) the same way.
 """
 
 from __future__ import annotations
@@ -24,12 +25,19 @@ import pyarrow.compute as pc
 from lakelog.engine.commit import AppTransaction
 from lakelog.engine.commit.state import TableState
 from lakelog.engine.errors import InvalidRecordError, InvalidTopicError, LakelogError, UnknownTopicOrPartitionError
-from lakelog.engine.offsets import TopicPartition
-from lakelog.engine.produce.batches import check_partition, check_size, log_rows, number_records
-from lakelog.engine.produce.partitioner import KeylessPartitioner, partitions_for_keys
-from lakelog.engine.records import MAX_TIMESTAMP_MS, check_timestamps_ms
+from lakelog.engine.produce.batches import check_partition, check_record, check_size, log_rows, number_records
+from lakelog.engine.produce.partitioner import KeylessPartitioner, partition_for_key, partitions_for_keys
+from lakelog.engine.records import (
+    MAX_TIMESTAMP_MS,
+    Headers,
+    check_timestamps_ms,
+    record_size,
+    to_bytes,
+    to_headers,
+    to_timestamp_ms,
+)
 from lakelog.engine.schema import HEADERS_ARROW
-from lakelog.engine.topics import TopicMetadata
+from lakelog.engine.topics import TopicMetadata, TopicPartition
 
 # The columns of records to place: what the Kafka sink takes, timestamps in ms.
 RECORD_SCHEMA = pa.schema(
@@ -346,8 +354,6 @@ def _keyless_partitions(
 def _raise_refusal(view: TableState, row: pa.Table) -> None:
     """Raise what the producer raises for this one record, if anything (the exact
     error and message of the per-record path)."""
-    from lakelog.engine.produce.producer import outgoing_record
-
     record = row.to_pylist()[0]
     topic = record["topic"]
     if topic is None:
@@ -366,3 +372,49 @@ def _raise_refusal(view: TableState, row: pa.Table) -> None:
     )
     if outgoing.error is not None:
         raise outgoing.error
+
+
+@dataclass(frozen=True)
+class OutgoingRecord:
+    """A ``send`` call's arguments, converted and checked, with its place."""
+
+    key: bytes | None
+    value: bytes | None
+    headers: Headers | None
+    timestamp_ms: int
+    size: int
+    partition: int | None  # None: the topic does not exist
+    error: LakelogError | None  # why the topic refuses the record
+
+
+def outgoing_record(
+    topic: str,
+    meta: TopicMetadata | None,
+    value: Any,
+    key: Any,
+    partition: int | None,
+    headers: Any,
+    timestamp: Any,
+    *,
+    keyless: KeylessPartitioner,
+    ignore_keys: bool,
+) -> OutgoingRecord:
+    """Convert ``send``'s arguments and place the record as Kafka's default partitioner does.
+
+    Raises InvalidRecordError / UnknownTopicOrPartitionError for arguments of
+    the wrong type; a record the topic refuses carries that error instead.
+    """
+    key_bytes = to_bytes(key, "key")
+    value_bytes = to_bytes(value, "value")
+    header_list = to_headers(headers)
+    timestamp_ms = to_timestamp_ms(timestamp)
+    if partition is not None and (isinstance(partition, bool) or not isinstance(partition, int)):
+        raise UnknownTopicOrPartitionError(f"partition must be an int, got {partition!r}")
+    size = record_size(key_bytes, value_bytes, header_list)
+    if partition is None and meta is not None:
+        if key_bytes is not None and not ignore_keys:
+            partition = partition_for_key(key_bytes, meta.partitions)
+        else:
+            partition = keyless.partition(topic, meta.partitions, size)
+    error = check_record(meta, topic, partition if partition is not None else 0, size)
+    return OutgoingRecord(key_bytes, value_bytes, header_list, timestamp_ms, size, partition, error)

@@ -39,11 +39,13 @@ import threading
 import time
 from collections import defaultdict, deque
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from dataclasses import replace
+from typing import Any
 
+from lakelog.engine.client_config import PRODUCER_CONFIG_KEYS
 from lakelog.engine.commit import AppTransaction, Committer, RetryPolicy
-from lakelog.engine.config import INT_MAX, ConfigKey, key_table, resolve_config
+from lakelog.engine.config import resolve_config
+from lakelog.engine.context import StoreContext
 from lakelog.engine.errors import (
     DeliveryTimeoutError,
     InvalidConfigError,
@@ -51,22 +53,16 @@ from lakelog.engine.errors import (
     ProducerClosedError,
     UnknownTopicOrPartitionError,
 )
-from lakelog.engine.offsets import TopicPartition
 from lakelog.engine.produce.batches import (
     BatchFuture,
     PlacedEntry,
     ProducerBatch,
     RecordBatch,
     RecordFuture,
-    check_record,
 )
-from lakelog.engine.produce.partitioner import KeylessPartitioner, partition_for_key
-from lakelog.engine.produce.placement import PlacedBatch
-from lakelog.engine.records import Headers, record_size, to_bytes, to_headers, to_timestamp_ms
-from lakelog.engine.topics import TopicMetadata
-
-if TYPE_CHECKING:
-    from lakelog.store import Store
+from lakelog.engine.produce.partitioner import KeylessPartitioner
+from lakelog.engine.produce.placement import PlacedBatch, columns_for_batch, outgoing_record, place_records
+from lakelog.engine.topics import TopicMetadata, TopicPartition
 
 log = logging.getLogger(__name__)
 
@@ -86,119 +82,10 @@ def _expire(batch: RecordBatch | PlacedEntry, timeout_ms: int) -> None:
         batch.fail(error)
 
 
-PRODUCER_CONFIG_KEYS = key_table(
-    [
-        ConfigKey("client.id", "string", "", "Name recorded with every commit of this producer (default producer-N)."),
-        ConfigKey(
-            "acks",
-            "enum",
-            "all",
-            "Only 'all' (or -1): a record is acknowledged when its Delta commit has landed.",
-            choices=("all", "-1"),
-        ),
-        ConfigKey(
-            "batch.size",
-            "int",
-            16 * 1024 * 1024,
-            "Bytes of records that seal a batch at once; one batch is one commit.",
-            minimum=1,
-            maximum=INT_MAX,
-        ),
-        ConfigKey(
-            "batch.num.messages",
-            "int",
-            1_000_000,
-            "Records that seal a batch at once (librdkafka's name).",
-            minimum=1,
-            maximum=INT_MAX,
-        ),
-        ConfigKey("linger.ms", "long", 5, "How long a batch waits for more records before it is committed.", minimum=0),
-        ConfigKey(
-            "buffer.memory",
-            "long",
-            256 * 1024 * 1024,
-            "Bytes of unsent records held before send() blocks.",
-            minimum=1,
-        ),
-        ConfigKey("max.block.ms", "long", 60_000, "How long send() blocks on a full buffer before failing.", minimum=0),
-        ConfigKey(
-            "retries", "int", INT_MAX, "Retries of a conflicting commit (bounded by delivery.timeout.ms).", minimum=0
-        ),
-        ConfigKey("retry.backoff.ms", "long", 100, "First backoff after a commit conflict.", minimum=0),
-        ConfigKey("retry.backoff.max.ms", "long", 1000, "Largest backoff after repeated conflicts.", minimum=0),
-        ConfigKey(
-            "delivery.timeout.ms",
-            "long",
-            120_000,
-            "Upper bound on the time from send() to a record's acknowledgement or failure: time queued "
-            "and commit retries included (at least linger.ms).",
-            minimum=1,
-        ),
-        ConfigKey("partitioner.ignore.keys", "bool", False, "Spread keyed records like keyless ones."),
-        ConfigKey(
-            "enable.idempotence",
-            "bool",
-            True,
-            "Each batch commit sets a Delta app transaction (lakelog-producer-<id>, batch number), so a "
-            "retry after an unknown outcome never commits a batch twice.",
-        ),
-        ConfigKey(
-            "metadata.max.age.ms", "long", 300_000, "Age after which cached topic metadata is re-read.", minimum=0
-        ),
-    ]
-)
-
-
-@dataclass(frozen=True)
-class OutgoingRecord:
-    """A ``send`` call's arguments, converted and checked, with its place."""
-
-    key: bytes | None
-    value: bytes | None
-    headers: Headers | None
-    timestamp_ms: int
-    size: int
-    partition: int | None  # None: the topic does not exist
-    error: LakelogError | None  # why the topic refuses the record
-
-
-def outgoing_record(
-    topic: str,
-    meta: TopicMetadata | None,
-    value: Any,
-    key: Any,
-    partition: int | None,
-    headers: Any,
-    timestamp: Any,
-    *,
-    keyless: KeylessPartitioner,
-    ignore_keys: bool,
-) -> OutgoingRecord:
-    """Convert ``send``'s arguments and place the record as Kafka's default partitioner does.
-
-    Raises InvalidRecordError / UnknownTopicOrPartitionError for arguments of
-    the wrong type; a record the topic refuses carries that error instead.
-    """
-    key_bytes = to_bytes(key, "key")
-    value_bytes = to_bytes(value, "value")
-    header_list = to_headers(headers)
-    timestamp_ms = to_timestamp_ms(timestamp)
-    if partition is not None and (isinstance(partition, bool) or not isinstance(partition, int)):
-        raise UnknownTopicOrPartitionError(f"partition must be an int, got {partition!r}")
-    size = record_size(key_bytes, value_bytes, header_list)
-    if partition is None and meta is not None:
-        if key_bytes is not None and not ignore_keys:
-            partition = partition_for_key(key_bytes, meta.partitions)
-        else:
-            partition = keyless.partition(topic, meta.partitions, size)
-    error = check_record(meta, topic, partition if partition is not None else 0, size)
-    return OutgoingRecord(key_bytes, value_bytes, header_list, timestamp_ms, size, partition, error)
-
-
 class Producer:
     """Sends records to a store's topics. Thread-safe; use as a context manager."""
 
-    def __init__(self, store: Store, config: Mapping[str, Any]) -> None:
+    def __init__(self, context: StoreContext, config: Mapping[str, Any]) -> None:
         self._config = resolve_config(PRODUCER_CONFIG_KEYS, config, what="producer config")
         cfg = self._config
         if cfg["retry.backoff.max.ms"] < cfg["retry.backoff.ms"]:
@@ -212,8 +99,8 @@ class Producer:
             )
         self.client_id = cfg["client.id"] or f"producer-{next(_producer_ids)}"
         self.producer_id = random.getrandbits(62)
-        self._store = store
-        self._writer: Committer = store._new_writer(self.client_id)
+        self._context = context
+        self._writer: Committer = context.committer(self.client_id)
         self._policy = RetryPolicy(
             retries=cfg["retries"],
             backoff_ms=cfg["retry.backoff.ms"],
@@ -251,13 +138,13 @@ class Producer:
         stale = time.monotonic() - self._topics_read_at > self._config["metadata.max.age.ms"] / 1000
         topic = self._topics.get(name)
         if stale or topic is None or (partition is not None and partition >= topic.partitions):
-            self._topics = self._store._latest_topics()
+            self._topics = self._context.latest_topics()
             self._topics_read_at = time.monotonic()
             topic = self._topics.get(name)
             # Kafka's producer learns a topic from a metadata request, which creates a missing
             # one when the broker's auto.create.topics.enable allows it; the store's setting here.
-            if topic is None and self._store._auto_create_topics([name]):
-                self._topics = self._store._latest_topics()
+            if topic is None and self._context.auto_create_topics([name]):
+                self._topics = self._context.latest_topics()
                 topic = self._topics.get(name)
         return topic
 
@@ -362,12 +249,10 @@ class Producer:
         """
         if self._closing:
             raise ProducerClosedError("cannot send: the producer is closed")
-        from lakelog.engine.produce.placement import columns_for_batch, place_records
-
         table = columns_for_batch(topic, values, keys, partition, headers, timestamps)
         try:
             meta = self._topic(topic, partition)
-            placed = place_records(self._store.log.latest(), [table]) if meta is not None else None
+            placed = place_records(self._context.log.latest(), [table]) if meta is not None else None
         except LakelogError as exc:
             return BatchFuture(error=exc)
         if placed is None:

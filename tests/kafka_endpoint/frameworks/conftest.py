@@ -108,7 +108,7 @@ def target(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
         finally:
             broker.stop()
         return
-    from lakelog.engine import Store
+    from lakelog.store import Store
     from tests.kafka_endpoint.conftest import Agent
 
     store = workdir / "store"

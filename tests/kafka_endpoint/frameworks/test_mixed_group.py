@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from lakelog.engine import Store
+from lakelog.store import Store
 from tests.kafka_endpoint.conftest import Agent
 from tests.kafka_endpoint.frameworks.conftest import LAKELOG, Target
 from tests.kafka_endpoint.frameworks.harness import (

@@ -1,0 +1,23 @@
+"""Consuming: where records are fetched, and the member side of the group protocol.
+
+* :mod:`engine.consume.consumer` -- Kafka's ``subscribe`` / ``assign`` / ``poll`` / ``seek`` /
+  ``commit`` over the partitions' Parquet files (pyarrow, no Spark), positions and offset
+  commits into ``__consumer_offsets``;
+* :mod:`engine.consume.group_client` -- one member of a consumer group, as Kafka's
+  ``ConsumerCoordinator``: join, revoke and sync, heartbeats (leases), removal of silent
+  members, leave. ``lakelog serve`` drives it for Kafka clients too.
+
+The group itself -- membership, generation, assignment -- is :mod:`engine.groups`.
+"""
+
+from __future__ import annotations
+
+from lakelog.engine.consume.consumer import (
+    Consumer,
+    ConsumerGroupMetadata,
+    ConsumerRebalanceListener,
+    ConsumerRecord,
+)
+from lakelog.engine.consume.group_client import GroupClient
+
+__all__ = ["Consumer", "ConsumerGroupMetadata", "ConsumerRebalanceListener", "ConsumerRecord", "GroupClient"]

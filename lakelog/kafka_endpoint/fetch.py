@@ -1,0 +1,154 @@
+"""Fetch and ListOffsets: Kafka clients read the store's partitions.
+
+Records are read from the data files with pyarrow
+(:class:`engine.commit.partition_reader.PartitionReader`) at the latest Delta version and
+re-encoded as one v2 record batch per partition; a Fetch with nothing to return waits up to
+its ``max_wait_ms`` for records to land (long polling). Only committed data is ever read, so
+read_committed and read_uncommitted see the same and the high watermark is the last stable
+offset. ListOffsets answers earliest, latest, a time (files pruned by their timestamp
+statistics) and the largest timestamp (KIP-734).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pyarrow.compute as pc
+from kio.schema.errors import ErrorCode
+from kio.schema.fetch.v4.request import FetchRequest
+from kio.schema.list_offsets.v1.request import ListOffsetsRequest
+
+from lakelog.engine.records import MAX_TIMESTAMP_MS
+from lakelog.engine.topics import TopicPartition
+from lakelog.kafka_endpoint.messages import Request, api_key, build, response_class
+from lakelog.kafka_endpoint.record_batches import encode_batch
+from lakelog.store import Store
+
+FETCH = api_key(FetchRequest)
+LIST_OFFSETS = api_key(ListOffsetsRequest)
+# Fetch from v4 (record batches v2), stopping before v13 (topic ids).
+VERSIONS: dict[int, tuple[int, int]] = {FETCH: (4, 12), LIST_OFFSETS: (1, 7)}
+
+EARLIEST_TIMESTAMP, LATEST_TIMESTAMP = -2, -1
+# ListOffsets v7+ (KIP-734): the record with the largest timestamp.
+MAX_TIMESTAMP = -3
+# How long a Fetch with nothing to return waits between looks at the log.
+FETCH_POLL_S = 0.02
+
+
+class FetchApis:
+    """Fetch and ListOffsets over one store."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._reader = store.context.records
+
+    def handlers(self) -> dict[int, Callable[[Request], Any]]:
+        """ListOffsets' handler. Fetch waits (long polling) until the agent stops: the endpoint
+        calls :meth:`fetch` with its ``stopping``."""
+        return {LIST_OFFSETS: self.list_offsets}
+
+    def fetch(self, request: Request, stopping: Callable[[], bool]) -> Any:
+        """Records from each asked offset, re-encoded as one v2 batch per partition; with
+        nothing to return, waits up to max_wait_ms for records to land (long polling)."""
+        body = request.body
+        deadline = time.monotonic() + max(0, int(body.max_wait.total_seconds() * 1000)) / 1000
+        while True:
+            responses, total = self._fetch_once(body)
+            if total >= max(1, body.min_bytes) or time.monotonic() >= deadline or stopping():
+                break
+            time.sleep(FETCH_POLL_S)
+        cls = response_class(FETCH, request.api_version)
+        return build(cls, error_code=ErrorCode.none, session_id=0, responses=responses)
+
+    def _fetch_once(self, body: Any) -> tuple[list[dict], int]:
+        state = self.store.log.latest()
+        budget = body.max_bytes
+        responses, total = [], 0
+        for topic in body.topics:
+            meta = state.topics.get(topic.topic)
+            parts = []
+            for part in topic.partitions:
+                tp = TopicPartition(topic.topic, part.partition)
+                # An empty record set, never a null one: clients read its size first.
+                answer: dict[str, Any] = {
+                    "partition_index": part.partition,
+                    "aborted_transactions": None,
+                    "records": b"",
+                }
+                if meta is None or not 0 <= part.partition < meta.partitions:
+                    answer.update(error_code=ErrorCode.unknown_topic_or_partition, high_watermark=-1)
+                    parts.append(answer)
+                    continue
+                bounds = self._reader.bounds(state, tp)
+                answer.update(high_watermark=bounds.end, last_stable_offset=bounds.end, log_start_offset=bounds.start)
+                if not bounds.start <= part.fetch_offset <= bounds.end:
+                    answer.update(error_code=ErrorCode.offset_out_of_range)
+                elif part.fetch_offset == bounds.end or budget <= 0:
+                    answer.update(error_code=ErrorCode.none)
+                else:
+                    limit = min(part.partition_max_bytes, budget)
+                    rows = self._reader.read(
+                        state.files_of(tp), tp, part.fetch_offset, bounds.end, max_records=_rows_for(limit)
+                    )
+                    rows = _within_bytes(rows, limit)
+                    data = encode_batch(rows)
+                    budget -= len(data)
+                    total += len(data)
+                    answer.update(error_code=ErrorCode.none, records=data)
+                parts.append(answer)
+            responses.append({"topic": topic.topic, "partitions": parts})
+        return responses, total
+
+    def list_offsets(self, request: Request) -> Any:
+        state = self.store.log.latest()
+        out = []
+        for topic in request.body.topics:
+            meta = state.topics.get(topic.name)
+            parts = []
+            for part in topic.partitions:
+                tp = TopicPartition(topic.name, part.partition_index)
+                answer: dict[str, Any] = {"partition_index": part.partition_index, "timestamp": -1, "offset": -1}
+                if meta is None or not 0 <= part.partition_index < meta.partitions:
+                    answer["error_code"] = ErrorCode.unknown_topic_or_partition
+                    parts.append(answer)
+                    continue
+                bounds = self._reader.bounds(state, tp)
+                stamp = int(part.timestamp)
+                if stamp == EARLIEST_TIMESTAMP:
+                    answer["offset"] = bounds.start
+                elif stamp == LATEST_TIMESTAMP:
+                    answer["offset"] = bounds.end
+                elif stamp == MAX_TIMESTAMP:
+                    found = self._reader.max_timestamp(state.files_of(tp), tp)
+                    if found is not None:
+                        answer["offset"], answer["timestamp"] = found
+                elif stamp <= MAX_TIMESTAMP_MS:
+                    found = self._reader.first_at(state.files_of(tp), tp, stamp)
+                    if found is not None:
+                        answer["offset"], answer["timestamp"] = found
+                # A later time than any record can carry finds none: Kafka answers -1 then too.
+                answer["error_code"] = ErrorCode.none
+                parts.append(answer)
+            out.append({"name": topic.name, "partitions": parts})
+        return build(response_class(LIST_OFFSETS, request.api_version), topics=out)
+
+
+def _rows_for(max_bytes: int) -> int:
+    # Rows to read for a fetch of max_bytes: records of ~100 bytes, at least one.
+    return max(1, min(100_000, max_bytes // 64))
+
+
+def _within_bytes(rows: Any, max_bytes: int) -> Any:
+    """The longest prefix of ``rows`` whose keys and values fit ``max_bytes`` (at least one
+    row, as Kafka returns a first record larger than the limit so a consumer is never stuck)."""
+    if rows.num_rows <= 1:
+        return rows
+    sizes = pc.add(
+        pc.binary_length(rows.column("key")).fill_null(0), pc.binary_length(rows.column("value")).fill_null(0)
+    )
+    running = pc.cumulative_sum(pc.add(sizes, 20)).to_numpy()
+    keep = max(1, int((running <= max_bytes).sum()))
+    return rows.slice(0, keep)

@@ -1,0 +1,388 @@
+"""Consumer groups: FindCoordinator, OffsetCommit, OffsetFetch, JoinGroup, SyncGroup, Heartbeat,
+LeaveGroup, and the groups' admin APIs ListGroups, DescribeGroups, DeleteGroups, OffsetDelete.
+
+Groups live in the store, not in an agent: every agent coordinates every
+group. A Kafka client's membership is held by a lakelog consumer of the
+group (:class:`kafka_endpoint.group_members.ProxyMember`), so Kafka clients
+and lakelog's own consumers share groups; offsets go into
+``__consumer_offsets`` as lakelog's consumers commit them. The admin APIs
+read and tombstone ``__consumer_offsets`` as ``lakelog groups`` does
+(:mod:`engine.admin.groups`), so Kafka's ``kafka-consumer-groups`` and
+lakelog's CLI see the same groups (lakelog's consumers as members, with
+their assignments in Kafka's consumer protocol encoding).
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import struct
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from kio.schema.consumer_protocol_assignment.v0.data import ConsumerProtocolAssignment
+from kio.schema.delete_groups.v0.request import DeleteGroupsRequest
+from kio.schema.describe_groups.v0.request import DescribeGroupsRequest
+from kio.schema.errors import ErrorCode
+from kio.schema.find_coordinator.v0.request import FindCoordinatorRequest
+from kio.schema.heartbeat.v0.request import HeartbeatRequest
+from kio.schema.join_group.v0.request import JoinGroupRequest
+from kio.schema.leave_group.v0.request import LeaveGroupRequest
+from kio.schema.list_groups.v0.request import ListGroupsRequest
+from kio.schema.offset_commit.v2.request import OffsetCommitRequest
+from kio.schema.offset_delete.v0.request import OffsetDeleteRequest
+from kio.schema.offset_fetch.v1.request import OffsetFetchRequest
+from kio.schema.sync_group.v0.request import SyncGroupRequest
+from kio.serial import entity_writer
+
+from lakelog.engine.admin.groups import delete_group, delete_offsets, describe_group, list_groups
+from lakelog.engine.consume import Consumer
+from lakelog.engine.errors import GroupIdNotFoundError, LakelogError
+from lakelog.engine.groups.offsets_topic import MAX_OFFSET, OffsetAndMetadata
+from lakelog.engine.topics import TopicPartition
+from lakelog.kafka_endpoint.error_codes import error_code, outcome
+from lakelog.kafka_endpoint.group_members import ProxyMember, UnknownMemberError, choose_protocol, subscribed_topics
+from lakelog.kafka_endpoint.messages import Request, api_key, build, response_class
+from lakelog.store import Store
+
+log = logging.getLogger(__name__)
+
+FIND_COORDINATOR = api_key(FindCoordinatorRequest)
+OFFSET_COMMIT = api_key(OffsetCommitRequest)
+OFFSET_FETCH = api_key(OffsetFetchRequest)
+JOIN_GROUP = api_key(JoinGroupRequest)
+SYNC_GROUP = api_key(SyncGroupRequest)
+HEARTBEAT = api_key(HeartbeatRequest)
+LEAVE_GROUP = api_key(LeaveGroupRequest)
+LIST_GROUPS = api_key(ListGroupsRequest)
+DESCRIBE_GROUPS = api_key(DescribeGroupsRequest)
+DELETE_GROUPS = api_key(DeleteGroupsRequest)
+OFFSET_DELETE = api_key(OffsetDeleteRequest)
+VERSIONS: dict[int, tuple[int, int]] = {
+    FIND_COORDINATOR: (0, 4),
+    # Offsets of members (a generation) and of consumers that assign() their partitions
+    # (Kafka's "simple" consumer groups: generation -1).
+    OFFSET_COMMIT: (2, 8),
+    OFFSET_FETCH: (1, 7),
+    JOIN_GROUP: (2, 7),
+    SYNC_GROUP: (1, 5),
+    HEARTBEAT: (1, 4),
+    LEAVE_GROUP: (1, 4),
+    LIST_GROUPS: (0, 4),
+    DESCRIBE_GROUPS: (0, 5),
+    DELETE_GROUPS: (0, 2),
+    OFFSET_DELETE: (0, 0),
+}
+
+
+def bad_offset(offset: int) -> bool:
+    """Whether an offset a client asks to commit is one no log holds (a negative one: the wire's
+    int64 carries no larger than Kafka's longest). Kafka's Java client refuses those itself
+    (OffsetAndMetadata: "Invalid negative offset"); a client that sends one anyway gets
+    INVALID_COMMIT_OFFSET_SIZE for that partition, which Kafka's consumers raise rather than retry
+    (ConsumerCoordinator), and nothing is committed for it."""
+    return not 0 <= int(offset) <= MAX_OFFSET
+
+
+def encode_assignment(partitions: Any) -> bytes:
+    """A member's assignment in Kafka's consumer protocol (ConsumerProtocolAssignment v0)."""
+    by_topic: dict[str, list[int]] = {}
+    for tp in partitions:
+        by_topic.setdefault(tp.topic, []).append(tp.partition)
+    out = io.BytesIO()
+    out.write(struct.pack(">h", 0))
+    entity_writer(ConsumerProtocolAssignment)(
+        out,
+        build(
+            ConsumerProtocolAssignment,
+            assigned_partitions=[{"topic": t, "partitions": ps} for t, ps in sorted(by_topic.items())],
+        ),
+    )
+    return out.getvalue()
+
+
+class GroupApis:
+    """The group coordinator's APIs over one store: the proxy members of the Kafka clients
+    this agent serves, and a member-less consumer per group for offset commits and fetches."""
+
+    def __init__(self, store: Store, host: str, port: int) -> None:
+        self.store = store
+        self.host, self.port = host, port
+        self._groups: dict[str, Consumer] = {}  # group id -> a lakelog consumer that commits for it
+        self._members: dict[tuple[str, str], ProxyMember] = {}  # (group, member id) -> its proxy
+        self._groups_lock = threading.Lock()
+
+    def handlers(self) -> dict[int, Callable[[Request], Any]]:
+        return {
+            FIND_COORDINATOR: self.find_coordinator,
+            OFFSET_COMMIT: self.offset_commit,
+            OFFSET_FETCH: self.offset_fetch,
+            JOIN_GROUP: self.join_group,
+            SYNC_GROUP: self.sync_group,
+            HEARTBEAT: self.heartbeat,
+            LEAVE_GROUP: self.leave_group,
+            LIST_GROUPS: self.list_groups,
+            DESCRIBE_GROUPS: self.describe_groups,
+            DELETE_GROUPS: self.delete_groups,
+            OFFSET_DELETE: self.offset_delete,
+        }
+
+    def close(self) -> None:
+        for consumer in self._groups.values():
+            consumer.close(autocommit=False)
+        for member in list(self._members.values()):
+            member.leave()
+
+    # -- FindCoordinator, OffsetCommit, OffsetFetch ----------------------------------------
+
+    def find_coordinator(self, request: Request) -> Any:
+        """This agent coordinates every group (groups live in the store, not in an agent)."""
+        me = {"node_id": 0, "host": self.host, "port": self.port, "error_code": ErrorCode.none}
+        cls = response_class(FIND_COORDINATOR, request.api_version)
+        if request.api_version >= 4:
+            return build(cls, coordinators=[{"key": key, **me} for key in request.body.coordinator_keys])
+        return build(cls, **me)
+
+    def _group(self, group_id: str) -> Consumer:
+        with self._groups_lock:
+            consumer = self._groups.get(group_id)
+            if consumer is None:
+                consumer = self.store.consumer(group_id, enable_auto_commit=False, client_id="lakelog-serve")
+                self._groups[group_id] = consumer
+            return consumer
+
+    def offset_commit(self, request: Request) -> Any:
+        """Commit into ``__consumer_offsets`` as lakelog's consumers do (one Delta commit);
+        partitions that do not exist get UNKNOWN_TOPIC_OR_PARTITION, the rest are committed."""
+        body = request.body
+        topics = self.store.context.latest_topics()
+        answers: dict[tuple[str, int], ErrorCode] = {}
+        chosen = {}
+        for topic in body.topics:
+            for part in topic.partitions:
+                meta = topics.get(topic.name)
+                if meta is None or not 0 <= part.partition_index < meta.partitions:
+                    answers[(topic.name, part.partition_index)] = ErrorCode.unknown_topic_or_partition
+                elif bad_offset(part.committed_offset):
+                    answers[(topic.name, part.partition_index)] = ErrorCode.invalid_commit_offset_size
+                else:
+                    tp = TopicPartition(topic.name, part.partition_index)
+                    chosen[tp] = OffsetAndMetadata(int(part.committed_offset), part.committed_metadata or "")
+        code = ErrorCode.none
+        generation = int(body.generation_id_or_member_epoch)
+        member = self._members.get((body.group_id, body.member_id)) if generation >= 0 else None
+        if generation >= 0 and member is None:
+            code = ErrorCode.unknown_member_id
+        elif member is not None and generation != member.generation:
+            code = ErrorCode.illegal_generation
+        elif chosen:
+            try:
+                committer = member.consumer if member is not None else self._group(body.group_id)
+                committer.commit(chosen)
+            except Exception as exc:
+                if not isinstance(exc, LakelogError):
+                    log.exception("offset commit of group %s failed", body.group_id)
+                code = error_code(exc)
+        for tp in chosen:
+            answers[(tp.topic, tp.partition)] = code
+        out: dict[str, list[dict]] = {}
+        for (name, index), answer in answers.items():
+            out.setdefault(name, []).append({"partition_index": index, "error_code": answer})
+        topics_out = [{"name": n, "partitions": parts} for n, parts in out.items()]
+        return build(response_class(OFFSET_COMMIT, request.api_version), topics=topics_out)
+
+    def offset_fetch(self, request: Request) -> Any:
+        body = request.body
+        consumer = self._group(body.group_id)
+        if body.topics is None:  # every partition with a committed offset
+            state = self.store.log.latest()
+            wanted = [
+                TopicPartition(n, p) for n, t in state.topics.items() if not t.internal for p in range(t.partitions)
+            ]
+        else:
+            wanted = [TopicPartition(t.name, p) for t in body.topics for p in t.partition_indexes]
+        committed = consumer.committed(wanted)
+        out: dict[str, list[dict]] = {}
+        for tp in wanted:
+            found = committed.get(tp)
+            if found is None and body.topics is None:
+                continue
+            out.setdefault(tp.topic, []).append(
+                {
+                    "partition_index": tp.partition,
+                    "committed_offset": -1 if found is None else found.offset,
+                    "committed_leader_epoch": -1,
+                    "metadata": "" if found is None else found.metadata,
+                    "error_code": ErrorCode.none,
+                }
+            )
+        topics_out = [{"name": n, "partitions": parts} for n, parts in out.items()]
+        return build(response_class(OFFSET_FETCH, request.api_version), topics=topics_out, error_code=ErrorCode.none)
+
+    # -- JoinGroup, SyncGroup, Heartbeat, LeaveGroup ------------------------------------------
+
+    def join_group(self, request: Request) -> Any:
+        """Join (or rejoin) lakelog's group through a proxy member; every client is a follower."""
+        body = request.body
+        cls = response_class(JOIN_GROUP, request.api_version)
+        offered = {p.name: p.metadata for p in body.protocols}
+        protocol = choose_protocol(list(offered)) if body.protocol_type == "consumer" else None
+        if protocol is None:
+            return build(
+                cls, error_code=ErrorCode.inconsistent_group_protocol, generation_id=-1, member_id="", leader=""
+            )
+        key = (body.group_id, body.member_id)
+        member = self._members.get(key)
+        if body.member_id and member is None:
+            return build(cls, error_code=ErrorCode.unknown_member_id, generation_id=-1, member_id="", leader="")
+        try:
+            if member is None:
+                member = ProxyMember(
+                    self.store,
+                    body.group_id,
+                    request.client_id or "",
+                    subscribed_topics(offered[protocol]),
+                    protocol,
+                    int(body.session_timeout.total_seconds() * 1000),
+                    int(getattr(body, "rebalance_timeout", body.session_timeout).total_seconds() * 1000),
+                    getattr(body, "group_instance_id", None),
+                )
+            member.join()
+            self._members[(body.group_id, member.member_id)] = member
+            for stale in [k for k, m in self._members.items() if m.gone]:  # clients that went silent
+                self._members.pop(stale, None)
+        except UnknownMemberError:
+            self._members.pop(key, None)
+            return build(cls, error_code=ErrorCode.unknown_member_id, generation_id=-1, member_id="", leader="")
+        return build(
+            cls,
+            error_code=ErrorCode.none,
+            generation_id=member.generation,
+            protocol_type="consumer",
+            protocol_name=protocol,
+            leader="lakelog-coordinator",  # not any client: the group's assignor runs in lakelog
+            member_id=member.member_id,
+            members=[],
+        )
+
+    def sync_group(self, request: Request) -> Any:
+        body = request.body
+        cls = response_class(SYNC_GROUP, request.api_version)
+        member = self._members.get((body.group_id, body.member_id))
+        if member is None:
+            return build(cls, error_code=ErrorCode.unknown_member_id, assignment=b"")
+        if int(body.generation_id) != member.generation:
+            return build(cls, error_code=ErrorCode.illegal_generation, assignment=b"")
+        return build(
+            cls,
+            error_code=ErrorCode.none,
+            protocol_type="consumer",
+            protocol_name=member.protocol,
+            assignment=encode_assignment(member.assignment()),
+        )
+
+    def heartbeat(self, request: Request) -> Any:
+        body = request.body
+        cls = response_class(HEARTBEAT, request.api_version)
+        member = self._members.get((body.group_id, body.member_id))
+        if member is None:
+            return build(cls, error_code=ErrorCode.unknown_member_id)
+        if int(body.generation_id) != member.generation:
+            return build(cls, error_code=ErrorCode.illegal_generation)
+        try:
+            rejoin = member.heartbeat()
+        except UnknownMemberError:
+            self._members.pop((body.group_id, body.member_id), None)
+            return build(cls, error_code=ErrorCode.unknown_member_id)
+        return build(cls, error_code=ErrorCode.rebalance_in_progress if rejoin else ErrorCode.none)
+
+    def leave_group(self, request: Request) -> Any:
+        body = request.body
+        ids = [m.member_id for m in body.members] if hasattr(body, "members") else [body.member_id]
+        answers = []
+        for member_id in ids:
+            member = self._members.pop((body.group_id, member_id), None)
+            if member is not None:
+                member.leave()
+            code = ErrorCode.none if member is not None else ErrorCode.unknown_member_id
+            answers.append({"member_id": member_id, "group_instance_id": None, "error_code": code})
+        cls = response_class(LEAVE_GROUP, request.api_version)
+        return build(cls, error_code=ErrorCode.none, members=answers)
+
+    # -- ListGroups, DescribeGroups, DeleteGroups, OffsetDelete ------------------------------
+
+    def list_groups(self, request: Request) -> Any:
+        wanted = set(getattr(request.body, "states_filter", ()) or ())
+        groups = [
+            {"group_id": g.group_id, "protocol_type": "consumer", "group_state": g.state}
+            for g in list_groups(self.store.context)
+            if not wanted or g.state in wanted
+        ]
+        return build(response_class(LIST_GROUPS, request.api_version), error_code=ErrorCode.none, groups=groups)
+
+    def describe_groups(self, request: Request) -> Any:
+        groups = []
+        for group_id in request.body.groups:
+            try:
+                found = describe_group(self.store.context, group_id)
+            except GroupIdNotFoundError:
+                groups.append(
+                    {"error_code": ErrorCode.none, "group_id": group_id, "group_state": "Dead", "members": []}
+                )
+                continue
+            members = [
+                {
+                    "member_id": m.member_id,
+                    "group_instance_id": m.instance_id,
+                    "client_id": m.client_id,
+                    "client_host": "/lakelog",
+                    "member_metadata": b"",
+                    "member_assignment": encode_assignment(m.assignment),
+                }
+                for m in found.members
+            ]
+            groups.append(
+                {
+                    "error_code": ErrorCode.none,
+                    "group_id": group_id,
+                    "group_state": found.state,
+                    "protocol_type": "consumer",
+                    "protocol_data": found.assignor or "",
+                    "members": members,
+                    "authorized_operations": -2147483648,
+                }
+            )
+        return build(response_class(DESCRIBE_GROUPS, request.api_version), groups=groups)
+
+    def delete_groups(self, request: Request) -> Any:
+        results = [
+            {"group_id": g, "error_code": outcome(lambda g=g: delete_group(self.store.context, g))["error_code"]}
+            for g in request.body.groups_names
+        ]
+        return build(response_class(DELETE_GROUPS, request.api_version), results=results)
+
+    def offset_delete(self, request: Request) -> Any:
+        """OffsetDelete (KIP-496): per topic, the group's offsets of the partitions that exist are
+        deleted in one commit, or the topic's partitions carry the error (GROUP_SUBSCRIBED_TO_TOPIC
+        while live members subscribe to it); a group that does not exist is a top-level
+        GROUP_ID_NOT_FOUND, as Kafka's coordinator answers."""
+        group_id = request.body.group_id
+        topics = self.store.context.latest_topics()
+        answers = []
+        for topic in request.body.topics:
+            meta = topics.get(topic.name)
+            count = 0 if meta is None or meta.internal else meta.partitions
+            asked = [int(p.partition_index) for p in topic.partitions]
+            codes = {p: ErrorCode.unknown_topic_or_partition for p in asked if not 0 <= p < count}
+            known = [TopicPartition(topic.name, p) for p in asked if p not in codes]
+            if known:
+                try:
+                    delete_offsets(self.store.context, group_id, known)
+                except GroupIdNotFoundError as exc:
+                    return build(response_class(OFFSET_DELETE, request.api_version), error_code=error_code(exc))
+                except Exception as exc:
+                    codes.update(dict.fromkeys((tp.partition for tp in known), error_code(exc)))
+            partitions = [{"partition_index": p, "error_code": codes.get(p, ErrorCode.none)} for p in asked]
+            answers.append({"name": topic.name, "partitions": partitions})
+        return build(response_class(OFFSET_DELETE, request.api_version), error_code=ErrorCode.none, topics=answers)

@@ -1,0 +1,191 @@
+"""Produce: Kafka clients' records into the store's topics.
+
+Every write goes through the one commit core: the records of produce
+requests arriving together (any connections, any partitions) share one
+Delta commit (:mod:`kafka_endpoint.produce_linger`); an idempotent producer's
+batch is a commit of its own (:mod:`kafka_endpoint.idempotence`), a
+transactional producer's records wait for EndTxn
+(:mod:`kafka_endpoint.transactions`). The response is sent only after the
+Delta commit holding them landed (acks=1 and acks=all mean the same here:
+the commit is durable when it lands). Nothing is committed for a refused
+partition; Kafka's Produce never creates a topic.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow.compute as pc
+from kio.schema.errors import ErrorCode
+from kio.schema.produce.v3.request import ProduceRequest
+
+from lakelog.engine.commit import RetryPolicy
+from lakelog.engine.errors import LakelogError
+from lakelog.engine.produce.batches import BatchMetadata
+from lakelog.engine.produce.placement import columns_for_batch, place_records
+from lakelog.engine.topics import TopicPartition, require_partition
+from lakelog.kafka_endpoint.error_codes import error_code
+from lakelog.kafka_endpoint.idempotence import DuplicateSequenceError, SequencedBatch, app_id
+from lakelog.kafka_endpoint.messages import Request, api_key, build, response_class
+from lakelog.kafka_endpoint.produce_linger import ProduceLinger
+from lakelog.kafka_endpoint.record_batches import InvalidRecordBatchError, decode_batches
+from lakelog.kafka_endpoint.transactions import TransactionApis
+from lakelog.store import Store
+
+log = logging.getLogger(__name__)
+
+PRODUCE = api_key(ProduceRequest)
+# Record batches v2 from Produce v3 on.
+VERSIONS: dict[int, tuple[int, int]] = {PRODUCE: (3, 9)}
+
+RETRY_POLICY = RetryPolicy(retries=20, backoff_ms=10, backoff_max_ms=200, timeout_ms=30_000)
+# Rows read back from a partition's end to find the offsets a duplicate batch got the first time
+# (a broker remembers its producers' last five batches; older duplicates are answered as Kafka
+# answers them, DUPLICATE_SEQUENCE_NUMBER).
+DUPLICATE_WINDOW = 100_000
+
+
+@dataclass(frozen=True)
+class _Done:
+    """A partition's records already committed (or refused) while the request was read."""
+
+    metadata: Any
+
+
+class ProduceApis:
+    """Produce over one store: plain batches lingered into shared commits, idempotent ones
+    committed at most once, transactional ones handed to their transaction."""
+
+    def __init__(self, store: Store, transactions: TransactionApis, linger_ms: float) -> None:
+        self.store = store
+        self._transactions = transactions
+        self._linger = ProduceLinger(store.context.committer("lakelog-serve"), RETRY_POLICY, linger_ms)
+        self._reader = store.context.records
+        self._writer = store.context.committer("lakelog-serve-idempotent")
+
+    def handlers(self) -> dict[int, Callable[[Request], Any]]:
+        return {PRODUCE: self.produce}
+
+    def close(self) -> None:
+        self._linger.close()
+
+    def produce(self, request: Request) -> Any | None:
+        """The records committed; the answer after every commit holding them landed."""
+        return self.start(request)()
+
+    def start(self, request: Request) -> Callable[[], Any | None]:
+        """Decode and check the request's records and hand them to the linger (in the order
+        requests arrive: a connection's requests commit in its order); returns what waits for
+        the commits and builds the response (None for acks=0). An idempotent producer's
+        batches are committed here, before the next request of the connection is read."""
+        body = request.body
+        pending = []
+        for topic in body.topic_data:
+            for part in topic.partition_data:
+                pending.append((topic.name, part.index, self._send(topic.name, part.index, part.records)))
+        return lambda: self._response(request, pending)
+
+    def _response(self, request: Request, pending: list[tuple[str, int, Any]]) -> Any | None:
+        body = request.body
+        results: dict[str, list[dict]] = {}
+        for name, index, sent in pending:
+            try:
+                if isinstance(sent, BaseException):
+                    raise sent
+                future = sent.metadata if isinstance(sent, _Done) else sent.result()
+                base = int(future.offsets[0]) if len(future) else -1
+                answer = {"index": index, "error_code": ErrorCode.none, "base_offset": base}
+            except DuplicateSequenceError as exc:  # committed before, its offsets no longer known
+                answer = {"index": index, "error_code": ErrorCode.duplicate_sequence_number, "base_offset": -1}
+                answer["error_message"] = str(exc)
+            except Exception as exc:
+                if not isinstance(exc, LakelogError | InvalidRecordBatchError):
+                    log.exception("produce to %s-%s failed", name, index)
+                answer = {"index": index, "error_code": error_code(exc), "base_offset": -1, "error_message": str(exc)}
+            # log_append_time stays None (-1 on the wire): records keep their CreateTime.
+            answer.update(log_start_offset=-1)
+            results.setdefault(name, []).append(answer)
+        if body.acks == 0:
+            return None
+        cls = response_class(PRODUCE, request.api_version)
+        responses = [{"name": n, "partition_responses": parts} for n, parts in results.items()]
+        return build(cls, responses=responses)
+
+    def _send(self, topic: str, partition: int, records: bytes | None) -> Any:
+        try:
+            batches = decode_batches(records)
+            if batches and batches[0].transactional:
+                return _Done(self._transactions.send(topic, partition, batches))
+            if batches and batches[0].producer_id >= 0:
+                return _Done(self._send_sequenced(topic, partition, batches))
+            keys = [k for b in batches for k in b.keys]
+            values = [v for b in batches for v in b.values]
+            stamps = [t for b in batches for t in b.timestamps]
+            headers = [
+                None if hs is None else [{"key": k, "value": v} for k, v in hs] for b in batches for hs in b.headers
+            ]
+            if not values:
+                raise InvalidRecordBatchError("a produce request without records")
+            table = columns_for_batch(topic, values, keys, partition, headers, stamps)
+            place_records(self.store.log.latest(), [table])  # refused here, alone, not in the group
+            return self._linger.submit(table)
+        except (LakelogError, InvalidRecordBatchError) as exc:
+            return exc
+
+    def _send_sequenced(self, topic: str, partition: int, batches: list[Any]) -> Any:
+        """An idempotent producer's batches for one partition, committed at most once (see
+        :mod:`kafka_endpoint.idempotence`); a duplicate gets the offsets of its first commit."""
+        first = batches[0]
+        count = sum(len(b) for b in batches)
+        expected = first.base_sequence
+        for b in batches:
+            if (b.producer_id, b.producer_epoch, b.base_sequence) != (
+                first.producer_id,
+                first.producer_epoch,
+                expected,
+            ):
+                raise InvalidRecordBatchError("the batches of one partition must continue one producer's sequence")
+            expected += len(b)
+        state = self.store.log.latest()
+        meta = require_partition(state.topics, topic, partition)
+        table = columns_for_batch(
+            topic,
+            [v for b in batches for v in b.values],
+            [k for b in batches for k in b.keys],
+            partition,
+            [None if hs is None else [{"key": k, "value": v} for k, v in hs] for b in batches for hs in b.headers],
+            [t for b in batches for t in b.timestamps],
+        )
+        placed = place_records(state, [table])
+        batch = SequencedBatch(
+            placed,
+            first.producer_id,
+            first.producer_epoch,
+            first.base_sequence,
+            app_id(first.producer_id, meta.topic_id, partition),
+        )
+        tp = TopicPartition(topic, partition)
+        try:
+            result = self._writer.append(batch, RETRY_POLICY)
+            start = result.ranges[tp].start
+        except DuplicateSequenceError:
+            start = self._first_commit_of(tp, first.producer_id, first.base_sequence)
+            if start is None:
+                raise
+        return BatchMetadata(topic, np.full(count, partition), np.arange(start, start + count))
+
+    def _first_commit_of(self, tp: TopicPartition, producer_id: int, sequence: int) -> int | None:
+        """The offset of the record ``producer_id`` sent with ``sequence`` to ``tp``, if it
+        is among the partition's last DUPLICATE_WINDOW records."""
+        state = self.store.log.latest()
+        files = state.files_of(tp)
+        bounds = self._reader.bounds(state, tp)
+        rows = self._reader.read(files, tp, max(bounds.start, bounds.end - DUPLICATE_WINDOW))
+        mine = rows.filter(
+            pc.and_(pc.equal(rows.column("producer_id"), producer_id), pc.equal(rows.column("sequence"), sequence))
+        )
+        return int(mine.column("offset")[0].as_py()) if mine.num_rows else None

@@ -1,0 +1,42 @@
+"""kafka_endpoint.messages.build: responses of any version from plain values, refusing names no
+version of the message has (a misspelt field would otherwise vanish from every answer)."""
+
+from __future__ import annotations
+
+import pytest
+from kio.schema.errors import ErrorCode
+from kio.schema.produce.v3.request import ProduceRequest
+
+from lakelog.kafka_endpoint.messages import api_key, build, response_class
+
+METADATA, PRODUCE = 3, 0
+
+
+def test_a_field_of_another_version_is_left_out():
+    # MetadataResponse v1 has no cluster_id (v2+): given anyway, it is left out of v1.
+    v1 = build(response_class(METADATA, 1), brokers=[], cluster_id="lakelog", controller_id=0, topics=[])
+    assert not hasattr(v1, "cluster_id")
+    v12 = build(response_class(METADATA, 12), brokers=[], cluster_id="lakelog", controller_id=0, topics=[])
+    assert v12.cluster_id == "lakelog"
+
+
+def test_a_name_no_version_has_is_refused_with_its_name():
+    with pytest.raises(ValueError, match="cluster_identifier"):
+        build(response_class(METADATA, 12), brokers=[], cluster_identifier="lakelog", topics=[])
+
+
+def test_a_misspelt_field_of_a_nested_entity_is_refused_with_its_name():
+    with pytest.raises(ValueError, match="base_ofset"):
+        build(
+            response_class(PRODUCE, 9),
+            responses=[
+                {
+                    "name": "t",
+                    "partition_responses": [{"index": 0, "error_code": ErrorCode.none, "base_ofset": 3}],
+                }
+            ],
+        )
+
+
+def test_api_keys_come_from_kio_request_classes():
+    assert api_key(ProduceRequest) == PRODUCE
