@@ -8,7 +8,7 @@ checkpoint interval and the same warm-up:
 * ``dir-sync``: one-record commits acknowledged through the producer with
   the directory syncs that make them survive a power loss (``_delta_log/``
   after the commit file is linked, a data file's directory) against the same
-  commits without them (a private hook of :mod:`engine.storage.object_store`, never a
+  commits without them (:func:`engine.storage.object_store.unsynced_directories`, never a
   setting), alternating in rounds in one store: p50/p99 of each and the ratio;
 * ``latency``: one-record commits acknowledged through the producer
   (``linger.ms=0``) against delta-rs appending one row (``write_deltalake``,
@@ -45,7 +45,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 SECTIONS = ("latency", "dir-sync", "throughput", "contention", "first-ack", "growth")
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -53,7 +53,7 @@ def percentile(values: Sequence[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else 0.0
 
 
-def _random_values(count: int, size: int, seed: int = 7) -> pa.Array:
+def random_values(count: int, size: int, seed: int = 7) -> pa.Array:
     """``count`` distinct ``size``-byte values (random bytes: nothing compresses away)."""
     raw = np.random.default_rng(seed).integers(0, 256, count * size, dtype=np.uint8)
     offsets = np.arange(0, count * size + 1, size, dtype=np.int32)
@@ -61,7 +61,7 @@ def _random_values(count: int, size: int, seed: int = 7) -> pa.Array:
 
 
 def _store(path: str, partitions: int = 1, topic: str = "t"):
-    from lakelog.engine import Store
+    from lakelog.store import Store
 
     store = Store.open(path)
     store.create_topic(topic, partitions=partitions)
@@ -127,7 +127,7 @@ DIR_SYNC_ROUND = 20  # commits per side and round
 
 
 def dir_sync(work: str, commits: int, out: Callable[[str], None]) -> dict[str, float]:
-    from lakelog.engine import object_store
+    from lakelog.engine.storage import object_store
 
     store = _store(f"{work}/dir-sync-store")
     synced: list[float] = []
@@ -148,7 +148,7 @@ def dir_sync(work: str, commits: int, out: Callable[[str], None]) -> dict[str, f
                 if side == "synced":
                     synced.extend(one() for _ in range(DIR_SYNC_ROUND))
                 else:
-                    with object_store._unsynced_directories():
+                    with object_store.unsynced_directories():
                         unsynced.extend(one() for _ in range(DIR_SYNC_ROUND))
     figures = {
         "p50_ms": percentile(synced, 0.5),
@@ -193,7 +193,7 @@ def _log_rows(values: pa.Array, partition: int, first: int, now_ms: int) -> pa.T
 def throughput(work: str, records: int, size: int, rounds: int, out: Callable[[str], None]) -> dict[str, float]:
     partitions = 8
     store = _store(f"{work}/throughput-store", partitions)
-    values = _random_values(records, size)
+    values = random_values(records, size)
     per = records // partitions
     slices = [values.slice(p * per, per) for p in range(partitions)]
     now = int(time.time() * 1000)
@@ -237,7 +237,7 @@ def throughput(work: str, records: int, size: int, rounds: int, out: Callable[[s
 
 def contention_worker(path: str, name: str, batches: int, per_batch: int, start_file: str) -> None:
     """One contending process: ``batches`` flushed batches of ``per_batch`` records to partition 0."""
-    from lakelog.engine import Store
+    from lakelog.store import Store
 
     store = Store.open(path)
     latencies, timeouts = [], 0
@@ -309,7 +309,7 @@ def contention(work: str, processes: int, batches: int, out: Callable[[str], Non
 
 _FIRST_ACK = """
 import sys, time
-from lakelog.engine import Store
+from lakelog.store import Store
 store = Store.open(sys.argv[1])
 with store.producer(linger_ms=0) as producer:
     producer.send("t", b"first").get()
@@ -365,7 +365,7 @@ def _measure(store, samples: int) -> tuple[float, float]:
 
 _FRESH = """
 import json, sys
-from lakelog.engine import Store
+from lakelog.store import Store
 from benchmarks.commit import _measure
 print(json.dumps(_measure(Store.open(sys.argv[1]), int(sys.argv[2]))))
 """
@@ -386,12 +386,12 @@ def _fresh_measure(path: str, samples: int) -> tuple[float, float]:
 
 def growth(work: str, small: int, large: int, samples: int, out: Callable[[str], None]) -> dict[str, float]:
     from lakelog.engine.commit import RetryPolicy, wait_for_checkpoints
-    from lakelog.engine.offsets import TopicPartition
     from lakelog.engine.produce.batches import ProducerBatch, RecordBatch
+    from lakelog.engine.topics import TopicPartition
 
     path = f"{work}/growth-store"
     store = _store(path)
-    committer = store._new_writer("perf-growth")
+    committer = store.context.committer("perf-growth")
 
     def grow_to(versions: int) -> None:
         # One-record commits straight through the committer: the same commits a producer

@@ -56,7 +56,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 PARTITIONS = 8
 TOPIC = "perf-groups"
 # Members commit as they go: at most this often (and when partitions are revoked), on both sides.
@@ -84,7 +84,8 @@ def lakelog_member(
     """A member of ``group_id``, committing at most every ``commit_interval_ms``; or, for
     ``group_id`` ``assign:<p>,<p>...``, a consumer of those partitions outside any group
     (manual assign, no commits): the bare reading the group's throughput is measured against."""
-    from lakelog.engine import Store, TopicPartition
+    from lakelog.engine.topics import TopicPartition
+    from lakelog.store import Store
 
     record = _logger(log_path, name)
     store = Store.open(store_path)
@@ -347,7 +348,7 @@ def _stop_all(group: Group) -> None:
 
 def idle_commits(work: Path, size: int, seconds: float) -> float:
     """Delta commits per minute in a store whose group of ``size`` members has nothing to read."""
-    from lakelog.engine import Store
+    from lakelog.store import Store
 
     path = str(work / "idle-store")
     store = Store.open(path)
@@ -374,12 +375,12 @@ def idle_commits(work: Path, size: int, seconds: float) -> float:
 
 
 def _fill_lakelog(path: str, records: int) -> None:
-    from benchmarks.commit import _random_values
-    from lakelog.engine import Store
+    from benchmarks.commit import random_values
+    from lakelog.store import Store
 
     store = Store.open(path)
     store.create_topic(TOPIC, partitions=PARTITIONS)
-    values = _random_values(records, 100)
+    values = random_values(records, 100)
     per = records // PARTITIONS
     with store.producer(linger_ms=0) as producer:
         for p in range(PARTITIONS):

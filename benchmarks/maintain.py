@@ -23,8 +23,8 @@ from benchmarks.produce_consume import batch_frame
 from lakelog.compaction.maintain import maintain
 from lakelog.engine.commit import Committer, RetryPolicy, TableLog
 from lakelog.engine.commit.partition_reader import PartitionReader, files_for_range
-from lakelog.engine.offsets import TopicPartition
 from lakelog.engine.produce.batches import ProducerBatch, RecordBatch
+from lakelog.engine.topics import TopicPartition
 from lakelog.store import Store
 
 TAIL = 10_000

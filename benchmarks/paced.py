@@ -19,6 +19,9 @@ import sys
 import time
 from pathlib import Path
 
+# The checkout holding benchmarks/: `-m benchmarks.paced` runs from there.
+ROOT = Path(__file__).resolve().parents[1]
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser()
@@ -30,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--acks", required=True)
     parser.add_argument("--name", default="paced")
     args = parser.parse_args(argv)
-    from lakelog.engine import Store
+    from lakelog.store import Store
 
     store = Store.open(args.store)
     partitions = [int(p) for p in args.partitions.split(",")]
@@ -68,7 +71,14 @@ class PacedProducer:
 
     def __enter__(self) -> PacedProducer:
         self.stop_file.unlink(missing_ok=True)
-        self.proc = subprocess.Popen(self._args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.proc = subprocess.Popen(
+            self._args,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
         deadline = time.monotonic() + 120
         while len(self.acks()) < self.warm:
             if self.proc.poll() is not None:

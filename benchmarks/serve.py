@@ -32,7 +32,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 TOPIC = "perf-serve"
 
 
@@ -178,7 +178,7 @@ def perf_serve(
     out: Callable[[str], None],
 ) -> None:
     from benchmarks.scratch import scratch_dir
-    from lakelog.engine import Store
+    from lakelog.store import Store
 
     results: dict[str, list[dict[str, float]]] = {"lakelog": [], "kafka": []}
     broker = None

@@ -1,6 +1,7 @@
 """The built wheel works alone: installed with the pip a stock ``venv`` ships (no upgrade) into a new
 virtualenv outside the checkout, with a fresh home directory, ``lakelog quickstart`` runs, the shell
-tools round-trip records, and a SparkSession reads and writes ``format("lakelog")`` with Delta's jars
+tools round-trip records, ``lakelog perf`` says it needs a checkout (the wheel holds no benchmark), and
+a SparkSession reads and writes ``format("lakelog")`` with Delta's jars
 resolved through Ivy into that home and lakelog's JVM library from inside the wheel; nothing is
 written under ``~/.m2``.
 
@@ -46,6 +47,8 @@ def installed(tmp_path_factory):
         names = archive.namelist()
     assert "lakelog/jvm/lakelog-jvm.jar" in names
     assert {n.split("/")[0] for n in names if not n.startswith("lakelog-")} == {"lakelog"}, "only lakelog/ installs"
+    # Benchmarks and the Kafka reference broker are the checkout's (benchmarks/), not a user's.
+    assert not [n for n in names if "benchmarks" in n or "kafka_reference" in n or "kafka-reference" in n], names
 
     env_dir = work / "venv"
     venv.EnvBuilder(with_pip=True).create(env_dir)  # the pip ensurepip bundles, not upgraded
@@ -87,6 +90,21 @@ def test_shell_tools_round_trip_records(installed):
         cwd=outside,
     )
     assert sorted(line.rsplit("\t", 1)[-1] for line in done.stdout.splitlines()) == ["one", "three", "two"]
+
+
+def test_perf_says_it_needs_a_checkout(installed):
+    env_dir, env, outside, _ = installed
+    done = subprocess.run(
+        [str(env_dir / "bin" / "lakelog"), "perf", "commit", "--sections", "latency"],
+        env=env,
+        cwd=outside,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "lakelog perf runs from a lakelog checkout" in done.stderr
+    assert "Traceback" not in done.stderr
 
 
 SPARK_ROUND_TRIP = """

@@ -327,14 +327,15 @@ def _local_put_if_absent(directory: str, name: str, data: bytes, durable: bool =
     return True
 
 
-# Benchmarks only (lakelog perf commit): whether directories are synced. Never a user setting.
+# Measurements only (`lakelog perf commit`): whether directories are synced. Never a user setting.
 _sync_directories = True
 
 
 @contextlib.contextmanager
-def _unsynced_directories() -> Iterator[None]:
-    """Skip directory syncs while inside (the "without" side of ``lakelog perf commit``'s
-    directory-sync figure); file syncs are unchanged."""
+def unsynced_directories() -> Iterator[None]:
+    """Skip directory syncs while inside: the "without" side of ``lakelog perf commit``'s
+    directory-sync figure (benchmarks/commit.py), never for anything a user runs, since an
+    acknowledged commit may then not survive a power loss. File syncs are unchanged."""
     global _sync_directories
     _sync_directories = False
     try:
