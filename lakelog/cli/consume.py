@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lakelog.cli.arguments import (
     NON_NEGATIVE,
@@ -35,6 +35,9 @@ from lakelog.engine.groups.offsets_topic import check_offset
 from lakelog.engine.offsets import EARLIEST, LATEST
 from lakelog.engine.records import check_lookup_timestamp
 from lakelog.engine.topics import TopicPartition
+
+if TYPE_CHECKING:
+    from lakelog.store import Store
 
 # --formatter values that name Kafka's default formatter, the only one there is here.
 DEFAULT_FORMATTERS = frozenset(
@@ -303,7 +306,7 @@ def _commit(consumer: Any, unprinted: dict[TopicPartition, int], done: dict[Topi
         done.update(offsets)
 
 
-def _seek(consumer: Any, store: Any, args: argparse.Namespace, topic: str, tps: list[TopicPartition]) -> None:
+def _seek(consumer: Any, store: Store, args: argparse.Namespace, topic: str, tps: list[TopicPartition]) -> None:
     """Start positions without a group: --offset, --from-timestamp, --from-beginning, else the log end."""
     begin = consumer.beginning_offsets(tps)
     end = consumer.end_offsets(tps)

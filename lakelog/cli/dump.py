@@ -5,7 +5,7 @@ records it holds, in offset order, as DumpLogSegments prints a segment's batches
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lakelog.cli.arguments import (
     NON_NEGATIVE,
@@ -20,6 +20,9 @@ from lakelog.cli.arguments import (
 from lakelog.cli.tables import table
 from lakelog.engine.topics import TopicPartition
 
+if TYPE_CHECKING:
+    from lakelog.store import Store
+
 PREVIEW = 60  # characters of a key or value shown without --print-data-log
 
 
@@ -30,7 +33,7 @@ def _preview(data: bytes | None, full: bool) -> str:
     return text[:PREVIEW] + "..."
 
 
-def _live_files(store: Any, tp: TopicPartition) -> tuple[Any, list[Any]]:
+def _live_files(store: Store, tp: TopicPartition) -> tuple[Any, list[Any]]:
     """The partition's files at the latest version: by first offset, files without statistics last."""
     state = store.log.latest()
     files = state.files_of(tp)
@@ -67,7 +70,7 @@ def cmd_dump(args: argparse.Namespace, out: Out) -> None:
     _dump_records(store, tp, files, args, out)
 
 
-def _dump_records(store: Any, tp: TopicPartition, files: Any, args: argparse.Namespace, out: Out) -> None:
+def _dump_records(store: Store, tp: TopicPartition, files: Any, args: argparse.Namespace, out: Out) -> None:
     from lakelog.engine.commit.partition_reader import PartitionReader
 
     reader = PartitionReader(store.uri)

@@ -10,7 +10,7 @@ import re
 import sys
 from collections.abc import Iterable
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lakelog.cli.arguments import Out, integer, note, open_store
 from lakelog.cli.tables import table
@@ -22,6 +22,9 @@ from lakelog.engine.errors import (
 )
 from lakelog.engine.groups.offsets_topic import MIN_LONG, check_offset
 from lakelog.engine.topics import TopicPartition
+
+if TYPE_CHECKING:
+    from lakelog.store import Store
 
 ACTIONS = {
     "--list": "list",
@@ -47,7 +50,7 @@ _DURATION = re.compile(
 )
 
 
-def _groups(args: argparse.Namespace, store: Any) -> list[str]:
+def _groups(args: argparse.Namespace, store: Store) -> list[str]:
     """The groups named with --group (repeatable), or every group with --all-groups."""
     if args.all_groups:
         if args.group:
@@ -231,7 +234,7 @@ def read_offsets_file(path: str) -> dict[str | None, dict[TopicPartition, int]]:
     return result
 
 
-def _partitions(store: Any, specs: dict[str, list[int] | None]) -> list[TopicPartition]:
+def _partitions(store: Store, specs: dict[str, list[int] | None]) -> list[TopicPartition]:
     from lakelog.engine.topics import require_topic
 
     topics = store.context.latest_topics()
@@ -247,7 +250,9 @@ def _partitions(store: Any, specs: dict[str, list[int] | None]) -> list[TopicPar
     return chosen
 
 
-def plan_reset(store: Any, group_id: str, args: argparse.Namespace, spec: tuple[str, Any]) -> dict[TopicPartition, int]:
+def plan_reset(
+    store: Store, group_id: str, args: argparse.Namespace, spec: tuple[str, Any]
+) -> dict[TopicPartition, int]:
     """New offsets of one group, as kafka-consumer-groups computes them: clamped into each log's
     [start, end] (Kafka's warning on stderr for each offset that moved); a partition without a
     committed offset goes to the log end for --to-current, and one without a record at or after

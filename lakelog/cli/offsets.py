@@ -4,11 +4,14 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lakelog.cli.arguments import Out, open_store
 from lakelog.cli.tables import table
 from lakelog.engine.errors import InvalidConfigError, UnknownTopicOrPartitionError
+
+if TYPE_CHECKING:
+    from lakelog.store import Store
 
 LATEST_TIME, EARLIEST_TIME, MAX_TIMESTAMP_TIME = -1, -2, -3
 _NAMED_TIMES = {"latest": LATEST_TIME, "earliest": EARLIEST_TIME, "max-timestamp": MAX_TIMESTAMP_TIME}
@@ -59,7 +62,7 @@ def cmd_offsets(args: argparse.Namespace, out: Out) -> None:
             out(f"{name}:{p}:{offset}")
 
 
-def _offsets(store: Any, topic: str, chosen: list[int] | None, time: int) -> list[tuple[int, Any]]:
+def _offsets(store: Store, topic: str, chosen: list[int] | None, time: int) -> list[tuple[int, Any]]:
     partitions = store.describe_topic(topic).partitions
     wanted = chosen if chosen is not None else list(range(partitions))
     missing = [p for p in wanted if p >= partitions]

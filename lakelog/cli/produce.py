@@ -11,7 +11,7 @@ import stat
 import sys
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from lakelog.cli.arguments import (
     COUNT,
@@ -36,6 +36,9 @@ from lakelog.engine.errors import (
     error_for_exception,
 )
 from lakelog.engine.records import RecordMetadata
+
+if TYPE_CHECKING:
+    from lakelog.store import Store
 
 READER_KEYS = (
     "parse.key",
@@ -227,7 +230,7 @@ def cmd_produce(args: argparse.Namespace, out: Out, stdin: IO[str] | None = None
 
 
 def _send_lines(
-    store: Any,
+    store: Store,
     topic: str,
     args: argparse.Namespace,
     fmt: LineFormat,
