@@ -35,6 +35,7 @@ from lakelog.kafka_endpoint.messages import (
     build,
     encode_response,
     header_client_id,
+    known_fields,
     parse_request,
 )
 from lakelog.kafka_endpoint.produce import PRODUCE
@@ -66,7 +67,10 @@ def error_response(
         cls = load_response_schema(api_key, api_version)
     except Exception:
         return None
-    return encode_response(api_key, api_version, correlation_id, build(cls, error_code=code))
+    # Some responses (DeleteRecords, Produce, ...) carry error codes only per partition: an empty
+    # one of those still answers the correlation id, which is all the client needs to go on.
+    fields = {"error_code": code} if "error_code" in known_fields(cls) else {}
+    return encode_response(api_key, api_version, correlation_id, build(cls, **fields))
 
 
 class UnsupportedRequests:

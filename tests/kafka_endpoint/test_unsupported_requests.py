@@ -15,7 +15,7 @@ import pytest
 
 from lakelog.kafka_endpoint.endpoint import API_VERSIONS, SUPPORTED
 from lakelog.kafka_endpoint.messages import api_name, header_client_id
-from lakelog.kafka_endpoint.server import UnsupportedRequests
+from lakelog.kafka_endpoint.server import UnsupportedRequests, error_response
 from lakelog.store import Store
 from tests.kafka_endpoint.conftest import Agent, wait_for
 
@@ -98,3 +98,13 @@ def test_the_agent_logs_each_unsupported_client_and_api_once(tmp_path: Path):
     assert len(warnings) == 2, warnings
     assert "client 'tool-1'" in warnings[0] and "delete_records (key 21) v2" in warnings[0]
     assert "client 'tool-2'" in warnings[1]
+
+
+@pytest.mark.parametrize(("api_key", "version"), [(0, 9), (1, 12), (DELETE_RECORDS, 2), (11, 7)])
+def test_an_error_answer_is_written_also_where_errors_are_per_partition(api_key: int, version: int):
+    """Produce, Fetch and DeleteRecords carry error codes only per partition: the answer is still
+    a response of the asked API and version carrying the request's correlation id."""
+    answer = error_response(api_key, version, 77)
+    assert answer is not None
+    size, correlation_id = struct.unpack(">ii", answer[:8])
+    assert (size, correlation_id) == (len(answer) - 4, 77)
