@@ -55,6 +55,7 @@ class PartitionLog:
     files: tuple[LiveFile, ...]
     unplannable: bool = False
     end: int | None = None  # the committed end offset, when known (engine.commit.state)
+    start: int | None = None  # the log start retention or DeleteRecords recorded, when any
 
     @property
     def size(self) -> int:
@@ -66,7 +67,12 @@ class PartitionLog:
 
     @property
     def start_offset(self) -> int | None:
-        return self.files[0].min_offset if self.files else None
+        """The partition's log start: its first file's first offset, or the recorded start when
+        that is later (DeleteRecords may cut through a file)."""
+        if not self.files:
+            return None
+        first = self.files[0].min_offset
+        return first if self.start is None else max(first, self.start)
 
 
 def partition_logs(state: TableState, topics: set[str] | None = None) -> dict[TopicPartition, PartitionLog]:
@@ -74,11 +80,13 @@ def partition_logs(state: TableState, topics: set[str] | None = None) -> dict[To
     grouped: dict[TopicPartition, list[LiveFile]] = defaultdict(list)
     unplannable: set[TopicPartition] = set()
     ends: dict[TopicPartition, int | None] = {}
+    starts: dict[TopicPartition, int | None] = {}
     for tp in state.partitions:
         if topics is not None and tp.topic not in topics:
             continue
         files = state.files_of(tp)
         ends[tp] = files.end
+        starts[tp] = files.start
         for f in files.all():
             outside = f.has_offset_stats and (
                 (files.end is not None and f.min_offset >= files.end)  # type: ignore[operator]
@@ -106,7 +114,11 @@ def partition_logs(state: TableState, topics: set[str] | None = None) -> dict[To
     tps = set(grouped) | unplannable
     return {
         tp: PartitionLog(
-            tp, tuple(sorted(grouped.get(tp, ()), key=lambda f: f.min_offset)), tp in unplannable, ends.get(tp)
+            tp,
+            tuple(sorted(grouped.get(tp, ()), key=lambda f: f.min_offset)),
+            tp in unplannable,
+            ends.get(tp),
+            starts.get(tp),
         )
         for tp in tps
     }

@@ -290,7 +290,9 @@ def _maintain_topic(ctx: _Context, topic: str, optimize: bool, replans: int) -> 
 def _without(plog: PartitionLog, paths: set[str]) -> PartitionLog:
     if not paths:
         return plog
-    return PartitionLog(plog.tp, tuple(f for f in plog.files if f.path not in paths), plog.unplannable, plog.end)
+    return PartitionLog(
+        plog.tp, tuple(f for f in plog.files if f.path not in paths), plog.unplannable, plog.end, plog.start
+    )
 
 
 def _estimate_after(report: TopicReport) -> None:
@@ -350,7 +352,8 @@ def _plan_retention(
         )
         if gone:
             victims += gone
-            starts[tp.partition] = plog.files[len(gone)].min_offset
+            # Never below a start DeleteRecords set inside the first file left.
+            starts[tp.partition] = max(plog.files[len(gone)].min_offset, plog.start or 0)
     if not victims:
         return None
     removed = sum(f.records for f in victims)

@@ -1,11 +1,14 @@
 """Cluster metadata and topic administration: Metadata, CreateTopics, DeleteTopics,
-CreatePartitions, DescribeConfigs, IncrementalAlterConfigs, onto the store's own admin.
+CreatePartitions, DescribeConfigs, IncrementalAlterConfigs, DeleteRecords, onto the store's own
+admin.
 
 The agent names itself the only broker (node 0 at its own address) and the leader of
 every partition; it keeps no state of its own, so several agents may serve one store.
 CreateTopics, DeleteTopics, CreatePartitions and IncrementalAlterConfigs are one Delta
 metadata commit each, as ``lakelog topics create/delete/alter`` make them; DescribeConfigs
-reads a topic's effective configuration. A Metadata request creates a missing topic when the
+reads a topic's effective configuration; DeleteRecords moves log start offsets as
+``lakelog topics delete-records`` does (:mod:`engine.admin.delete_records`), one Delta commit
+per topic, each partition answered on its own. A Metadata request creates a missing topic when the
 store's ``auto.create.topics.enable`` allows it, as Kafka's broker does.
 """
 
@@ -13,20 +16,23 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Collection
 from typing import Any
 
 from kio.schema.create_partitions.v0.request import CreatePartitionsRequest
 from kio.schema.create_topics.v2.request import CreateTopicsRequest
+from kio.schema.delete_records.v0.request import DeleteRecordsRequest
 from kio.schema.delete_topics.v1.request import DeleteTopicsRequest
 from kio.schema.describe_configs.v1.request import DescribeConfigsRequest
 from kio.schema.errors import ErrorCode
 from kio.schema.incremental_alter_configs.v0.request import IncrementalAlterConfigsRequest
 from kio.schema.metadata.v1.request import MetadataRequest
 
+from lakelog.engine.admin.delete_records import delete_records
 from lakelog.engine.errors import InvalidConfigError, InvalidPartitionsError, InvalidTopicError, LakelogError
 from lakelog.engine.topic_changes import plan_create
-from lakelog.engine.topics import TOPIC_CONFIG_KEYS, TopicMetadata, topics_from_properties
+from lakelog.engine.topics import TOPIC_CONFIG_KEYS, TopicMetadata, TopicPartition, topics_from_properties
 from lakelog.kafka_endpoint.error_codes import error_code, outcome
 from lakelog.kafka_endpoint.messages import Request, api_key, build, response_class
 from lakelog.store import Store
@@ -37,6 +43,7 @@ DELETE_TOPICS = api_key(DeleteTopicsRequest)
 CREATE_PARTITIONS = api_key(CreatePartitionsRequest)
 DESCRIBE_CONFIGS = api_key(DescribeConfigsRequest)
 INCREMENTAL_ALTER_CONFIGS = api_key(IncrementalAlterConfigsRequest)
+DELETE_RECORDS = api_key(DeleteRecordsRequest)
 VERSIONS: dict[int, tuple[int, int]] = {
     METADATA: (1, 12),
     CREATE_TOPICS: (2, 7),
@@ -44,7 +51,10 @@ VERSIONS: dict[int, tuple[int, int]] = {
     CREATE_PARTITIONS: (0, 3),
     DESCRIBE_CONFIGS: (1, 4),
     INCREMENTAL_ALTER_CONFIGS: (0, 1),
+    DELETE_RECORDS: (0, 2),
 }
+# Kafka's DeleteRecordsResponse.INVALID_LOW_WATERMARK: the low watermark of a partition that failed.
+INVALID_LOW_WATERMARK = -1
 
 TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
 SET, DELETE = 0, 1  # IncrementalAlterConfigs operations (APPEND/SUBTRACT are for list configs)
@@ -101,6 +111,7 @@ class AdminApis:
             CREATE_PARTITIONS: self.create_partitions,
             DESCRIBE_CONFIGS: self.describe_configs,
             INCREMENTAL_ALTER_CONFIGS: self.incremental_alter_configs,
+            DELETE_RECORDS: self.delete_records,
         }
 
     def metadata(self, request: Request) -> Any:
@@ -257,3 +268,37 @@ class AdminApis:
             for r in request.body.resources
         ]
         return build(response_class(INCREMENTAL_ALTER_CONFIGS, request.api_version), responses=responses)
+
+    def delete_records(self, request: Request) -> Any:
+        """Move each partition's log start offset to the offset asked (-1: the high watermark),
+        as Kafka's ``handleDeleteRecordsRequest``: each partition answers its new low watermark,
+        or its own error (OFFSET_OUT_OF_RANGE past the high watermark, UNKNOWN_TOPIC_OR_PARTITION,
+        INVALID_TOPIC_EXCEPTION for an internal topic) with -1; a partition named twice is
+        INVALID_REQUEST, the others are still served."""
+        asked = [
+            (TopicPartition(topic.name, int(part.partition_index)), int(part.offset))
+            for topic in request.body.topics
+            for part in topic.partitions
+        ]
+        named = Counter(tp for tp, _ in asked)
+        repeated = {tp for tp, n in named.items() if n > 1}
+        offsets = {tp: offset for tp, offset in asked if tp not in repeated}
+        try:
+            results: dict[TopicPartition, Any] = delete_records(self.store.context, offsets, partial=True)
+        except Exception as exc:  # a commit that failed as a whole fails every partition it held
+            results = dict.fromkeys(offsets, exc)
+        out = []
+        for topic in request.body.topics:
+            parts = []
+            for part in topic.partitions:
+                tp = TopicPartition(topic.name, int(part.partition_index))
+                found = results.get(tp)
+                if tp in repeated:
+                    answer = (ErrorCode.invalid_request, INVALID_LOW_WATERMARK)
+                elif isinstance(found, int):
+                    answer = (ErrorCode.none, found)
+                else:
+                    answer = (error_code(found), INVALID_LOW_WATERMARK)  # type: ignore[arg-type]
+                parts.append({"partition_index": tp.partition, "error_code": answer[0], "low_watermark": answer[1]})
+            out.append({"name": topic.name, "partitions": parts})
+        return build(response_class(DELETE_RECORDS, request.api_version), topics=out)
