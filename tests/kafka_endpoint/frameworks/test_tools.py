@@ -74,10 +74,7 @@ def _committed_transaction(target: Target, topic: str, transactional_id: str) ->
     producer.commit_transaction(30)
 
 
-@against_kafka_and_lakelog(
-    lakelog_xfail="issue 31: ListTransactions, DescribeTransactions and DescribeProducers are not served: "
-    "kafka-transactions exits 1, 'The node does not support LIST_TRANSACTIONS'"
-)
+@against_kafka_and_lakelog()
 def test_kafka_transactions_lists_describes_and_describes_producers(target: Target) -> None:
     _committed_transaction(target, "txn-topic", "txn-tools")
     listed = _tool(TRANSACTIONS_COMMAND, "--bootstrap-server", target.bootstrap, "list")
