@@ -24,6 +24,7 @@ from kio.schema.create_partitions.v0.request import CreatePartitionsRequest
 from kio.schema.create_topics.v2.request import CreateTopicsRequest
 from kio.schema.delete_records.v0.request import DeleteRecordsRequest
 from kio.schema.delete_topics.v1.request import DeleteTopicsRequest
+from kio.schema.describe_cluster.v0.request import DescribeClusterRequest
 from kio.schema.describe_configs.v1.request import DescribeConfigsRequest
 from kio.schema.errors import ErrorCode
 from kio.schema.incremental_alter_configs.v0.request import IncrementalAlterConfigsRequest
@@ -35,6 +36,7 @@ from lakelog.engine.topic_changes import plan_create
 from lakelog.engine.topics import TOPIC_CONFIG_KEYS, TopicMetadata, TopicPartition, topics_from_properties
 from lakelog.kafka_endpoint.error_codes import error_code, outcome
 from lakelog.kafka_endpoint.messages import Request, api_key, build, response_class
+from lakelog.kafka_endpoint.record_batches import LEADER_EPOCH
 from lakelog.store import Store
 
 METADATA = api_key(MetadataRequest)
@@ -44,15 +46,23 @@ CREATE_PARTITIONS = api_key(CreatePartitionsRequest)
 DESCRIBE_CONFIGS = api_key(DescribeConfigsRequest)
 INCREMENTAL_ALTER_CONFIGS = api_key(IncrementalAlterConfigsRequest)
 DELETE_RECORDS = api_key(DeleteRecordsRequest)
+DESCRIBE_CLUSTER = api_key(DescribeClusterRequest)
 VERSIONS: dict[int, tuple[int, int]] = {
-    METADATA: (1, 12),
+    METADATA: (1, 13),  # v10+ carry each topic's id (the store's), v13 a top-level error code
     CREATE_TOPICS: (2, 7),
     DELETE_TOPICS: (1, 5),  # v6 names topics by id
     CREATE_PARTITIONS: (0, 3),
     DESCRIBE_CONFIGS: (1, 4),
     INCREMENTAL_ALTER_CONFIGS: (0, 1),
     DELETE_RECORDS: (0, 2),
+    DESCRIBE_CLUSTER: (0, 2),
 }
+BROKERS_ENDPOINT = 1  # DescribeCluster's endpoint_type (v1+): 1 brokers, 2 controllers
+# Kafka's AclOperation codes a CLUSTER resource supports (AclEntry.supportedOperations): CREATE,
+# ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE,
+# CREATE_TOKENS, DESCRIBE_TOKENS. Without an authorizer Kafka reports them all as authorized.
+CLUSTER_OPERATIONS = (5, 7, 8, 9, 10, 11, 12, 13, 14)
+NOT_REQUESTED = -(2**31)  # Kafka's Integer.MIN_VALUE: authorized operations were not asked for
 # Kafka's DeleteRecordsResponse.INVALID_LOW_WATERMARK: the low watermark of a partition that failed.
 INVALID_LOW_WATERMARK = -1
 
@@ -112,6 +122,7 @@ class AdminApis:
             DESCRIBE_CONFIGS: self.describe_configs,
             INCREMENTAL_ALTER_CONFIGS: self.incremental_alter_configs,
             DELETE_RECORDS: self.delete_records,
+            DESCRIBE_CLUSTER: self.describe_cluster,
         }
 
     def metadata(self, request: Request) -> Any:
@@ -123,7 +134,20 @@ class AdminApis:
         cls = response_class(METADATA, request.api_version)
         topics = self.store.context.latest_topics()
         wanted = request.body.topics
-        names = sorted(n for n, t in topics.items() if not t.internal) if wanted is None else [t.name for t in wanted]
+        by_id = {uuid.UUID(t.topic_id): n for n, t in topics.items()}
+        unknown_ids = []  # v10+ may name a topic by its id alone
+        names = []
+        for asked in () if wanted is None else wanted:
+            topic_id = getattr(asked, "topic_id", None)
+            if asked.name is None and topic_id is not None and topic_id.int:
+                if topic_id in by_id:
+                    names.append(by_id[topic_id])
+                else:
+                    unknown_ids.append(topic_id)
+            else:
+                names.append(asked.name)
+        if wanted is None:
+            names = sorted(n for n, t in topics.items() if not t.internal)
         missing = [n for n in names if n not in topics]
         refused: dict[str, BaseException] = {}
         allowed = getattr(request.body, "allow_auto_topic_creation", True)  # no such field before v4
@@ -146,7 +170,7 @@ class AdminApis:
                     "error_code": ErrorCode.none,
                     "partition_index": p,
                     "leader_id": 0,
-                    "leader_epoch": -1,
+                    "leader_epoch": LEADER_EPOCH,
                     "replica_nodes": [0],
                     "isr_nodes": [0],
                     "offline_replicas": [],
@@ -154,14 +178,52 @@ class AdminApis:
                 for p in range(topic.partitions)
             ]
             out.append(
-                {"error_code": ErrorCode.none, "name": name, "is_internal": topic.internal, "partitions": partitions}
+                {
+                    "error_code": ErrorCode.none,
+                    "name": name,
+                    "topic_id": uuid.UUID(topic.topic_id),
+                    "is_internal": topic.internal,
+                    "partitions": partitions,
+                }
             )
+        out += [
+            {"error_code": ErrorCode.unknown_topic_id, "name": None, "topic_id": topic_id, "partitions": []}
+            for topic_id in unknown_ids
+        ]
         return build(
             cls,
+            error_code=ErrorCode.none,
             brokers=[{"node_id": 0, "host": self.host, "port": self.port}],
             cluster_id=self.cluster_id,
             controller_id=0,
             topics=out,
+        )
+
+    def describe_cluster(self, request: Request) -> Any:
+        """This agent as the cluster's one broker and its controller (Kafka's
+        ``handleDescribeClusterRequest``); asked for the controllers' endpoints (v1+
+        ``endpoint_type`` 2) it answers MISMATCHED_ENDPOINT_TYPE, as a broker does. Authorized
+        operations, when asked for, are every operation a cluster has: the agent has no authorizer."""
+        body = request.body
+        endpoint_type = int(getattr(body, "endpoint_type", BROKERS_ENDPOINT))
+        answer: dict[str, Any] = {"error_code": ErrorCode.none, "error_message": None, "brokers": []}
+        if endpoint_type != BROKERS_ENDPOINT:
+            answer.update(
+                error_code=ErrorCode.mismatched_endpoint_type,
+                error_message=f"this broker serves endpoint type {BROKERS_ENDPOINT} (brokers), not {endpoint_type}",
+            )
+        else:
+            answer["brokers"] = [{"broker_id": 0, "host": self.host, "port": self.port, "rack": None}]
+        operations = NOT_REQUESTED
+        if body.include_cluster_authorized_operations:
+            operations = sum(1 << op for op in CLUSTER_OPERATIONS)
+        return build(
+            response_class(DESCRIBE_CLUSTER, request.api_version),
+            **answer,
+            endpoint_type=endpoint_type,
+            cluster_id=self.cluster_id,
+            controller_id=0,
+            cluster_authorized_operations=operations,
         )
 
     def create_topics(self, request: Request) -> Any:
