@@ -14,6 +14,8 @@ store's ``auto.create.topics.enable`` allows it, as Kafka's broker does.
 
 from __future__ import annotations
 
+import logging
+import threading
 import time
 import uuid
 from collections import Counter
@@ -31,7 +33,7 @@ from kio.schema.incremental_alter_configs.v0.request import IncrementalAlterConf
 from kio.schema.metadata.v1.request import MetadataRequest
 
 from lakelog.engine.admin.delete_records import delete_records
-from lakelog.engine.errors import InvalidConfigError, InvalidPartitionsError, InvalidTopicError, LakelogError
+from lakelog.engine.errors import InvalidConfigError, InvalidPartitionsError, LakelogError
 from lakelog.engine.topic_changes import plan_create
 from lakelog.engine.topics import TOPIC_CONFIG_KEYS, TopicMetadata, TopicPartition, topics_from_properties
 from lakelog.kafka_endpoint.error_codes import error_code, outcome
@@ -57,6 +59,8 @@ VERSIONS: dict[int, tuple[int, int]] = {
     DELETE_RECORDS: (0, 2),
     DESCRIBE_CLUSTER: (0, 2),
 }
+log = logging.getLogger(__name__)
+
 BROKERS_ENDPOINT = 1  # DescribeCluster's endpoint_type (v1+): 1 brokers, 2 controllers
 # Kafka's AclOperation codes a CLUSTER resource supports (AclEntry.supportedOperations): CREATE,
 # ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE,
@@ -105,6 +109,36 @@ def _config_text(value: Any) -> str | None:
     return str(value)
 
 
+class ReplicationNotices:
+    """One warning per topic created with a replication factor above 1, which the store
+    accepts and reports as 1: its records are kept once, in storage whose own durability
+    (the file system's, the object store's) replaces Kafka's replicas. Refusing the factor
+    would fail Kafka Connect's workers, whose ``*.storage.replication.factor`` defaults to 3.
+    At most ``limit`` topics are remembered."""
+
+    def __init__(self, limit: int = 10_000) -> None:
+        self._limit = limit
+        self._seen: set[str] = set()
+        self._lock = threading.Lock()
+
+    def note(self, topic: str, factor: int, client_id: str | None) -> bool:
+        """Log the notice for ``topic`` unless logged before or ``factor`` is -1 or 1; whether it logged."""
+        if factor in (-1, 1):
+            return False
+        with self._lock:
+            if topic in self._seen or len(self._seen) >= self._limit:
+                return False
+            self._seen.add(topic)
+        log.warning(
+            "topic %r: replication factor %d asked by client %r is accepted as 1: the store keeps each record "
+            "once, and its storage's own durability replaces replication",
+            topic,
+            factor,
+            client_id,
+        )
+        return True
+
+
 class AdminApis:
     """Metadata and topic administration over one store, answered as broker ``host:port``."""
 
@@ -112,6 +146,7 @@ class AdminApis:
         self.store = store
         self.host, self.port = host, port
         self.cluster_id = cluster_id
+        self._replication = ReplicationNotices()
 
     def handlers(self) -> dict[int, Callable[[Request], Any]]:
         return {
@@ -232,19 +267,28 @@ class AdminApis:
         answers from v5 on (ReplicationControlManager.createTopic), a topic that is (or would
         be) created comes with its effective configuration sorted by name, its partition count,
         replication factor 1 and its id (v7+); a refused one with its error, no configs and -1
-        counts. Java's Admin.createTopics reads ``configs`` of every success."""
+        counts. Java's Admin.createTopics reads ``configs`` of every success. Any replication
+        factor is accepted (-1, 1, or more with a notice logged once per topic: the store's
+        durability replaces replication); 0 and below -1 are INVALID_REPLICATION_FACTOR."""
         out = []
         for topic in request.body.topics:
             answer: dict[str, Any] = {"name": topic.name, "error_code": ErrorCode.none, "configs": []}
             try:
-                if topic.replication_factor not in (-1, 1) and topic.replication_factor < 1:
-                    raise InvalidTopicError(f"replication factor {topic.replication_factor}")
+                factor = int(topic.replication_factor)
+                if factor == 0 or factor < -1:
+                    answer.update(
+                        error_code=ErrorCode.invalid_replication_factor,
+                        error_message=f"replication factor must be -1 or at least 1, got {factor}",
+                    )
+                    out.append(answer)
+                    continue
                 config = {c.name: c.value for c in topic.configs}
                 partitions = None if topic.num_partitions == -1 else int(topic.num_partitions)
                 if request.body.validate_only:
                     created = self._planned_topic(topic.name, partitions, config)
                 else:
                     created = self.store.create_topic(topic.name, partitions, config or None)
+                self._replication.note(topic.name, factor, request.client_id)
                 answer.update(
                     topic_id=uuid.UUID(created.topic_id),
                     num_partitions=created.partitions,
