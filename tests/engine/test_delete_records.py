@@ -222,3 +222,18 @@ def test_files_below_keep_the_newest_file() -> None:
     assert [f.path for f in files_below(files, 5)] == ["f0"]
     assert [f.path for f in files_below(files, 10)] == ["f0", "f4"]
     assert files_below((), 3) == []
+
+
+def test_maintain_removes_the_files_a_deletion_left_wholly_below_the_start(tmp_path: Path) -> None:
+    store = _store(tmp_path, [3, 3])  # files 0..2, 3..5
+    assert store.delete_records({TP: -1}) == {TP: 6}  # the newest file (3..5) stays: it holds the end
+    with store.producer(linger_ms=0) as producer:
+        producer.send_batch("t", [b"a", b"b"], partition=0).get()  # 6..7: now 3..5 is left behind
+    report = maintain(store, topics=["t"], vacuum=False)
+    assert report.topics[0].files_deleted_by_retention == 1
+    assert report.topics[0].records_removed_by_retention == 0  # they were deleted already
+    state = store.log.latest()
+    assert [(f.min_offset, f.max_offset) for f in state.files_of(TP).ordered] == [(6, 7)]
+    assert store.beginning_offsets("t") == {0: 6} and state.committed_start(TP) == 6
+    assert _read_all(store) == [6, 7]
+    assert not check_store(store.context).violations

@@ -12,8 +12,9 @@ Where it is kept: one Delta commit per topic sets each moved partition's start m
 (:func:`engine.commit.markers.start_marker_id`, the app transaction retention sets too, kept
 by every Delta snapshot and checkpoint) and removes the data files lying wholly below the new
 start, as Kafka deletes the segments below its log start offset; the file holding the
-partition's newest offset is never removed (as retention never removes it), and a file the new
-start cuts through stays, its rows below the start no longer read by any lakelog reader (plain
+partition's newest offset is never removed here (as retention never removes it; once appends
+moved past it, ``lakelog maintain``'s retention step removes it), and a file the new start cuts
+through stays, its rows below the start no longer read by any lakelog reader (plain
 Delta readers still see them until retention or compaction removes that file). A commit
 racing another that moved the same start further (another DeleteRecords, retention) is
 planned again (:func:`engine.commit.conflicts.maintenance_verdict`), so the start never moves
