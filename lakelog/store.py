@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from lakelog.engine.admin import list_offsets
+from lakelog.engine.admin import delete_records, list_offsets
 from lakelog.engine.admin.history import HistoryEntry, PartitionChange, history_entry
 from lakelog.engine.admin.list_offsets import OffsetAndTimestamp
 from lakelog.engine.admin.time_travel import version_as_of
@@ -296,6 +296,29 @@ class Store:
             RetryPolicy(),
         )
         return self.describe_topic(name)
+
+    def delete_records(self, offsets: Mapping[Any, int]) -> dict[TopicPartition, int]:
+        """Delete the records below an offset of each partition: Kafka's ``Admin.deleteRecords``.
+
+        ``offsets`` maps a :class:`TopicPartition` (or a ``(topic, partition)`` pair) to the
+        offset the partition's log is to start at, -1 for its high watermark (the end readers
+        see). Returns per partition the log start offset afterwards (Kafka's low watermark):
+        the log start never moves back, so an offset at or below it changes nothing (asking
+        again is harmless). Every reader starts at the new log start from then on (consumers'
+        ``auto.offset.reset``, ``beginning_offsets``, ``lakelog serve``'s ListOffsets and Fetch,
+        ``format("lakelog")``, ``lakelog check``); the start is kept in the Delta log and data
+        files lying wholly below it are removed in the same commit (one per topic); plain
+        Delta readers still see the rows below it in the file it cuts through.
+
+        Every partition is checked before anything is committed: raises
+        UnknownTopicOrPartitionError, InvalidTopicError (an internal topic),
+        OffsetOutOfRangeError (an offset below -1 or past the high watermark) or
+        InvalidOffsetError (not an int) naming the partition; CommitConflictError /
+        MaintenanceConflictError when commits kept winning, CommitStateUnknownError when the
+        outcome of a commit is unknown.
+        """
+        done = delete_records.delete_records(self.context, offsets)
+        return {tp: start for tp, start in done.items() if isinstance(start, int)}
 
     # -- reading as a consumer ---------------------------------------------------
 

@@ -1,14 +1,23 @@
 """``lakelog topics``: kafka-topics, as subcommands (``topics create T``) or Kafka's flags
-(``topics --create --topic T --partitions 3 --replication-factor 1 --config k=v``)."""
+(``topics --create --topic T --partitions 3 --replication-factor 1 --config k=v``), and
+kafka-delete-records as ``topics delete-records`` (``--offset-json-file`` as Kafka's, or
+``--topic T --partition P --offset N``)."""
 
 from __future__ import annotations
 
 import argparse
+import json
 from typing import Any
 
 from lakelog.cli.arguments import COUNT, Out, add_topic_args, note, open_store, pairs, topic_arg
 from lakelog.engine.errors import InvalidConfigError, InvalidTopicError, TopicExistsError, UnknownTopicOrPartitionError
-from lakelog.engine.topics import INTERNAL_TOPICS, TOPIC_CONFIG_KEYS, parse_topic_config, validate_topic_name
+from lakelog.engine.topics import (
+    INTERNAL_TOPICS,
+    TOPIC_CONFIG_KEYS,
+    TopicPartition,
+    parse_topic_config,
+    validate_topic_name,
+)
 
 # Kafka's action flags, as the subcommand each stands for.
 ACTIONS = {"--create": "create", "--list": "list", "--describe": "describe", "--delete": "delete", "--alter": "alter"}
@@ -101,6 +110,55 @@ def cmd_alter(args: argparse.Namespace, out: Out) -> None:
         out(f"Altered configs of topic {meta.name}: set {sorted(to_set)}, reset {sorted(to_delete)}.")
 
 
+def offset_json(text: str, source: str) -> dict[TopicPartition, int]:
+    """kafka-delete-records' ``--offset-json-file`` content (``{"partitions": [{"topic": T,
+    "partition": P, "offset": N}, ...], "version": 1}``) as offsets; InvalidConfigError naming
+    what is wrong."""
+    try:
+        doc = json.loads(text)
+        entries = doc["partitions"]
+        offsets = {}
+        for entry in entries:
+            topic, partition, offset = entry["topic"], entry["partition"], entry["offset"]
+            if not isinstance(topic, str) or any(type(v) is not int for v in (partition, offset)):
+                raise TypeError(f"{entry!r}")
+            tp = TopicPartition(topic, partition)
+            if tp in offsets:
+                raise InvalidConfigError(f"{source}: partition {tp} is given twice")
+            offsets[tp] = offset
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise InvalidConfigError(
+            f'{source}: not kafka-delete-records\' offset JSON ({{"partitions": [{{"topic": ..., '
+            f'"partition": ..., "offset": ...}}], "version": 1}}): {exc}'
+        ) from exc
+    if not offsets:
+        raise InvalidConfigError(f"{source}: no partitions given")
+    return offsets
+
+
+def cmd_delete_records(args: argparse.Namespace, out: Out) -> None:
+    topic = topic_arg(args, "topics delete-records", required=False)
+    if args.offset_json_file is not None:
+        if topic is not None or args.partition is not None or args.offset is not None:
+            raise InvalidConfigError("give --offset-json-file or --topic/--partition/--offset, not both")
+        try:
+            with open(args.offset_json_file, encoding="utf-8") as handle:
+                text = handle.read()
+        except OSError as exc:
+            raise InvalidConfigError(f"--offset-json-file: cannot read {args.offset_json_file}: {exc}") from exc
+        offsets = offset_json(text, args.offset_json_file)
+    else:
+        if topic is None or args.offset is None:
+            raise InvalidConfigError("topics delete-records needs --offset-json-file, or a topic and --offset")
+        store = open_store(args)
+        partitions = [args.partition] if args.partition is not None else range(store.describe_topic(topic).partitions)
+        offsets = {TopicPartition(topic, p): args.offset for p in partitions}
+    starts = open_store(args).delete_records(offsets)
+    out("Records delete operation completed:")
+    for tp, start in sorted(starts.items()):
+        out(f"partition: {tp.topic}-{tp.partition}\tlow_watermark: {start}")
+
+
 def add_parser(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
     topics = commands.add_parser(
         "topics",
@@ -109,7 +167,9 @@ def add_parser(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
         description="Subcommands (topics create T ...) or kafka-topics' flags: --create, --list, --describe, "
         "--delete, --alter with --topic T.",
     )
-    sub = topics.add_subparsers(dest="action", required=True, metavar="{create,list,describe,delete,alter}")
+    sub = topics.add_subparsers(
+        dest="action", required=True, metavar="{create,list,describe,delete,alter,delete-records}"
+    )
     p = sub.add_parser("create", parents=parents, help="create a topic (--create)")
     add_topic_args(p)
     p.add_argument("--partitions", type=COUNT, help="default: the num.partitions setting (1)")
@@ -140,3 +200,19 @@ def add_parser(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
     p.add_argument("--delete-config", action="append", metavar="KEY")
     p.add_argument("--if-exists", action="store_true", help="succeed quietly if the topic does not exist")
     p.set_defaults(func=cmd_alter)
+    p = sub.add_parser(
+        "delete-records",
+        parents=parents,
+        help="delete the records below an offset (kafka-delete-records): the log start moves there",
+        description="Moves each partition's log start offset forward to the offset given (-1: the high "
+        "watermark); it never moves back. Prints each partition's log start afterwards (low_watermark).",
+    )
+    add_topic_args(p)
+    p.add_argument(
+        "--offset-json-file",
+        help='kafka-delete-records\' JSON: {"partitions": [{"topic": ..., '
+        '"partition": ..., "offset": ...}], "version": 1}',
+    )
+    p.add_argument("--partition", type=int, help="one partition (default: every partition of the topic)")
+    p.add_argument("--offset", type=int, help="delete the records below this offset (-1: the high watermark)")
+    p.set_defaults(func=cmd_delete_records)

@@ -13,6 +13,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from lakelog.engine.commit.actions import RemoveFile
+from lakelog.engine.commit.data_files import written_by_lakelog
 from lakelog.engine.commit.state import TableState
 from lakelog.engine.offsets import FileStats
 from lakelog.engine.topics import TopicPartition
@@ -55,6 +56,10 @@ class PartitionLog:
     files: tuple[LiveFile, ...]
     unplannable: bool = False
     end: int | None = None  # the committed end offset, when known (engine.commit.state)
+    start: int | None = None  # the log start retention or DeleteRecords recorded, when any
+    # lakelog's files holding only offsets below ``start`` (records DeleteRecords deleted; it
+    # keeps the file holding the newest offset, which later appends leave behind): retention's.
+    below_start: tuple[LiveFile, ...] = ()
 
     @property
     def size(self) -> int:
@@ -66,7 +71,12 @@ class PartitionLog:
 
     @property
     def start_offset(self) -> int | None:
-        return self.files[0].min_offset if self.files else None
+        """The partition's log start: its first file's first offset, or the recorded start when
+        that is later (DeleteRecords may cut through a file)."""
+        if not self.files:
+            return None
+        first = self.files[0].min_offset
+        return first if self.start is None else max(first, self.start)
 
 
 def partition_logs(state: TableState, topics: set[str] | None = None) -> dict[TopicPartition, PartitionLog]:
@@ -74,15 +84,22 @@ def partition_logs(state: TableState, topics: set[str] | None = None) -> dict[To
     grouped: dict[TopicPartition, list[LiveFile]] = defaultdict(list)
     unplannable: set[TopicPartition] = set()
     ends: dict[TopicPartition, int | None] = {}
+    starts: dict[TopicPartition, int | None] = {}
+    below: dict[TopicPartition, list[LiveFile]] = defaultdict(list)
     for tp in state.partitions:
         if topics is not None and tp.topic not in topics:
             continue
         files = state.files_of(tp)
         ends[tp] = files.end
+        starts[tp] = files.start
+        newest = files.reach[-1] if files.reach else None
         for f in files.all():
-            outside = f.has_offset_stats and (
-                (files.end is not None and f.min_offset >= files.end)  # type: ignore[operator]
-                or (files.start is not None and f.max_offset < files.start)  # type: ignore[operator]
+            below_start = f.has_offset_stats and files.start is not None and f.max_offset < files.start  # type: ignore[operator]
+            if below_start and f.size is not None and written_by_lakelog(f.path) and f.max_offset != newest:
+                below[tp].append(_live(f, tp))
+                continue
+            outside = below_start or (
+                f.has_offset_stats and files.end is not None and f.min_offset >= files.end  # type: ignore[operator]
             )
             if outside:
                 continue  # another writer's rows past the end or below the start: never records
@@ -91,22 +108,29 @@ def partition_logs(state: TableState, topics: set[str] | None = None) -> dict[To
                 continue
             if f.num_records == 0:
                 continue
-            grouped[tp].append(
-                LiveFile(
-                    f.path,
-                    tp,
-                    int(f.size),
-                    int(f.num_records),  # type: ignore[arg-type]
-                    int(f.min_offset),  # type: ignore[arg-type]
-                    int(f.max_offset),  # type: ignore[arg-type]
-                    f.max_timestamp_ms,
-                    int(f.modification_time or 0),
-                )
-            )
-    tps = set(grouped) | unplannable
+            grouped[tp].append(_live(f, tp))
+    tps = set(grouped) | unplannable | set(below)
     return {
         tp: PartitionLog(
-            tp, tuple(sorted(grouped.get(tp, ()), key=lambda f: f.min_offset)), tp in unplannable, ends.get(tp)
+            tp,
+            tuple(sorted(grouped.get(tp, ()), key=lambda f: f.min_offset)),
+            tp in unplannable,
+            ends.get(tp),
+            starts.get(tp),
+            tuple(sorted(below.get(tp, ()), key=lambda f: f.min_offset)),
         )
         for tp in tps
     }
+
+
+def _live(f: FileStats, tp: TopicPartition) -> LiveFile:
+    return LiveFile(
+        f.path,
+        tp,
+        int(f.size),  # type: ignore[arg-type]
+        int(f.num_records),  # type: ignore[arg-type]
+        int(f.min_offset),  # type: ignore[arg-type]
+        int(f.max_offset),  # type: ignore[arg-type]
+        f.max_timestamp_ms,
+        int(f.modification_time or 0),
+    )

@@ -290,7 +290,14 @@ def _maintain_topic(ctx: _Context, topic: str, optimize: bool, replans: int) -> 
 def _without(plog: PartitionLog, paths: set[str]) -> PartitionLog:
     if not paths:
         return plog
-    return PartitionLog(plog.tp, tuple(f for f in plog.files if f.path not in paths), plog.unplannable, plog.end)
+    return PartitionLog(
+        plog.tp,
+        tuple(f for f in plog.files if f.path not in paths),
+        plog.unplannable,
+        plog.end,
+        plog.start,
+        tuple(f for f in plog.below_start if f.path not in paths),
+    )
 
 
 def _estimate_after(report: TopicReport) -> None:
@@ -350,10 +357,14 @@ def _plan_retention(
         )
         if gone:
             victims += gone
-            starts[tp.partition] = plog.files[len(gone)].min_offset
-    if not victims:
+            # Never below a start DeleteRecords set inside the first file left.
+            starts[tp.partition] = max(plog.files[len(gone)].min_offset, plog.start or 0)
+    # Files DeleteRecords left wholly below the log start hold no records any more: theirs go too.
+    behind = [f for _, plog in sorted(logs.items()) for f in plog.below_start]
+    if not victims and not behind:
         return None
     removed = sum(f.records for f in victims)
+    victims += behind
     size = sum(f.size for f in victims)
     report.records_removed_by_retention += removed
     report.files_deleted_by_retention += len(victims)

@@ -3,7 +3,8 @@
 The APIs are answered by area, each in a module of its own: :mod:`kafka_endpoint.produce`
 (Produce), :mod:`kafka_endpoint.fetch` (Fetch, ListOffsets), :mod:`kafka_endpoint.groups`
 (the group coordinator's APIs), :mod:`kafka_endpoint.transactions` (producer ids and
-transactions) and :mod:`kafka_endpoint.admin` (Metadata, topics and configs). Each area
+transactions), :mod:`kafka_endpoint.transaction_states` (what kafka-transactions describes)
+and :mod:`kafka_endpoint.admin` (Metadata, topics and configs, DeleteRecords). Each area
 keys its handlers and the versions it parses by the API keys of kio's request classes;
 ApiVersions, answered here, tells clients the union. Errors are Kafka's codes
 (:mod:`kafka_endpoint.error_codes`).
@@ -18,12 +19,13 @@ from typing import Any
 from kio.schema.api_versions.v0.request import ApiVersionsRequest
 from kio.schema.errors import ErrorCode
 
-from lakelog.kafka_endpoint import admin, fetch, groups, produce, transactions
+from lakelog.kafka_endpoint import admin, fetch, groups, produce, transaction_states, transactions
 from lakelog.kafka_endpoint.admin import AdminApis
 from lakelog.kafka_endpoint.fetch import FETCH, FetchApis
 from lakelog.kafka_endpoint.groups import GroupApis
 from lakelog.kafka_endpoint.messages import Request, api_key, build, response_class
 from lakelog.kafka_endpoint.produce import ProduceApis
+from lakelog.kafka_endpoint.transaction_states import TransactionStateApis
 from lakelog.kafka_endpoint.transactions import TransactionApis
 from lakelog.store import Store
 
@@ -36,6 +38,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     **fetch.VERSIONS,
     **groups.VERSIONS,
     **transactions.VERSIONS,
+    **transaction_states.VERSIONS,
     **admin.VERSIONS,
 }
 
@@ -64,12 +67,14 @@ class Endpoint:
         self.fetch = FetchApis(self.store)
         self.groups = GroupApis(self.store, self.host, self.port)
         self.admin = AdminApis(self.store, self.host, self.port, self.cluster_id)
+        self.transaction_states = TransactionStateApis(self.store, self.transactions.held)
         self._handlers: dict[int, Callable[[Request], Any]] = {
             API_VERSIONS: lambda request: api_versions_body(request.api_version),
             **self.produce.handlers(),
             **self.fetch.handlers(),
             **self.groups.handlers(),
             **self.transactions.handlers(),
+            **self.transaction_states.handlers(),
             **self.admin.handlers(),
         }
 

@@ -24,6 +24,7 @@ from lakelog.engine.errors import (
     InvalidTopicError,
     InvalidTxnStateError,
     LakelogError,
+    OffsetOutOfRangeError,
     ProducerFencedError,
     RebalanceInProgressError,
     RecordTooLargeError,
@@ -38,6 +39,7 @@ from lakelog.kafka_endpoint.txn_proxy import StaleEpochError, UnknownProducerErr
 # lakelog's errors as Kafka's codes, most specific first.
 ERROR_CODES: tuple[tuple[type[BaseException], ErrorCode], ...] = (
     (UnknownTopicOrPartitionError, ErrorCode.unknown_topic_or_partition),
+    (OffsetOutOfRangeError, ErrorCode.offset_out_of_range),
     (RecordTooLargeError, ErrorCode.message_too_large),
     (InvalidRecordBatchError, ErrorCode.corrupt_message),
     (InvalidRecordError, ErrorCode.invalid_record),

@@ -1,4 +1,4 @@
-"""Fetch and ListOffsets: Kafka clients read the store's partitions.
+"""Fetch, ListOffsets and OffsetForLeaderEpoch: Kafka clients read the store's partitions.
 
 Records are read from the data files with pyarrow
 (:class:`engine.commit.partition_reader.PartitionReader`) at the latest Delta version and
@@ -6,7 +6,10 @@ re-encoded as one v2 record batch per partition; a Fetch with nothing to return 
 its ``max_wait_ms`` for records to land (long polling). Only committed data is ever read, so
 read_committed and read_uncommitted see the same and the high watermark is the last stable
 offset. ListOffsets answers earliest, latest, a time (files pruned by their timestamp
-statistics) and the largest timestamp (KIP-734).
+statistics) and the largest timestamp (KIP-734). Every partition has one leader epoch,
+:data:`kafka_endpoint.record_batches.LEADER_EPOCH`, from its first offset on: OffsetForLeaderEpoch
+answers a client checking its position for truncation (KIP-320) with that epoch's end, the high
+watermark Fetch reports.
 """
 
 from __future__ import annotations
@@ -19,17 +22,22 @@ import pyarrow.compute as pc
 from kio.schema.errors import ErrorCode
 from kio.schema.fetch.v4.request import FetchRequest
 from kio.schema.list_offsets.v1.request import ListOffsetsRequest
+from kio.schema.offset_for_leader_epoch.v2.request import OffsetForLeaderEpochRequest
 
 from lakelog.engine.records import MAX_TIMESTAMP_MS
 from lakelog.engine.topics import TopicPartition
 from lakelog.kafka_endpoint.messages import Request, api_key, build, response_class
-from lakelog.kafka_endpoint.record_batches import encode_batch
+from lakelog.kafka_endpoint.record_batches import LEADER_EPOCH, encode_batch
 from lakelog.store import Store
 
 FETCH = api_key(FetchRequest)
 LIST_OFFSETS = api_key(ListOffsetsRequest)
-# Fetch from v4 (record batches v2), stopping before v13 (topic ids).
-VERSIONS: dict[int, tuple[int, int]] = {FETCH: (4, 12), LIST_OFFSETS: (1, 7)}
+OFFSET_FOR_LEADER_EPOCH = api_key(OffsetForLeaderEpochRequest)
+# Fetch from v4 (record batches v2), stopping before v13 (topic ids); OffsetForLeaderEpoch from
+# v2 (the first with current_leader_epoch, which kio has).
+VERSIONS: dict[int, tuple[int, int]] = {FETCH: (4, 12), LIST_OFFSETS: (1, 7), OFFSET_FOR_LEADER_EPOCH: (2, 4)}
+# Kafka's UNDEFINED_EPOCH and UNDEFINED_EPOCH_OFFSET.
+UNDEFINED_EPOCH = UNDEFINED_EPOCH_OFFSET = -1
 
 EARLIEST_TIMESTAMP, LATEST_TIMESTAMP = -2, -1
 # ListOffsets v7+ (KIP-734): the record with the largest timestamp.
@@ -48,7 +56,7 @@ class FetchApis:
     def handlers(self) -> dict[int, Callable[[Request], Any]]:
         """ListOffsets' handler. Fetch waits (long polling) until the agent stops: the endpoint
         calls :meth:`fetch` with its ``stopping``."""
-        return {LIST_OFFSETS: self.list_offsets}
+        return {LIST_OFFSETS: self.list_offsets, OFFSET_FOR_LEADER_EPOCH: self.offset_for_leader_epoch}
 
     def fetch(self, request: Request, stopping: Callable[[], bool]) -> Any:
         """Records from each asked offset, re-encoded as one v2 batch per partition; with
@@ -110,7 +118,12 @@ class FetchApis:
             parts = []
             for part in topic.partitions:
                 tp = TopicPartition(topic.name, part.partition_index)
-                answer: dict[str, Any] = {"partition_index": part.partition_index, "timestamp": -1, "offset": -1}
+                answer: dict[str, Any] = {
+                    "partition_index": part.partition_index,
+                    "timestamp": -1,
+                    "offset": -1,
+                    "leader_epoch": LEADER_EPOCH,
+                }
                 if meta is None or not 0 <= part.partition_index < meta.partitions:
                     answer["error_code"] = ErrorCode.unknown_topic_or_partition
                     parts.append(answer)
@@ -134,6 +147,38 @@ class FetchApis:
                 parts.append(answer)
             out.append({"name": topic.name, "partitions": parts})
         return build(response_class(LIST_OFFSETS, request.api_version), topics=out)
+
+    def offset_for_leader_epoch(self, request: Request) -> Any:
+        """Per partition, the end of the asked leader epoch, as Kafka's
+        ``LeaderEpochFileCache.endOffsetFor`` answers over a log whose only epoch is
+        :data:`LEADER_EPOCH`: that epoch ends at the high watermark Fetch reports; any other
+        epoch is unknown (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET). A ``current_leader_epoch``
+        newer than it is UNKNOWN_LEADER_EPOCH, an older one FENCED_LEADER_EPOCH (-1: not checked)."""
+        state = self.store.log.latest()
+        out = []
+        for topic in request.body.topics:
+            meta = state.topics.get(topic.topic)
+            parts = []
+            for part in topic.partitions:
+                answer: dict[str, Any] = {
+                    "partition": part.partition,
+                    "error_code": ErrorCode.none,
+                    "leader_epoch": UNDEFINED_EPOCH,
+                    "end_offset": UNDEFINED_EPOCH_OFFSET,
+                }
+                current = int(part.current_leader_epoch)
+                if meta is None or not 0 <= part.partition < meta.partitions:
+                    answer["error_code"] = ErrorCode.unknown_topic_or_partition
+                elif current > LEADER_EPOCH:
+                    answer["error_code"] = ErrorCode.unknown_leader_epoch
+                elif 0 <= current < LEADER_EPOCH:
+                    answer["error_code"] = ErrorCode.fenced_leader_epoch
+                elif int(part.leader_epoch) == LEADER_EPOCH:
+                    bounds = self._reader.bounds(state, TopicPartition(topic.topic, part.partition))
+                    answer.update(leader_epoch=LEADER_EPOCH, end_offset=bounds.end)
+                parts.append(answer)
+            out.append({"topic": topic.topic, "partitions": parts})
+        return build(response_class(OFFSET_FOR_LEADER_EPOCH, request.api_version), topics=out)
 
 
 def _rows_for(max_bytes: int) -> int:

@@ -19,6 +19,14 @@ from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from aiokafka.record.memory_records import MemoryRecords
 
 _BASE_OFFSET = struct.Struct(">q")
+# A v2 batch's partitionLeaderEpoch: after its base offset and length, before the CRC'd part.
+_LEADER_EPOCH = struct.Struct(">i")
+_LEADER_EPOCH_AT = 12
+# The leader epoch of every partition: the agent is the one leader each partition ever had, as a
+# Kafka partition that never changed leader stays at epoch 0. Metadata, ListOffsets,
+# OffsetForLeaderEpoch and the batches Fetch returns all say it, so a client's log truncation
+# check (KIP-320) never finds a divergence that is not there.
+LEADER_EPOCH = 0
 
 
 class InvalidRecordBatchError(ValueError):
@@ -109,4 +117,5 @@ def encode_batch(rows: pa.Table) -> bytes:
         builder.append(offset - base, stamp, key, value, [(h["key"], h["value"]) for h in hs or ()])
     data = builder.build()
     _BASE_OFFSET.pack_into(data, 0, base)  # the builder numbers from 0; the CRC does not cover it
+    _LEADER_EPOCH.pack_into(data, _LEADER_EPOCH_AT, LEADER_EPOCH)  # nor this (it starts at attributes)
     return bytes(data)

@@ -7,7 +7,9 @@ parsed closes only its connection. An API or version the endpoint does not
 answer gets UNSUPPORTED_VERSION in a response of that API (ApiVersions with
 its v0 response, as Kafka does, so that a client learns what is supported),
 and a warning once per client and API (:class:`UnsupportedRequests`), so that
-what a client needs and the agent does not serve shows in its log.
+what a client needs and the agent does not serve shows in its log; an answer carrying an error
+code that is not routine for its API is logged once per client, API and code
+(:class:`kafka_endpoint.unexpected_errors.UnexpectedErrors`).
 SIGTERM or SIGINT: stop accepting, let requests in flight finish (long polls
 return at once), close the producer, exit.
 """
@@ -39,6 +41,7 @@ from lakelog.kafka_endpoint.messages import (
     parse_request,
 )
 from lakelog.kafka_endpoint.produce import PRODUCE
+from lakelog.kafka_endpoint.unexpected_errors import UnexpectedErrors
 from lakelog.store import Store
 
 log = logging.getLogger(__name__)
@@ -120,6 +123,7 @@ class Server:
         self._stopping = False
         self._connections: set[asyncio.Task] = set()
         self._unsupported = UnsupportedRequests(SUPPORTED)
+        self._unexpected = UnexpectedErrors()
 
     async def start(self) -> None:
         self._server = await asyncio.start_server(self._connection, self.host, self.port)
@@ -169,10 +173,10 @@ class Server:
                     done = loop.create_future()
                     done.set_result(answer)
                 elif parsed.api_key == PRODUCE:
-                    finish = await loop.run_in_executor(self._pool, self._start_produce, parsed)
+                    finish = await loop.run_in_executor(self._pool, self._start_produce, parsed, peer)
                     done = loop.run_in_executor(self._pool, finish)
                 else:
-                    done = loop.run_in_executor(self._pool, self._answer, parsed)
+                    done = loop.run_in_executor(self._pool, self._answer, parsed, None, peer)
                     await asyncio.wait([done])
                 await answers.put(done)
         except MalformedRequestError as exc:
@@ -194,7 +198,7 @@ class Server:
                 writer.write(frame)
                 await writer.drain()
 
-    def _start_produce(self, request: Request) -> Callable[[], bytes | None]:
+    def _start_produce(self, request: Request, peer: object = None) -> Callable[[], bytes | None]:
         assert self.endpoint is not None
         try:
             finish = self.endpoint.start_produce(request)
@@ -204,11 +208,12 @@ class Server:
                 PRODUCE, request.api_version, request.correlation_id, ErrorCode.unknown_server_error
             )
             return lambda: failed
-        return lambda: self._answer(request, finish)
+        return lambda: self._answer(request, finish, peer)
 
-    def _answer(self, request: Request, handler: Callable[[], Any] | None = None) -> bytes | None:
+    def _answer(self, request: Request, handler: Callable[[], Any] | None = None, peer: object = None) -> bytes | None:
         """The response frame (b"" when none is sent); a handler's unexpected failure is
-        logged and answered with UNKNOWN_SERVER_ERROR (None: close the connection)."""
+        logged and answered with UNKNOWN_SERVER_ERROR (None: close the connection). Error codes
+        the answer carries that are not routine for its API are logged (:attr:`_unexpected`)."""
         assert self.endpoint is not None
         try:
             body = handler() if handler is not None else self.endpoint.handle(request, lambda: self._stopping)
@@ -219,6 +224,10 @@ class Server:
             )
         if body is None:
             return b""
+        try:
+            self._unexpected.note(request.client_id, request.api_key, request.api_version, body, peer)
+        except Exception:  # a log line must never cost a client its answer
+            log.exception("logging the error codes of api %s failed", request.api_key)
         return encode_response(request.api_key, request.api_version, request.correlation_id, body)
 
 

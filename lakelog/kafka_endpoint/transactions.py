@@ -73,6 +73,11 @@ class TransactionApis:
         for txn in list(self._txns.values()):
             txn.close()
 
+    def held(self) -> dict[str, TxnProxy]:
+        """The transactional ids whose current producer this agent holds, with it."""
+        with self._txn_lock:
+            return dict(self._txns)
+
     def init_producer_id(self, request: Request) -> Any:
         """A new producer id, epoch 0, for an idempotent producer (also when a producer asks
         to bump its epoch: a new id starts its sequences over, as the client then does); for a
@@ -83,7 +88,8 @@ class TransactionApis:
         if transactional_id is None:
             return build(cls, error_code=ErrorCode.none, producer_id=new_producer_id(), producer_epoch=0)
         try:
-            proxy = TxnProxy(self.store, transactional_id)
+            timeout_ms = int(request.body.transaction_timeout.total_seconds() * 1000)
+            proxy = TxnProxy(self.store, transactional_id, timeout_ms)
         except Exception as exc:
             return build(cls, error_code=error_code(exc), producer_id=-1, producer_epoch=-1)
         with self._txn_lock:

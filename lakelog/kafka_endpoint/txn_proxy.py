@@ -16,6 +16,7 @@ partition and base sequence and added once.
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 from lakelog.engine.consume.consumer import ConsumerGroupMetadata
@@ -36,12 +37,14 @@ class StaleEpochError(LookupError):
 class TxnProxy:
     """One transactional id's current producer, held in the agent."""
 
-    def __init__(self, store: Store, transactional_id: str) -> None:
+    def __init__(self, store: Store, transactional_id: str, timeout_ms: int = -1) -> None:
         self.transactional_id = transactional_id
+        self.timeout_ms = timeout_ms  # the client's transaction.timeout.ms (-1: not given)
         self.producer = store.transactional_producer(transactional_id)
         self.producer.init_transactions()
         self.lock = threading.Lock()
         self._sequences: dict[TopicPartition, int] = {}
+        self.started_ms = -1  # when the open transaction began (-1: none is open)
 
     @property
     def producer_id(self) -> int:
@@ -62,6 +65,14 @@ class TxnProxy:
         if self.producer.state is TransactionState.READY:
             self.producer.begin_transaction()
             self._sequences = {}
+            self.started_ms = int(time.time() * 1000)
+
+    def open_partitions(self) -> list[TopicPartition] | None:
+        """The partitions the open transaction produced to, or None when none is open."""
+        with self.lock:
+            if self.producer.state is not TransactionState.IN_TRANSACTION:
+                return None
+            return sorted(self._sequences)
 
     def add(self) -> None:
         """AddPartitionsToTxn / AddOffsetsToTxn: the transaction is open from now on."""

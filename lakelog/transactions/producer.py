@@ -29,6 +29,7 @@ a zombie consumer-producer pair cannot commit a stale read.
 from __future__ import annotations
 
 import enum
+import hashlib
 import logging
 import threading
 import time
@@ -72,8 +73,20 @@ class TransactionState(enum.Enum):
     CLOSED = "closed"
 
 
+# The Delta app id prefix of transactional ids (``lakelog-txn-<transactional.id>``).
+TXN_APP_PREFIX = "lakelog-txn-"
+
+
 def app_id_for(transactional_id: str) -> str:
-    return f"lakelog-txn-{transactional_id}"
+    return f"{TXN_APP_PREFIX}{transactional_id}"
+
+
+def producer_id_for(transactional_id: str) -> int:
+    """The producer id of a transactional id: the same in every process (a digest of the id,
+    not Python's per-process ``hash``), so that the producer ids the rows of its transactions
+    carry, ``lakelog serve``'s InitProducerId and DescribeTransactions agree wherever asked."""
+    digest = hashlib.blake2b(app_id_for(transactional_id).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") & ((1 << 62) - 1)
 
 
 def epoch_of(version: int) -> int:
@@ -196,7 +209,7 @@ class TransactionalProducer:
             bump = _EpochBump(self._app_id)
             self._writer.append(bump, self._policy)
             self.epoch = bump.epoch
-            self.producer_id = hash(self._app_id) & ((1 << 62) - 1)
+            self.producer_id = producer_id_for(self.transactional_id)
             self.state = TransactionState.READY
 
     def begin_transaction(self) -> None:

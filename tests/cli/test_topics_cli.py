@@ -98,3 +98,30 @@ def test_the_real_command_creates_and_lists_without_spark(tmp_path):
     done = command("topics", "--create", "--topic", "t", "--bootstrap-server", store)
     assert done.returncode == 5 and done.stderr.startswith("error: ") and "t" in done.stderr
     assert command("topics", "--list", "--store", store).stdout == "t\n"
+
+
+def test_delete_records_as_kafka_delete_records(tmp_path, capsys, monkeypatch):
+    s = ("--store", str(tmp_path / "s"))
+    assert run(capsys, monkeypatch, "topics", "create", "t", "--partitions", "2", *s)[0] == 0
+    store = Store.open(s[1], create=False)
+    with store.producer(linger_ms=0) as producer:
+        producer.send_batch("t", [b"x"] * 10, partition=0).get()
+        producer.send_batch("t", [b"y"] * 4, partition=1).get()
+    offsets = tmp_path / "offsets.json"
+    offsets.write_text('{"partitions": [{"topic": "t", "partition": 0, "offset": 4}], "version": 1}')
+    code, out, err = run(capsys, monkeypatch, "topics", "delete-records", "--offset-json-file", str(offsets), *s)
+    assert (code, err) == (0, "")
+    assert out == "Records delete operation completed:\npartition: t-0\tlow_watermark: 4\n"
+    code, out, _ = run(capsys, monkeypatch, "topics", "delete-records", "t", "--offset", "-1", *s)
+    assert code == 0 and "partition: t-0\tlow_watermark: 10" in out and "partition: t-1\tlow_watermark: 4" in out
+    code, out, _ = run(capsys, monkeypatch, "topics", "describe", "t", *s)
+    assert "Partition: 0\tLogStartOffset: 10\tLogEndOffset: 10" in out
+    code, _, err = run(
+        capsys, monkeypatch, "topics", "delete-records", "--topic", "t", "--partition", "1", "--offset", "9", *s
+    )
+    assert code == 2 and "high watermark 4" in err  # OffsetOutOfRangeError: invalid input
+    assert run(capsys, monkeypatch, "topics", "delete-records", "nope", "--offset", "0", *s)[0] == 6
+    offsets.write_text('{"partitions": [{"topic": "t", "offset": 4}]}')
+    code, _, err = run(capsys, monkeypatch, "topics", "delete-records", "--offset-json-file", str(offsets), *s)
+    assert code == 2 and "offset JSON" in err and "'partition'" in err
+    assert Store.open(s[1], create=False).beginning_offsets("t") == {0: 10, 1: 4}

@@ -70,3 +70,26 @@ def test_a_refused_topic_has_empty_configs_and_unknown_counts_as_kafka_answers(e
     again = _create(endpoint, 7, "twice", 1)
     assert again.error_code == ErrorCode.topic_already_exists
     assert (again.num_partitions, again.replication_factor, tuple(again.configs)) == (-1, -1, ())
+
+
+def test_any_replication_factor_is_accepted_with_one_notice_per_topic(endpoint, caplog):
+    def create(name: str, factor: int):
+        topic = {"name": name, "num_partitions": 1, "replication_factor": factor, "assignments": [], "configs": []}
+        body = build(load_request_schema(CREATE_TOPICS, 7), topics=[topic], timeout=30_000, validate_only=False)
+        (result,) = endpoint.handle(Request(CREATE_TOPICS, 7, 1, "connect-worker", body)).topics
+        return result
+
+    with caplog.at_level("WARNING", logger="lakelog.kafka_endpoint.admin"):
+        assert (create("connect-offsets", 3).error_code, create("connect-offsets", 3).error_code) == (
+            ErrorCode.none,
+            ErrorCode.topic_already_exists,
+        )
+        assert create("plain", 1).replication_factor == 1
+        assert create("defaulted", -1).error_code == ErrorCode.none
+        for bad in (0, -2):
+            refused = create(f"bad{-bad}", bad)
+            assert refused.error_code == ErrorCode.invalid_replication_factor
+    notices = [r.getMessage() for r in caplog.records]
+    assert len(notices) == 1, notices
+    assert "'connect-offsets': replication factor 3 asked by client 'connect-worker' is accepted as 1" in notices[0]
+    assert endpoint.store.list_topics() == ["connect-offsets", "defaulted", "plain"]

@@ -19,7 +19,9 @@ from lakelog.kafka_endpoint.server import UnsupportedRequests, error_response
 from lakelog.store import Store
 from tests.kafka_endpoint.conftest import Agent, wait_for
 
-DELETE_RECORDS, DESCRIBE_PRODUCERS = 21, 61
+DELETE_RECORDS = 21
+# Served by no version (DescribeTopicPartitions, KIP-714's telemetry): Java clients fall back or skip.
+DESCRIBE_TOPIC_PARTITIONS, GET_TELEMETRY_SUBSCRIPTIONS = 75, 71
 
 
 def _frame(api_key: int, version: int, correlation_id: int, client_id: str | None) -> bytes:
@@ -45,20 +47,24 @@ def test_apis_are_named_as_kafka_names_them():
 def test_one_warning_per_client_and_api(caplog):
     noted = UnsupportedRequests(SUPPORTED, limit=3)
     with caplog.at_level(logging.WARNING, logger="lakelog.kafka_endpoint.server"):
-        assert noted.note(_frame(DELETE_RECORDS, 2, 1, "a"), DELETE_RECORDS, 2, "peer")
-        assert not noted.note(_frame(DELETE_RECORDS, 1, 2, "a"), DELETE_RECORDS, 1, "peer")  # same client and API
-        assert noted.note(_frame(DELETE_RECORDS, 2, 3, "b"), DELETE_RECORDS, 2, "peer")
-        assert noted.note(_frame(DESCRIBE_PRODUCERS, 0, 4, "a"), DESCRIBE_PRODUCERS, 0, "peer")
+        assert noted.note(_frame(DESCRIBE_TOPIC_PARTITIONS, 0, 1, "a"), DESCRIBE_TOPIC_PARTITIONS, 0, "peer")
+        assert not noted.note(
+            _frame(DESCRIBE_TOPIC_PARTITIONS, 1, 2, "a"), DESCRIBE_TOPIC_PARTITIONS, 1, "peer"
+        )  # same client and API
+        assert noted.note(_frame(DESCRIBE_TOPIC_PARTITIONS, 0, 3, "b"), DESCRIBE_TOPIC_PARTITIONS, 0, "peer")
+        assert noted.note(_frame(GET_TELEMETRY_SUBSCRIPTIONS, 0, 4, "a"), GET_TELEMETRY_SUBSCRIPTIONS, 0, "peer")
         assert not noted.note(_frame(API_VERSIONS, 9, 5, "a"), API_VERSIONS, 9, "peer")  # negotiation
-        assert not noted.note(_frame(DESCRIBE_PRODUCERS, 0, 6, "c"), DESCRIBE_PRODUCERS, 0, "peer")  # limit
+        assert not noted.note(
+            _frame(GET_TELEMETRY_SUBSCRIPTIONS, 0, 6, "c"), GET_TELEMETRY_SUBSCRIPTIONS, 0, "peer"
+        )  # limit
     lines = [r.getMessage() for r in caplog.records]
     assert lines == [
-        "answered UNSUPPORTED_VERSION to client 'a' at peer: delete_records (key 21) v2; this agent serves no "
-        "version of it",
-        "answered UNSUPPORTED_VERSION to client 'b' at peer: delete_records (key 21) v2; this agent serves no "
-        "version of it",
-        "answered UNSUPPORTED_VERSION to client 'a' at peer: describe_producers (key 61) v0; this agent serves no "
-        "version of it",
+        "answered UNSUPPORTED_VERSION to client 'a' at peer: describe_topic_partitions (key 75) v0; "
+        "this agent serves no version of it",
+        "answered UNSUPPORTED_VERSION to client 'b' at peer: describe_topic_partitions (key 75) v0; "
+        "this agent serves no version of it",
+        "answered UNSUPPORTED_VERSION to client 'a' at peer: get_telemetry_subscriptions (key 71) v0; "
+        "this agent serves no version of it",
     ]
     low, high = SUPPORTED[3]
     with caplog.at_level(logging.WARNING, logger="lakelog.kafka_endpoint.server"):
@@ -85,9 +91,9 @@ def test_the_agent_logs_each_unsupported_client_and_api_once(tmp_path: Path):
     agent = Agent(store, log=log)
     try:
         asked = [
-            _frame(DELETE_RECORDS, 2, 11, "tool-1"),
-            _frame(DELETE_RECORDS, 2, 12, "tool-1"),
-            _frame(DELETE_RECORDS, 2, 13, "tool-2"),
+            _frame(GET_TELEMETRY_SUBSCRIPTIONS, 0, 11, "tool-1"),
+            _frame(GET_TELEMETRY_SUBSCRIPTIONS, 0, 12, "tool-1"),
+            _frame(GET_TELEMETRY_SUBSCRIPTIONS, 0, 13, "tool-2"),
             _frame(API_VERSIONS, 99, 14, "tool-1"),
         ]
         assert [_ask(agent.port, frame) for frame in asked] == [11, 12, 13, 14]  # each answered
@@ -96,7 +102,7 @@ def test_the_agent_logs_each_unsupported_client_and_api_once(tmp_path: Path):
         agent.stop()
     warnings = [line for line in log.read_text().splitlines() if "UNSUPPORTED_VERSION" in line]
     assert len(warnings) == 2, warnings
-    assert "client 'tool-1'" in warnings[0] and "delete_records (key 21) v2" in warnings[0]
+    assert "client 'tool-1'" in warnings[0] and "get_telemetry_subscriptions (key 71) v0" in warnings[0]
     assert "client 'tool-2'" in warnings[1]
 
 

@@ -240,7 +240,8 @@ class MaintenanceChange:
     tags: dict[str, str]
     parameters: dict[str, Any]
     metrics: dict[str, Any]
-    # Retention: each partition's new log start offset, recorded where plain Delta tools keep it.
+    # Retention, DeleteRecords: each partition's new log start offset, recorded where plain Delta
+    # tools keep it (a winner that moved one further makes the step lose: starts never move back).
     log_starts: Mapping[int, int] = field(default_factory=dict)
     # A repair dropping missing files: per partition the offset ranges [first, end) they held.
     lost_ranges: Mapping[int, Sequence[tuple[int, int]]] = field(default_factory=dict)
@@ -949,13 +950,14 @@ class Committer:
             from urllib.parse import unquote
 
             removes = {unquote(f.path) for f in change.removed}
+            markers = {start_marker_id(change.topic_id, p): start for p, start in starts}
             started = time.monotonic()
             try:
                 return self._land(
                     read_version,
                     actions,
                     info,
-                    lambda winner: maintenance_verdict(winner, removes, change.topic, change.topic_id),
+                    lambda winner: maintenance_verdict(winner, removes, change.topic, change.topic_id, markers),
                     list(change.added),
                     policy,
                     started,

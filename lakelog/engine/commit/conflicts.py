@@ -20,7 +20,9 @@ predicates over partitions) because lakelog knows what each commit relies on:
 * a topic change (create, alter, grow, delete) relies on the metadata it
   replaces, and a deletion on every file of its topic;
 * a maintenance step relies on the files it removes and its topic's
-  identity; it rebases over appends, as Delta's OPTIMIZE does.
+  identity, and one that moves log start offsets (retention, DeleteRecords) on
+  no winner having moved one of them further (the start never moves back); it
+  rebases over appends, as Delta's OPTIMIZE does.
 
 The rules of a reservation's own commits (the commit adding its files, an
 abort, a heartbeat) are in :mod:`engine.commit.reservations`.
@@ -112,12 +114,24 @@ def record_verdict(winner: Commit) -> Verdict:
     return REBASE
 
 
-def maintenance_verdict(winner: Commit, removes: Collection[str], topic: str, topic_id: str) -> Verdict:
+def maintenance_verdict(
+    winner: Commit,
+    removes: Collection[str],
+    topic: str,
+    topic_id: str,
+    start_markers: Mapping[str, int] | None = None,
+) -> Verdict:
     """A maintenance step of ``topic`` (id ``topic_id``) removing the (decoded) paths
-    ``removes``, after ``winner``: CONFLICT when the winner removed one of those files or
-    replaced the topic; else rebase."""
+    ``removes`` and setting the start markers ``start_markers`` (marker id -> log start),
+    after ``winner``: CONFLICT when the winner removed one of those files, replaced the
+    topic, or moved one of those log starts past the step's (landing it would move the
+    start back); else rebase."""
     if winner.protocol is not None:
         return Verdict(Resolution.CONFLICT, "it changed the table protocol")
+    for marker, start in (start_markers or {}).items():
+        moved = winner.txns.get(marker)
+        if moved is not None and moved > start:
+            return Verdict(Resolution.CONFLICT, f"it moved the log start to {moved} ({marker})")
     wanted = set(removes)
     for remove in winner.removes:
         if unquote(remove.path) in wanted:

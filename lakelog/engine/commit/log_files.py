@@ -263,6 +263,28 @@ class LogFiles:
         txns = {t["appId"]: int(t["version"]) for t in table.column("txn").to_pylist() if t}
         return paths, txns
 
+    def app_ids(self, version: int, prefix: str) -> set[str]:
+        """The Delta application transaction ids starting with ``prefix`` that version
+        ``version`` holds: those of the newest classic checkpoint at or below it and those the
+        commits after it set. A snapshot looks an id up but cannot list them (neither delta-rs
+        nor Delta's DeltaLog has a listing), so listing reads the log. An id whose retention
+        expired may still be listed: its version (-1 then) says. Raises OSError,
+        CorruptLogError for a damaged commit."""
+        listing = self.listing()
+        base = max((v for v in listing.checkpoints if v <= version), default=-1)
+        found: set[str] = set()
+        if base >= 0:
+            try:
+                found |= {a for a in self.checkpoint_contents(base)[1] if a.startswith(prefix)}
+            except (OSError, ValueError):
+                base = -1  # not a classic checkpoint (or gone): replay every commit kept
+        first = base + 1 if base >= 0 else min(listing.commits, default=0)
+        for v in range(first, version + 1):
+            commit = self.read_commit(v)
+            if commit is not None:
+                found |= {a for a in commit.txns if a.startswith(prefix)}
+        return found
+
     def listing(self) -> LogListing:
         """One listing of ``_delta_log`` (a LIST on S3). Raises OSError."""
         if self._local:

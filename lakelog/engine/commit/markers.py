@@ -6,7 +6,7 @@ cleanup, and no reader needs lakelog to see them:
 
 * ``lakelog.end.<topic id>.<p>`` -- the partition's end offset (Kafka's log end
   offset), moved by every lakelog append and reservation;
-* ``lakelog.start.<topic id>.<p>`` -- the log start offset retention set;
+* ``lakelog.start.<topic id>.<p>`` -- the log start offset retention or DeleteRecords set;
 * ``lakelog.lost.<topic id>.<p>.<first>`` -- the end of a range a repair
   recorded as lost with its files;
 * ``lakelog.aborted.<topic id>.<p>.<first>`` -- the end of a reserved range that
@@ -38,8 +38,8 @@ def end_marker_id(topic_id: str, partition: int) -> str:
 
 
 def start_marker_id(topic_id: str, partition: int) -> str:
-    """The Delta app id whose version is the log start offset retention last set for a
-    partition: rows below it are not records, whatever file holds them."""
+    """The Delta app id whose version is the log start offset retention or DeleteRecords last
+    set for a partition: rows below it are not records, whatever file holds them."""
     return f"lakelog.start.{topic_id}.{partition}"
 
 

@@ -65,7 +65,7 @@ class PartitionReader:
         unsorted, split or merged offset ranges, files without statistics).
         Rows that did not come through lakelog are left out with a
         :class:`ForeignRowsWarning`: those at or past the partition's committed
-        end or below the log start retention recorded (``files.end`` and
+        end or below the log start retention or DeleteRecords recorded (``files.end`` and
         ``files.start`` of a :class:`PartitionFiles`), and a second row at an
         offset (the row of lakelog's own file wins, else the earliest written).
         With ``max_records``, files are read in order of their first offset, a
@@ -81,7 +81,10 @@ class PartitionReader:
         if isinstance(files, PartitionFiles):
             if files.start is not None and start < files.start:
                 start = files.start
-                if files.ordered and files.ordered[0].min_offset < start:  # type: ignore[operator]
+                # DeleteRecords leaves lakelog's own rows below the start in the file it cut
+                # through (deleted records, as in a Kafka segment); another writer's are foreign.
+                below = (f for f in files.ordered if f.min_offset < start)  # type: ignore[operator]
+                if any(not written_by_lakelog(f.path) for f in below):
                     _warn_foreign(tp, f"rows below its log start offset {files.start}")
             if files.end is not None:
                 end = files.end if end is None else min(end, files.end)

@@ -14,8 +14,8 @@ Delta application transaction ``lakelog.end.<topic id>.<partition>``
 snapshot and checkpoint, so rows another writer appends never move a
 partition's end, and rows at or past it are never records. A partition no
 lakelog append has marked yet (a table written before the markers) ends one
-past the largest offset any data file ever added to it. Retention records
-each partition's new log start the same way (:func:`start_marker_id`).
+past the largest offset any data file ever added to it. Retention and
+DeleteRecords record each partition's new log start the same way (:func:`start_marker_id`).
 Maintenance never
 removes the file holding a partition's last offset (Kafka never deletes the
 active segment either), except when the whole topic is deleted -- a metadata
@@ -60,8 +60,8 @@ class PartitionFiles:
     without offset statistics (they can never be pruned) and empty files.
     ``end`` is the partition's committed end offset when known (rows at or past
     it did not come through lakelog: they are never records), else None;
-    ``start`` the log start offset retention recorded (rows below it are not
-    records either), else None.
+    ``start`` the log start offset retention or DeleteRecords recorded (rows
+    below it are not records either), else None.
     """
 
     ordered: tuple[FileStats, ...] = ()
@@ -120,7 +120,12 @@ class PartitionFiles:
 
     @property
     def start_offset(self) -> int | None:
-        return self.ordered[0].min_offset if self.ordered else None
+        """The first offset of the oldest file, or the log start recorded (``start``) when
+        that is later (DeleteRecords may cut through a file); None without files."""
+        if not self.ordered:
+            return None
+        first = self.ordered[0].min_offset
+        return first if self.start is None else max(first, self.start)  # type: ignore[type-var]
 
     @property
     def has_unknown(self) -> bool:
@@ -266,7 +271,8 @@ class TableState:
         return self._marked(tp, end_marker_id)
 
     def committed_start(self, tp: TopicPartition) -> int | None:
-        """The log start offset retention recorded for ``tp`` (:func:`start_marker_id`), or None."""
+        """The log start offset retention or DeleteRecords recorded for ``tp`` (:func:`start_marker_id`),
+        or None."""
         return self._marked(tp, start_marker_id)
 
     def _marked(self, tp: TopicPartition, marker: Callable[[str, int], str]) -> int | None:
