@@ -366,6 +366,22 @@ def cmd_perf_serve(args: argparse.Namespace, out: Out) -> None:
     )
 
 
+def cmd_perf_producer_perf(args: argparse.Namespace, out: Out) -> None:
+    from benchmarks.producer_perf import perf_producer_performance
+    from benchmarks.scratch import check_work_dir
+
+    check_work_dir(args.work_dir, s3=False)
+    perf_producer_performance(
+        records=args.num_records,
+        record_size=args.record_size,
+        repeat=args.repeat,
+        producer_props=args.producer_props,
+        kafka=not args.no_kafka,
+        work_dir=args.work_dir,
+        out=out,
+    )
+
+
 def cmd_perf_stream(args: argparse.Namespace, out: Out) -> None:
     from benchmarks.stream import perf_stream
 

@@ -181,6 +181,26 @@ def add_parser(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
     p.add_argument("--no-kafka", action="store_true", help="skip the Apache Kafka broker side")
     p.add_argument("--work-dir", help="where the temporary store goes (default: the system's temp directory)")
     p.set_defaults(func=_driver("serve"))
+    p = psub.add_parser(
+        "producer-perf",
+        parents=parents,
+        help="Kafka's ProducerPerformance (Java producer defaults: idempotent, acks=all) against lakelog serve "
+        "and a Kafka broker",
+    )
+    p.add_argument("--num-records", type=COUNT, default=1_000_000)
+    p.add_argument("--record-size", type=COUNT, default=100)
+    p.add_argument("--repeat", type=COUNT, default=1, help="interleaved runs per side (median reported)")
+    p.add_argument(
+        "--producer-props",
+        nargs="+",
+        action="extend",
+        default=[],
+        metavar="KEY=VALUE",
+        help="producer config on both sides, e.g. enable.idempotence=false (default: the Java producer's own)",
+    )
+    p.add_argument("--no-kafka", action="store_true", help="skip the Apache Kafka broker side")
+    p.add_argument("--work-dir", help="where the temporary stores go (default: the system's temp directory)")
+    p.set_defaults(func=_driver("producer_perf"))
     p = psub.add_parser("stream", parents=parents, help="streaming copy topic -> topic vs a plain Delta stream copy")
     p.add_argument("--num-records", type=COUNT, default=200_000)
     p.add_argument("--record-size", type=COUNT, default=100)

@@ -124,3 +124,27 @@ def test_the_quickstart_command_exits_cleanly_every_time(tmp_path):
         )
         assert done.returncode == 0, f"run {run}: {done.returncode} {done.stderr[-2000:]}"
         assert "read as a plain Delta table (delta-rs): 9 rows" in done.stdout
+
+
+def test_producer_performance_summaries_are_read_and_a_failed_run_is_named():
+    from benchmarks.producer_perf import parse_summary
+
+    output = (
+        "50 records sent, 9.9 records/sec (0.00 MB/sec), 3.1 ms avg latency, 40.0 ms max latency.\n"
+        "1000000 records sent, 5421.082590 records/sec (0.52 MB/sec), 19036.06 ms avg latency, 31671.00 ms max "
+        "latency, 20948 ms 50th, 30691 ms 95th, 31401 ms 99th, 31645 ms 99.9th.\n"
+    )
+    figures = parse_summary(output)
+    assert (figures["sent"], figures["rps"], figures["p50"], figures["p99"]) == (1_000_000, 5421.08259, 20948, 31401)
+    with pytest.raises(ValueError, match="no summary"):
+        parse_summary("Exception in thread main: TimeoutException")
+
+
+@pytest.mark.kafka
+def test_perf_producer_perf_runs_kafkas_tool_against_the_agent_and_a_broker(tmp_path, capsys):
+    argv = ["perf", "producer-perf", "--num-records", "3000", "--work-dir", str(tmp_path)]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert out.count("run 1: ") == 2 and "ratio lakelog/kafka: throughput " in out
+    assert "the Java producer's defaults (idempotent, acks=all)" in out
+    assert list(tmp_path.iterdir()) == []

@@ -1,0 +1,108 @@
+"""``lakelog perf producer-perf``: Kafka's own ProducerPerformance (``kafka-producer-perf-test``)
+against ``lakelog serve`` and against a real Kafka broker, interleaved.
+
+The Java producer runs with its defaults (Kafka 4: ``enable.idempotence=true``, ``acks=all``,
+``linger.ms=5``, ``batch.size=16384``) unless ``--producer-props`` says otherwise, one
+partition, the same records on both sides: so the figure is what a Java application with
+default settings gets. The tool's own summary line is parsed (records/s, average and
+percentile latencies, send to acknowledgement). Everything lives in a scratch directory this
+tool removes; the broker is stopped by its PID.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+from collections.abc import Callable, Sequence
+
+from benchmarks.serve import _start_agent, _stop
+
+PRODUCER_PERFORMANCE = "org.apache.kafka.tools.ProducerPerformance"
+TOPIC = "perf-producer"
+
+# "1000000 records sent, 5421.08 records/sec (0.52 MB/sec), 19036.06 ms avg latency, 31671.00 ms max
+# latency, 20948 ms 50th, 30691 ms 95th, 31401 ms 99th, 31645 ms 99.9th."
+_SUMMARY = re.compile(
+    r"(?P<sent>\d+) records sent, (?P<rps>[\d.]+) records/sec .*?, (?P<avg>[\d.]+) ms avg latency, "
+    r"(?P<max>[\d.]+) ms max latency, (?P<p50>\d+) ms 50th, (?P<p95>\d+) ms 95th, (?P<p99>\d+) ms 99th"
+)
+
+
+def parse_summary(output: str) -> dict[str, float]:
+    """The figures of ProducerPerformance's last summary line. Raises ValueError if there is none
+    (the tool failed: its output is in the message)."""
+    summaries = list(_SUMMARY.finditer(output))
+    if not summaries:
+        raise ValueError(f"ProducerPerformance printed no summary:\n{output[-2000:]}")
+    return {key: float(value) for key, value in summaries[-1].groupdict().items()}
+
+
+def perf_producer_performance(
+    *,
+    records: int,
+    record_size: int,
+    repeat: int,
+    producer_props: Sequence[str],
+    kafka: bool,
+    work_dir: str | None,
+    out: Callable[[str], None],
+) -> None:
+    from benchmarks.kafka_reference import KafkaBroker
+    from benchmarks.scratch import scratch_dir
+    from lakelog.store import Store
+
+    results: dict[str, list[dict[str, float]]] = {"lakelog": [], "kafka": []}
+    # The tools' class path and log4j configuration come with a started broker; with --no-kafka
+    # it runs no test against it.
+    broker = KafkaBroker().start()
+
+    def run(bootstrap: str, topic: str) -> dict[str, float]:
+        done = broker.run_tool(
+            PRODUCER_PERFORMANCE,
+            *("--topic", topic, "--num-records", str(records), "--record-size", str(record_size)),
+            *("--throughput", "-1", "--command-property", f"bootstrap.servers={bootstrap}", *producer_props),
+            timeout_s=3600,
+        )
+        return parse_summary(done.stdout)
+
+    try:
+        with scratch_dir("producer-perf", work_dir) as scratch:
+            for attempt in range(repeat):
+                store = f"{scratch}/store-{attempt}"
+                Store.open(store).create_topic(TOPIC, partitions=1)
+                agent, bootstrap = _start_agent(store)
+                try:
+                    results["lakelog"].append(run(bootstrap, TOPIC))
+                finally:
+                    _stop(agent)
+                out(f"run {attempt + 1}: lakelog {_line(results['lakelog'][-1])}")
+                if kafka:
+                    topic = f"{TOPIC}-{attempt}"
+                    broker.run_tool(
+                        "org.apache.kafka.tools.TopicCommand",
+                        *("--bootstrap-server", broker.bootstrap, "--create", "--topic", topic, "--partitions", "1"),
+                    )
+                    results["kafka"].append(run(broker.bootstrap, topic))
+                    out(f"run {attempt + 1}: kafka   {_line(results['kafka'][-1])}")
+    finally:
+        broker.stop()
+    props = " ".join(producer_props) or "the Java producer's defaults (idempotent, acks=all)"
+    out(
+        f"perf producer-perf: Kafka's ProducerPerformance, {records:,} x {record_size} B, one partition, "
+        f"{props}; {repeat} interleaved run(s), medians"
+    )
+    lake = _median(results["lakelog"])
+    out(f"  lakelog serve: {_line(lake)}")
+    if results["kafka"]:
+        ref = _median(results["kafka"])
+        out(f"  kafka 4.x:     {_line(ref)}")
+        ratio, p99 = lake["rps"] / ref["rps"], lake["p99"] / ref["p99"]
+        out(f"  ratio lakelog/kafka: throughput {ratio:.2f}, p99 latency {p99:.1f}x")
+
+
+def _median(runs: list[dict[str, float]]) -> dict[str, float]:
+    return {key: statistics.median(r[key] for r in runs) for key in runs[0]}
+
+
+def _line(r: dict[str, float]) -> str:
+    return f"{r['rps']:,.0f} rec/s, latency avg {r['avg']:.0f} ms, p50/p99 {r['p50']:.0f}/{r['p99']:.0f} ms"
