@@ -382,16 +382,16 @@ class Store:
         batch = DataFrameAppend(self.spark, df, topic, self.uri)
         policy = RetryPolicy(retries=retries)
         try:
-            result = self.context.admin.append_reserved(batch, policy, timeout_ms=transaction_timeout_ms)
-        except InconsistentWriteError:
-            # The input gave other rows to the write than to the count (a plan that is not
-            # deterministic): once more from Spark's cache, where both see the same rows.
-            log.info("the DataFrame changed between counting and writing; writing it again from a cached copy")
-            batch.persist()
             try:
                 result = self.context.admin.append_reserved(batch, policy, timeout_ms=transaction_timeout_ms)
-            finally:
-                batch.unpersist()
+            except InconsistentWriteError:
+                # The input gave other rows to the write than to the count (a plan that is not
+                # deterministic): once more from Spark's cache, where both see the same rows.
+                log.info("the DataFrame changed between counting and writing; writing it again from a cached copy")
+                batch.persist()
+                result = self.context.admin.append_reserved(batch, policy, timeout_ms=transaction_timeout_ms)
+        finally:
+            batch.unpersist()
         return WriteResult(result.version, result.ranges)
 
     # -- offsets -------------------------------------------------------------

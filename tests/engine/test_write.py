@@ -17,6 +17,7 @@ from lakelog.engine.errors import (
 )
 from lakelog.engine.produce.partitioner import partition_for_key
 from lakelog.engine.topics import TopicPartition
+from lakelog.spark_connector import dataframe_write
 from lakelog.spark_connector.dataframe_write import KAFKA_PARTITION_FUNCTION, register_functions
 
 pytestmark = pytest.mark.spark
@@ -66,6 +67,46 @@ def test_write_assigns_dense_offsets_in_input_order(store, spark):
     second = store.write(df.limit(10), topic="t")
     assert all(r.start == counts[tp.partition] for tp, r in second.ranges.items())
     dense(store, "t")
+
+
+@pytest.mark.parametrize("literal_limit", [dataframe_write.MAX_LITERAL_BASES, 1])
+def test_rows_of_two_topics_from_many_tasks_are_numbered_densely(store, spark, monkeypatch, literal_limit):
+    # Base offsets per (task, topic, partition) come from an array literal in the plan; beyond
+    # MAX_LITERAL_BASES entries from a broadcast join (limit 1 forces it). Both number alike.
+    monkeypatch.setattr(dataframe_write, "MAX_LITERAL_BASES", literal_limit)
+    store.create_topic("a", partitions=3)
+    store.create_topic("b", partitions=5)
+    store.write(spark.range(7).select(F.col("id").cast("string").alias("value")), topic="b")
+    df = spark.range(0, 3000, numPartitions=4).select(
+        F.when(F.col("id") % 3 == 0, "a").otherwise("b").alias("topic"),
+        (F.col("id") % 29).cast("string").alias("key"),
+        F.col("id").cast("string").alias("value"),
+    )
+    result = store.write(df)
+    assert result.records == 3000
+    a, b = dense(store, "a"), dense(store, "b")
+    assert sum(a.values()) == 1000 and sum(b.values()) == 2007
+    for topic, partitions in (("a", 3), ("b", 5)):
+        rows = store.read(topic).where("offset >= 0").collect()
+        by_partition = {}
+        for r in sorted(rows, key=lambda r: (r.partition, r.offset)):
+            assert r.key is None or r.partition == partition_for_key(bytes(r.key), partitions)
+            if r.key is not None:
+                by_partition.setdefault(r.partition, []).append(int(bytes(r.value)))
+        for ids in by_partition.values():
+            assert ids == sorted(ids)
+
+
+def test_slots_number_every_task_topic_and_partition_once():
+    slots = dataframe_write._Slots({"b": 5, "a": 3})
+    seen = {
+        slots.slot(task, TopicPartition(t, p)) for task in range(4) for t, n in (("a", 3), ("b", 5)) for p in range(n)
+    }
+    assert seen == set(range(4 * 8))
+    for task in range(4):
+        for t, n in (("a", 3), ("b", 5)):
+            for p in range(n):
+                assert slots.decode(slots.slot(task, TopicPartition(t, p))) == (task, TopicPartition(t, p))
 
 
 def test_write_takes_all_kafka_sink_columns(store, spark):
