@@ -39,6 +39,8 @@ from kio.serial import entity_writer
 from lakelog.engine.admin.groups import delete_group, delete_offsets, describe_group, list_groups
 from lakelog.engine.consume import Consumer
 from lakelog.engine.errors import GroupIdNotFoundError, LakelogError
+from lakelog.engine.groups.classic import ClassicGroup, JoinRequest, SyncRequest
+from lakelog.engine.groups.classic_coordinator import ClassicCoordinator
 from lakelog.engine.groups.offsets_topic import MAX_OFFSET, OffsetAndMetadata
 from lakelog.engine.topics import TopicPartition
 from lakelog.kafka_endpoint.error_codes import error_code, outcome
@@ -112,6 +114,8 @@ class GroupApis:
         self._groups: dict[str, Consumer] = {}  # group id -> a lakelog consumer that commits for it
         self._members: dict[tuple[str, str], ProxyMember] = {}  # (group, member id) -> its proxy
         self._groups_lock = threading.Lock()
+        # Groups of any other protocol: Kafka's classic protocol, the group in the store.
+        self.classic = ClassicCoordinator(store.context, "lakelog-serve")
 
     def handlers(self) -> dict[int, Callable[[Request], Any]]:
         return {
@@ -129,6 +133,7 @@ class GroupApis:
         }
 
     def close(self) -> None:
+        self.classic.stopping.set()
         for consumer in self._groups.values():
             consumer.close(autocommit=False)
         for member in list(self._members.values()):
@@ -172,14 +177,18 @@ class GroupApis:
         code = ErrorCode.none
         generation = int(body.generation_id_or_member_epoch)
         member = self._members.get((body.group_id, body.member_id)) if generation >= 0 else None
-        if generation >= 0 and member is None:
-            code = ErrorCode.unknown_member_id
-        elif member is not None and generation != member.generation:
+        instance_id = getattr(body, "group_instance_id", None)
+        if member is not None and generation != member.generation:
             code = ErrorCode.illegal_generation
         elif chosen:
             try:
-                committer = member.consumer if member is not None else self._group(body.group_id)
-                committer.commit(chosen)
+                if member is not None:
+                    member.consumer.commit(chosen)
+                elif generation >= 0 or body.member_id or instance_id is not None:
+                    # A member of a classic group, checked as Kafka checks it (or refused).
+                    self.classic.commit_offsets(body.group_id, chosen, generation, body.member_id or None, instance_id)
+                else:
+                    self._group(body.group_id).commit(chosen)
             except Exception as exc:
                 if not isinstance(exc, LakelogError):
                     log.exception("offset commit of group %s failed", body.group_id)
@@ -223,19 +232,19 @@ class GroupApis:
     # -- JoinGroup, SyncGroup, Heartbeat, LeaveGroup ------------------------------------------
 
     def join_group(self, request: Request) -> Any:
-        """Join (or rejoin) lakelog's group through a proxy member; every client is a follower."""
+        """JoinGroup. A consumer offering an eager protocol lakelog's consumers run (range,
+        roundrobin, sticky) joins their group through a proxy member, as a follower; any
+        other protocol type or protocol joins a group of Kafka's classic protocol, whose
+        leader is a client (:mod:`engine.groups.classic_coordinator`)."""
         body = request.body
         cls = response_class(JOIN_GROUP, request.api_version)
         offered = {p.name: p.metadata for p in body.protocols}
         protocol = choose_protocol(list(offered)) if body.protocol_type == "consumer" else None
-        if protocol is None:
-            return build(
-                cls, error_code=ErrorCode.inconsistent_group_protocol, generation_id=-1, member_id="", leader=""
-            )
         key = (body.group_id, body.member_id)
         member = self._members.get(key)
-        if body.member_id and member is None:
-            return build(cls, error_code=ErrorCode.unknown_member_id, generation_id=-1, member_id="", leader="")
+        if member is None and (protocol is None or body.member_id or self._is_classic(body.group_id)):
+            return self._classic_join(request, cls)
+        assert protocol is not None
         try:
             if member is None:
                 member = ProxyMember(
@@ -266,12 +275,66 @@ class GroupApis:
             members=[],
         )
 
+    def _is_classic(self, group_id: str) -> bool:
+        """Whether ``group_id`` is a classic-protocol group with members (then every member
+        joins it, whatever protocols it also offers)."""
+        return not self.classic.read(group_id).empty
+
+    def _classic_join(self, request: Request, cls: type) -> Any:
+        body = request.body
+        session_ms = int(body.session_timeout.total_seconds() * 1000)
+        rebalance = getattr(body, "rebalance_timeout", None)
+        joined = self.classic.join(
+            body.group_id,
+            JoinRequest(
+                member_id=body.member_id or "",
+                client_id=request.client_id or "",
+                protocol_type=body.protocol_type or "",
+                protocols=tuple((p.name, bytes(p.metadata)) for p in body.protocols),
+                session_timeout_ms=session_ms,
+                rebalance_timeout_ms=session_ms if rebalance is None else int(rebalance.total_seconds() * 1000),
+                instance_id=getattr(body, "group_instance_id", None),
+                client_host="/lakelog",
+                requires_known_member_id=request.api_version >= 4,
+            ),
+        )
+        return build(
+            cls,
+            error_code=ErrorCode[joined.error],
+            generation_id=joined.generation,
+            protocol_type=joined.protocol_type,
+            protocol_name=joined.protocol or "",
+            leader=joined.leader,
+            member_id=joined.member_id,
+            members=[
+                {"member_id": m, "group_instance_id": instance, "metadata": metadata}
+                for m, instance, metadata in joined.members
+            ],
+        )
+
     def sync_group(self, request: Request) -> Any:
         body = request.body
         cls = response_class(SYNC_GROUP, request.api_version)
         member = self._members.get((body.group_id, body.member_id))
         if member is None:
-            return build(cls, error_code=ErrorCode.unknown_member_id, assignment=b"")
+            error, assignment, group = self.classic.sync(
+                body.group_id,
+                SyncRequest(
+                    body.member_id,
+                    getattr(body, "group_instance_id", None),
+                    int(body.generation_id),
+                    getattr(body, "protocol_type", None),
+                    getattr(body, "protocol_name", None),
+                    {a.member_id: bytes(a.assignment) for a in body.assignments},
+                ),
+            )
+            return build(
+                cls,
+                error_code=ErrorCode[error],
+                protocol_type=group.protocol_type,
+                protocol_name=group.protocol,
+                assignment=assignment,
+            )
         if int(body.generation_id) != member.generation:
             return build(cls, error_code=ErrorCode.illegal_generation, assignment=b"")
         return build(
@@ -287,7 +350,10 @@ class GroupApis:
         cls = response_class(HEARTBEAT, request.api_version)
         member = self._members.get((body.group_id, body.member_id))
         if member is None:
-            return build(cls, error_code=ErrorCode.unknown_member_id)
+            error = self.classic.heartbeat(
+                body.group_id, body.member_id, getattr(body, "group_instance_id", None), int(body.generation_id)
+            )
+            return build(cls, error_code=ErrorCode[error])
         if int(body.generation_id) != member.generation:
             return build(cls, error_code=ErrorCode.illegal_generation)
         try:
@@ -299,23 +365,37 @@ class GroupApis:
 
     def leave_group(self, request: Request) -> Any:
         body = request.body
-        ids = [m.member_id for m in body.members] if hasattr(body, "members") else [body.member_id]
-        answers = []
-        for member_id in ids:
-            member = self._members.pop((body.group_id, member_id), None)
-            if member is not None:
-                member.leave()
-            code = ErrorCode.none if member is not None else ErrorCode.unknown_member_id
-            answers.append({"member_id": member_id, "group_instance_id": None, "error_code": code})
+        if hasattr(body, "members"):
+            named = [(m.member_id or "", getattr(m, "group_instance_id", None)) for m in body.members]
+        else:
+            named = [(body.member_id, None)]
+        answers: list[dict] = []
+        classic: list[tuple[str, str | None]] = []
+        for member_id, instance_id in named:
+            member = self._members.pop((body.group_id, member_id), None) if member_id else None
+            if member is None:
+                classic.append((member_id, instance_id))
+                continue
+            member.leave()
+            answers.append({"member_id": member_id, "group_instance_id": instance_id, "error_code": ErrorCode.none})
+        if classic:
+            errors = self.classic.leave(body.group_id, classic)
+            for (member_id, error), (_, instance_id) in zip(errors, classic, strict=True):
+                answers.append(
+                    {"member_id": member_id, "group_instance_id": instance_id, "error_code": ErrorCode[error]}
+                )
         cls = response_class(LEAVE_GROUP, request.api_version)
-        return build(cls, error_code=ErrorCode.none, members=answers)
+        top = ErrorCode.none
+        if request.api_version < 3 and answers:
+            top = answers[0]["error_code"]
+        return build(cls, error_code=top, members=answers)
 
     # -- ListGroups, DescribeGroups, DeleteGroups, OffsetDelete ------------------------------
 
     def list_groups(self, request: Request) -> Any:
         wanted = set(getattr(request.body, "states_filter", ()) or ())
         groups = [
-            {"group_id": g.group_id, "protocol_type": "consumer", "group_state": g.state}
+            {"group_id": g.group_id, "protocol_type": g.protocol_type, "group_state": g.state}
             for g in list_groups(self.store.context)
             if not wanted or g.state in wanted
         ]
@@ -324,6 +404,10 @@ class GroupApis:
     def describe_groups(self, request: Request) -> Any:
         groups = []
         for group_id in request.body.groups:
+            classic = self.classic.read(group_id)
+            if not classic.empty:
+                groups.append(_describe_classic(classic))
+                continue
             try:
                 found = describe_group(self.store.context, group_id)
             except GroupIdNotFoundError:
@@ -386,3 +470,27 @@ class GroupApis:
             partitions = [{"partition_index": p, "error_code": codes.get(p, ErrorCode.none)} for p in asked]
             answers.append({"name": topic.name, "partitions": partitions})
         return build(response_class(OFFSET_DELETE, request.api_version), error_code=ErrorCode.none, topics=answers)
+
+
+def _describe_classic(group: ClassicGroup) -> dict:
+    """DescribeGroups of a classic-protocol group: its protocol type and protocol, each member's
+    metadata of that protocol and its assignment, as Kafka's coordinator answers."""
+    return {
+        "error_code": ErrorCode.none,
+        "group_id": group.group_id,
+        "group_state": group.state,
+        "protocol_type": group.protocol_type or "",
+        "protocol_data": group.protocol or "",
+        "members": [
+            {
+                "member_id": m.member_id,
+                "group_instance_id": m.instance_id,
+                "client_id": m.client_id,
+                "client_host": m.client_host or "/lakelog",
+                "member_metadata": m.metadata(group.protocol),
+                "member_assignment": m.assignment,
+            }
+            for m in group.members.values()
+        ],
+        "authorized_operations": -2147483648,
+    }

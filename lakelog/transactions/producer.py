@@ -49,9 +49,8 @@ from lakelog.engine.errors import (
     ProducerFencedError,
     TransactionAbortedError,
 )
-from lakelog.engine.groups.coordinator import GroupLog, check_offsets_to_commit, live_members, offset_records
+from lakelog.engine.groups.coordinator import GroupLog, check_group_commit, check_offsets_to_commit, offset_records
 from lakelog.engine.groups.offsets_topic import OffsetAndMetadata, check_group_id, partition_for_group
-from lakelog.engine.groups.state import check_commit
 from lakelog.engine.produce.batches import ProducerBatch, RecordBatch, RecordFuture
 from lakelog.engine.produce.partitioner import KeylessPartitioner
 from lakelog.engine.produce.placement import outgoing_record
@@ -133,11 +132,11 @@ class TransactionBatch(ProducerBatch):
             )
         if self._group is not None:
             group_log, meta, partitions = self._group
-            state = group_log.latest(view).state
-            live = None
-            if meta.member_id is None and state is not None:
-                live = live_members(group_log, state, int(time.time() * 1000))
-            check_commit(state, meta.generation, meta.member_id, partitions, live=live)
+            records = group_log.latest(view)
+            now_ms = int(time.time() * 1000)
+            check_group_commit(
+                group_log, records, meta.generation, meta.member_id, partitions, now_ms, transactional=True
+            )
 
     def prepare(self, view: TableState) -> dict[TopicPartition, int]:
         counts = super().prepare(view)

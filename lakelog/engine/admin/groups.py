@@ -51,6 +51,7 @@ from lakelog.engine.groups.offsets_topic import (
     OffsetAndMetadata,
     check_group_id,
     check_offset,
+    classic_key,
     fold_groups,
     group_key,
     offset_key,
@@ -79,6 +80,7 @@ class GroupListing:
     group_id: str
     state: str  # Kafka's group state: Stable, PreparingRebalance, CompletingRebalance, Empty
     members: int  # live members
+    protocol_type: str = "consumer"  # a Kafka client's classic-protocol group: its protocol type
 
 
 @dataclass(frozen=True)
@@ -122,19 +124,30 @@ def _now_ms() -> int:
 
 
 def _exists(group: GroupRecords) -> bool:
-    return group.state is not None or bool(group.offsets)
+    return group.state is not None or bool(group.offsets) or (group.classic is not None and not group.classic.empty)
 
 
 def _live(context: StoreContext, group: GroupRecords, now_ms: int) -> set[str]:
-    """Members whose leases are fresh (members of the stored state that stopped renewing are gone)."""
-    if group.state is None or not group.state.members:
+    """Members whose leases are fresh (members of the stored state that stopped renewing are gone):
+    lakelog's consumers' and Kafka clients' of a classic-protocol group alike."""
+    timeouts = {m: v.session_timeout_ms for m, v in (group.state.members if group.state is not None else {}).items()}
+    if group.classic is not None:
+        timeouts.update({m: v.session_timeout_ms for m, v in group.classic.members.items()})
+    if not timeouts:
         return set()
     leases = LeaseStore(context.uri, group.group_id).read()
-    return fresh(leases, {m: v.session_timeout_ms for m, v in group.state.members.items()}, now_ms)
+    return fresh(leases, timeouts, now_ms)
 
 
 def _state_name(group: GroupRecords, live: set[str]) -> str:
+    if group.classic is not None and live & set(group.classic.members):
+        return group.classic.state
     return group.state.state if live and group.state is not None else EMPTY
+
+
+def _protocol_type(group: GroupRecords) -> str:
+    classic = group.classic
+    return classic.protocol_type if classic is not None and classic.protocol_type and classic.members else "consumer"
 
 
 def _require_inactive(context: StoreContext, group: GroupRecords, now_ms: int, action: str) -> None:
@@ -192,7 +205,7 @@ def list_groups(context: StoreContext) -> list[GroupListing]:
         if not _exists(group):
             continue
         live = _live(context, group, now_ms)
-        listings.append(GroupListing(group_id, _state_name(group, live), len(live)))
+        listings.append(GroupListing(group_id, _state_name(group, live), len(live), _protocol_type(group)))
     return listings
 
 
@@ -447,7 +460,7 @@ def delete_offsets(context: StoreContext, group_id: str, partitions: Iterable[To
             raise GroupIdNotFoundError(f"consumer group {group_id!r} does not exist")
         live = _live(context, group, now_ms)
         members = group.state.members if group.state is not None else {}
-        subscribed = sorted({t for m in live for t in members[m].topics} & {tp.topic for tp in wanted})
+        subscribed = sorted({t for m in live if m in members for t in members[m].topics} & {tp.topic for tp in wanted})
         if subscribed:
             raise GroupSubscribedToTopicError(
                 f"cannot delete the offsets of group {group_id!r} for topic {subscribed[0]!r}: "
@@ -481,6 +494,8 @@ def delete_group(context: StoreContext, group_id: str) -> None:
         records: list[tuple[bytes, bytes | None]] = [(offset_key(group_id, tp), None) for tp in sorted(group.offsets)]
         if group.state is not None:
             records.append((group_key(group_id), None))
+        if group.classic is not None:
+            records.append((classic_key(group_id), None))
         return records
 
     writer = context.committer(f"lakelog-group-admin-{os.getpid()}")

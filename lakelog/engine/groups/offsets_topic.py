@@ -5,7 +5,11 @@ compaction (latest value per key) keeps exactly what is needed:
 
 * offset commits, key ``{"group", "topic", "partition"}`` -> value
   ``{"offset", "metadata", "commit_timestamp", "generation", "member_id"}``;
-* group state, key ``{"group"}`` -> :class:`engine.groups.state.GroupState` JSON.
+* group state, key ``{"group"}`` -> :class:`engine.groups.state.GroupState` JSON
+  (lakelog's consumers' groups);
+* a group of Kafka's classic protocol, key ``{"group", "protocol": "classic"}`` ->
+  :class:`engine.groups.classic.ClassicGroup` JSON (the groups of Kafka clients
+  served by ``lakelog serve``).
 
 A null value is a tombstone (a deleted group's offsets). Keys and values
 are compact JSON so that the topic stays readable from any Delta reader;
@@ -24,6 +28,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from lakelog.engine.errors import InvalidConfigError, InvalidOffsetError
+from lakelog.engine.groups.classic import ClassicGroup
 from lakelog.engine.groups.state import GroupState
 from lakelog.engine.topics import OFFSETS_TOPIC_PARTITIONS, TopicPartition
 
@@ -91,12 +96,24 @@ def group_key(group_id: str) -> bytes:
     return _dumps({"group": group_id})
 
 
+def classic_key(group_id: str) -> bytes:
+    return _dumps({"group": group_id, "protocol": "classic"})
+
+
 def is_group_record(key: bytes | None, group_id: str) -> bool:
     """Whether a record with ``key`` holds ``group_id``'s state (not one of its offsets)."""
     if key is None:
         return False
     k = json.loads(key)
-    return k.get("group") == group_id and "topic" not in k
+    return k.get("group") == group_id and "topic" not in k and "protocol" not in k
+
+
+def is_classic_record(key: bytes | None, group_id: str) -> bool:
+    """Whether a record with ``key`` holds ``group_id``'s classic-protocol group."""
+    if key is None:
+        return False
+    k = json.loads(key)
+    return k.get("group") == group_id and k.get("protocol") == "classic"
 
 
 @dataclass(frozen=True)
@@ -145,6 +162,7 @@ class GroupRecords:
     group_id: str
     state: GroupState | None = None
     offsets: dict[TopicPartition, OffsetAndMetadata] = field(default_factory=dict)
+    classic: ClassicGroup | None = None
 
     def apply(self, key: bytes | None, value: bytes | None) -> None:
         """Fold one record (records must be applied in offset order)."""
@@ -167,6 +185,8 @@ class GroupRecords:
                     v.get("member_id"),
                     v.get("topic_id"),
                 )
+        elif k.get("protocol") == "classic":
+            self.classic = None if value is None else ClassicGroup.from_json(value.decode())
         else:
             self.state = None if value is None else GroupState.from_json(value.decode())
 
