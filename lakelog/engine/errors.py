@@ -226,6 +226,11 @@ class UnknownMemberIdError(CommitFailedError):
     committed; join again."""
 
 
+class InconsistentGroupProtocolError(FatalError):
+    """The group's members use another protocol type, or no assignor (protocol) this member
+    offers is one every member offers (Kafka's INCONSISTENT_GROUP_PROTOCOL): it cannot join."""
+
+
 class FencedInstanceIdError(FatalError):
     """Another consumer joined the group with this consumer's ``group.instance.id``: this
     instance was replaced (KIP-345) and must stop. Close it."""

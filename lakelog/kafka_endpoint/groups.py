@@ -2,26 +2,25 @@
 LeaveGroup, and the groups' admin APIs ListGroups, DescribeGroups, DeleteGroups, OffsetDelete.
 
 Groups live in the store, not in an agent: every agent coordinates every
-group. A Kafka client's membership is held by a lakelog consumer of the
-group (:class:`kafka_endpoint.group_members.ProxyMember`), so Kafka clients
-and lakelog's own consumers share groups; offsets go into
+group, Kafka's classic protocol for any protocol type
+(:mod:`engine.groups.classic_coordinator`), and lakelog's own consumers are
+members of the same groups (they speak the same protocol). A JoinGroup or
+SyncGroup that must wait for other members waits in the agent the client
+reached, re-reading the group; a member whose agent dies goes on through
+another one until its session times out. Offsets go into
 ``__consumer_offsets`` as lakelog's consumers commit them. The admin APIs
 read and tombstone ``__consumer_offsets`` as ``lakelog groups`` does
 (:mod:`engine.admin.groups`), so Kafka's ``kafka-consumer-groups`` and
-lakelog's CLI see the same groups (lakelog's consumers as members, with
-their assignments in Kafka's consumer protocol encoding).
+lakelog's CLI see the same groups.
 """
 
 from __future__ import annotations
 
-import io
 import logging
-import struct
 import threading
 from collections.abc import Callable
 from typing import Any
 
-from kio.schema.consumer_protocol_assignment.v0.data import ConsumerProtocolAssignment
 from kio.schema.delete_groups.v0.request import DeleteGroupsRequest
 from kio.schema.describe_groups.v0.request import DescribeGroupsRequest
 from kio.schema.errors import ErrorCode
@@ -34,7 +33,6 @@ from kio.schema.offset_commit.v2.request import OffsetCommitRequest
 from kio.schema.offset_delete.v0.request import OffsetDeleteRequest
 from kio.schema.offset_fetch.v1.request import OffsetFetchRequest
 from kio.schema.sync_group.v0.request import SyncGroupRequest
-from kio.serial import entity_writer
 
 from lakelog.engine.admin.groups import delete_group, delete_offsets, describe_group, list_groups
 from lakelog.engine.consume import Consumer
@@ -44,7 +42,6 @@ from lakelog.engine.groups.classic_coordinator import ClassicCoordinator
 from lakelog.engine.groups.offsets_topic import MAX_OFFSET, OffsetAndMetadata
 from lakelog.engine.topics import TopicPartition
 from lakelog.kafka_endpoint.error_codes import error_code, outcome
-from lakelog.kafka_endpoint.group_members import ProxyMember, UnknownMemberError, choose_protocol, subscribed_topics
 from lakelog.kafka_endpoint.messages import Request, api_key, build, response_class
 from lakelog.store import Store
 
@@ -87,34 +84,15 @@ def bad_offset(offset: int) -> bool:
     return not 0 <= int(offset) <= MAX_OFFSET
 
 
-def encode_assignment(partitions: Any) -> bytes:
-    """A member's assignment in Kafka's consumer protocol (ConsumerProtocolAssignment v0)."""
-    by_topic: dict[str, list[int]] = {}
-    for tp in partitions:
-        by_topic.setdefault(tp.topic, []).append(tp.partition)
-    out = io.BytesIO()
-    out.write(struct.pack(">h", 0))
-    entity_writer(ConsumerProtocolAssignment)(
-        out,
-        build(
-            ConsumerProtocolAssignment,
-            assigned_partitions=[{"topic": t, "partitions": ps} for t, ps in sorted(by_topic.items())],
-        ),
-    )
-    return out.getvalue()
-
-
 class GroupApis:
-    """The group coordinator's APIs over one store: the proxy members of the Kafka clients
-    this agent serves, and a member-less consumer per group for offset commits and fetches."""
+    """The group coordinator's APIs over one store (the groups themselves are in the store), and
+    a member-less consumer per group for offset fetches and commits without a generation."""
 
     def __init__(self, store: Store, host: str, port: int) -> None:
         self.store = store
         self.host, self.port = host, port
         self._groups: dict[str, Consumer] = {}  # group id -> a lakelog consumer that commits for it
-        self._members: dict[tuple[str, str], ProxyMember] = {}  # (group, member id) -> its proxy
         self._groups_lock = threading.Lock()
-        # Groups of any other protocol: Kafka's classic protocol, the group in the store.
         self.classic = ClassicCoordinator(store.context, "lakelog-serve")
 
     def handlers(self) -> dict[int, Callable[[Request], Any]]:
@@ -136,8 +114,6 @@ class GroupApis:
         self.classic.stopping.set()
         for consumer in self._groups.values():
             consumer.close(autocommit=False)
-        for member in list(self._members.values()):
-            member.leave()
 
     # -- FindCoordinator, OffsetCommit, OffsetFetch ----------------------------------------
 
@@ -176,19 +152,12 @@ class GroupApis:
                     chosen[tp] = OffsetAndMetadata(int(part.committed_offset), part.committed_metadata or "")
         code = ErrorCode.none
         generation = int(body.generation_id_or_member_epoch)
-        member = self._members.get((body.group_id, body.member_id)) if generation >= 0 else None
         instance_id = getattr(body, "group_instance_id", None)
-        if member is not None and generation != member.generation:
-            code = ErrorCode.illegal_generation
-        elif chosen:
+        if chosen:
             try:
-                if member is not None:
-                    member.consumer.commit(chosen)
-                elif generation >= 0 or body.member_id or instance_id is not None:
-                    # A member of a classic group, checked as Kafka checks it (or refused).
-                    self.classic.commit_offsets(body.group_id, chosen, generation, body.member_id or None, instance_id)
-                else:
-                    self._group(body.group_id).commit(chosen)
+                # Checked as Kafka's ClassicGroup.validateOffsetCommit: a member of the current
+                # generation, or (generation -1, no member) anyone while the group is empty.
+                self.classic.commit_offsets(body.group_id, chosen, generation, body.member_id or None, instance_id)
             except Exception as exc:
                 if not isinstance(exc, LakelogError):
                     log.exception("offset commit of group %s failed", body.group_id)
@@ -232,55 +201,8 @@ class GroupApis:
     # -- JoinGroup, SyncGroup, Heartbeat, LeaveGroup ------------------------------------------
 
     def join_group(self, request: Request) -> Any:
-        """JoinGroup. A consumer offering an eager protocol lakelog's consumers run (range,
-        roundrobin, sticky) joins their group through a proxy member, as a follower; any
-        other protocol type or protocol joins a group of Kafka's classic protocol, whose
-        leader is a client (:mod:`engine.groups.classic_coordinator`)."""
-        body = request.body
+        """JoinGroup of Kafka's classic protocol; answers when the member's round completed."""
         cls = response_class(JOIN_GROUP, request.api_version)
-        offered = {p.name: p.metadata for p in body.protocols}
-        protocol = choose_protocol(list(offered)) if body.protocol_type == "consumer" else None
-        key = (body.group_id, body.member_id)
-        member = self._members.get(key)
-        if member is None and (protocol is None or body.member_id or self._is_classic(body.group_id)):
-            return self._classic_join(request, cls)
-        assert protocol is not None
-        try:
-            if member is None:
-                member = ProxyMember(
-                    self.store,
-                    body.group_id,
-                    request.client_id or "",
-                    subscribed_topics(offered[protocol]),
-                    protocol,
-                    int(body.session_timeout.total_seconds() * 1000),
-                    int(getattr(body, "rebalance_timeout", body.session_timeout).total_seconds() * 1000),
-                    getattr(body, "group_instance_id", None),
-                )
-            member.join()
-            self._members[(body.group_id, member.member_id)] = member
-            for stale in [k for k, m in self._members.items() if m.gone]:  # clients that went silent
-                self._members.pop(stale, None)
-        except UnknownMemberError:
-            self._members.pop(key, None)
-            return build(cls, error_code=ErrorCode.unknown_member_id, generation_id=-1, member_id="", leader="")
-        return build(
-            cls,
-            error_code=ErrorCode.none,
-            generation_id=member.generation,
-            protocol_type="consumer",
-            protocol_name=protocol,
-            leader="lakelog-coordinator",  # not any client: the group's assignor runs in lakelog
-            member_id=member.member_id,
-            members=[],
-        )
-
-    def _is_classic(self, group_id: str) -> bool:
-        """Whether ``group_id`` is a classic-protocol group with members (then every member
-        joins it, whatever protocols it also offers)."""
-        return not self.classic.read(group_id).empty
-
-    def _classic_join(self, request: Request, cls: type) -> Any:
         body = request.body
         session_ms = int(body.session_timeout.total_seconds() * 1000)
         rebalance = getattr(body, "rebalance_timeout", None)
@@ -315,80 +237,46 @@ class GroupApis:
     def sync_group(self, request: Request) -> Any:
         body = request.body
         cls = response_class(SYNC_GROUP, request.api_version)
-        member = self._members.get((body.group_id, body.member_id))
-        if member is None:
-            error, assignment, group = self.classic.sync(
-                body.group_id,
-                SyncRequest(
-                    body.member_id,
-                    getattr(body, "group_instance_id", None),
-                    int(body.generation_id),
-                    getattr(body, "protocol_type", None),
-                    getattr(body, "protocol_name", None),
-                    {a.member_id: bytes(a.assignment) for a in body.assignments},
-                ),
-            )
-            return build(
-                cls,
-                error_code=ErrorCode[error],
-                protocol_type=group.protocol_type,
-                protocol_name=group.protocol,
-                assignment=assignment,
-            )
-        if int(body.generation_id) != member.generation:
-            return build(cls, error_code=ErrorCode.illegal_generation, assignment=b"")
+        error, assignment, group = self.classic.sync(
+            body.group_id,
+            SyncRequest(
+                body.member_id,
+                getattr(body, "group_instance_id", None),
+                int(body.generation_id),
+                getattr(body, "protocol_type", None),
+                getattr(body, "protocol_name", None),
+                {a.member_id: bytes(a.assignment) for a in body.assignments},
+            ),
+        )
         return build(
             cls,
-            error_code=ErrorCode.none,
-            protocol_type="consumer",
-            protocol_name=member.protocol,
-            assignment=encode_assignment(member.assignment()),
+            error_code=ErrorCode[error],
+            protocol_type=group.protocol_type,
+            protocol_name=group.protocol,
+            assignment=assignment,
         )
 
     def heartbeat(self, request: Request) -> Any:
         body = request.body
-        cls = response_class(HEARTBEAT, request.api_version)
-        member = self._members.get((body.group_id, body.member_id))
-        if member is None:
-            error = self.classic.heartbeat(
-                body.group_id, body.member_id, getattr(body, "group_instance_id", None), int(body.generation_id)
-            )
-            return build(cls, error_code=ErrorCode[error])
-        if int(body.generation_id) != member.generation:
-            return build(cls, error_code=ErrorCode.illegal_generation)
-        try:
-            rejoin = member.heartbeat()
-        except UnknownMemberError:
-            self._members.pop((body.group_id, body.member_id), None)
-            return build(cls, error_code=ErrorCode.unknown_member_id)
-        return build(cls, error_code=ErrorCode.rebalance_in_progress if rejoin else ErrorCode.none)
+        error = self.classic.heartbeat(
+            body.group_id, body.member_id, getattr(body, "group_instance_id", None), int(body.generation_id)
+        )
+        return build(response_class(HEARTBEAT, request.api_version), error_code=ErrorCode[error])
 
     def leave_group(self, request: Request) -> Any:
+        """LeaveGroup: members named by member id, or (v3+) by ``group_instance_id``."""
         body = request.body
         if hasattr(body, "members"):
             named = [(m.member_id or "", getattr(m, "group_instance_id", None)) for m in body.members]
         else:
             named = [(body.member_id, None)]
-        answers: list[dict] = []
-        classic: list[tuple[str, str | None]] = []
-        for member_id, instance_id in named:
-            member = self._members.pop((body.group_id, member_id), None) if member_id else None
-            if member is None:
-                classic.append((member_id, instance_id))
-                continue
-            member.leave()
-            answers.append({"member_id": member_id, "group_instance_id": instance_id, "error_code": ErrorCode.none})
-        if classic:
-            errors = self.classic.leave(body.group_id, classic)
-            for (member_id, error), (_, instance_id) in zip(errors, classic, strict=True):
-                answers.append(
-                    {"member_id": member_id, "group_instance_id": instance_id, "error_code": ErrorCode[error]}
-                )
-        cls = response_class(LEAVE_GROUP, request.api_version)
-        top = ErrorCode.none
-        if request.api_version < 3 and answers:
-            top = answers[0]["error_code"]
-        return build(cls, error_code=top, members=answers)
+        errors = self.classic.leave(body.group_id, named)
+        answers = [
+            {"member_id": member_id, "group_instance_id": instance_id, "error_code": ErrorCode[error]}
+            for (member_id, error), (_, instance_id) in zip(errors, named, strict=True)
+        ]
+        top = answers[0]["error_code"] if request.api_version < 3 and answers else ErrorCode.none
+        return build(response_class(LEAVE_GROUP, request.api_version), error_code=top, members=answers)
 
     # -- ListGroups, DescribeGroups, DeleteGroups, OffsetDelete ------------------------------
 
@@ -408,32 +296,21 @@ class GroupApis:
             if not classic.empty:
                 groups.append(_describe_classic(classic))
                 continue
-            try:
+            try:  # a group without members: only its committed offsets, or none at all (Dead)
                 found = describe_group(self.store.context, group_id)
             except GroupIdNotFoundError:
                 groups.append(
                     {"error_code": ErrorCode.none, "group_id": group_id, "group_state": "Dead", "members": []}
                 )
                 continue
-            members = [
-                {
-                    "member_id": m.member_id,
-                    "group_instance_id": m.instance_id,
-                    "client_id": m.client_id,
-                    "client_host": "/lakelog",
-                    "member_metadata": b"",
-                    "member_assignment": encode_assignment(m.assignment),
-                }
-                for m in found.members
-            ]
             groups.append(
                 {
                     "error_code": ErrorCode.none,
                     "group_id": group_id,
                     "group_state": found.state,
-                    "protocol_type": "consumer",
-                    "protocol_data": found.assignor or "",
-                    "members": members,
+                    "protocol_type": classic.protocol_type or "",
+                    "protocol_data": "",
+                    "members": [],
                     "authorized_operations": -2147483648,
                 }
             )

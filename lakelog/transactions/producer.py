@@ -116,7 +116,7 @@ class TransactionBatch(ProducerBatch):
         app: AppTransaction,
         epoch: int,
         transactional_id: str,
-        group: tuple[GroupLog, ConsumerGroupMetadata, list[TopicPartition]] | None,
+        group: tuple[GroupLog, ConsumerGroupMetadata] | None,
     ) -> None:
         super().__init__(records, producer_id, app, producer_epoch=epoch)
         self._epoch = epoch
@@ -131,11 +131,17 @@ class TransactionBatch(ProducerBatch):
                 "nothing of this transaction was committed"
             )
         if self._group is not None:
-            group_log, meta, partitions = self._group
+            group_log, meta = self._group
             records = group_log.latest(view)
             now_ms = int(time.time() * 1000)
             check_group_commit(
-                group_log, records, meta.generation, meta.member_id, partitions, now_ms, transactional=True
+                group_log,
+                records,
+                meta.generation,
+                meta.member_id,
+                now_ms,
+                instance_id=meta.group_instance_id,
+                transactional=True,
             )
 
     def prepare(self, view: TableState) -> dict[TopicPartition, int]:
@@ -316,7 +322,7 @@ class TransactionalProducer:
                 ):
                     batch.add(group_tp, key, value, None, now, len(key) + len(value), len(batch))
                 group_log = GroupLog(self._context.log, self._records_reader, self._group.group_id, partitions)
-                group = (group_log, self._group, list(self._offsets))
+                group = (group_log, self._group)
             if not len(batch):
                 batch.complete(None, {})  # type: ignore[arg-type]
                 self.state = TransactionState.READY

@@ -41,8 +41,11 @@ from lakelog.engine.errors import (
     GroupSubscribedToTopicError,
     InvalidConfigError,
     InvalidOffsetError,
+    InvalidRecordError,
     UnknownTopicOrPartitionError,
 )
+from lakelog.engine.groups.classic import EMPTY, ClassicGroup, ClassicMember
+from lakelog.engine.groups.consumer_protocol import PROTOCOL_TYPE, decode_assignment, decode_subscription
 from lakelog.engine.groups.coordinator import GROUP_POLICY, GroupLog, GroupRecordsBatch, offset_records
 from lakelog.engine.groups.leases import LeaseStore, fresh
 from lakelog.engine.groups.offsets_topic import (
@@ -51,12 +54,10 @@ from lakelog.engine.groups.offsets_topic import (
     OffsetAndMetadata,
     check_group_id,
     check_offset,
-    classic_key,
     fold_groups,
     group_key,
     offset_key,
 )
-from lakelog.engine.groups.state import EMPTY
 from lakelog.engine.records import check_lookup_timestamp
 from lakelog.engine.topics import OFFSETS_TOPIC, TopicPartition, require_topic
 
@@ -68,7 +69,7 @@ RESET_TARGETS: tuple[str, ...] = ("earliest", "latest", "datetime", "offset")
 
 log = logging.getLogger("lakelog.group_admin")
 
-# Group changes retry like the coordinator's own (change_group): members'
+# Group changes retry like the coordinator's own (GROUP_POLICY): members'
 # heartbeats to the same partition conflict often but briefly.
 _POLICY = GROUP_POLICY
 
@@ -124,30 +125,45 @@ def _now_ms() -> int:
 
 
 def _exists(group: GroupRecords) -> bool:
-    return group.state is not None or bool(group.offsets) or (group.classic is not None and not group.classic.empty)
+    return group.state is not None or bool(group.offsets)
 
 
 def _live(context: StoreContext, group: GroupRecords, now_ms: int) -> set[str]:
-    """Members whose leases are fresh (members of the stored state that stopped renewing are gone):
-    lakelog's consumers' and Kafka clients' of a classic-protocol group alike."""
-    timeouts = {m: v.session_timeout_ms for m, v in (group.state.members if group.state is not None else {}).items()}
-    if group.classic is not None:
-        timeouts.update({m: v.session_timeout_ms for m, v in group.classic.members.items()})
-    if not timeouts:
+    """Members whose leases are fresh (members of the stored state that stopped renewing are gone)."""
+    if group.state is None or not group.state.members:
         return set()
     leases = LeaseStore(context.uri, group.group_id).read()
-    return fresh(leases, timeouts, now_ms)
+    return fresh(leases, {m: v.session_timeout_ms for m, v in group.state.members.items()}, now_ms)
 
 
 def _state_name(group: GroupRecords, live: set[str]) -> str:
-    if group.classic is not None and live & set(group.classic.members):
-        return group.classic.state
     return group.state.state if live and group.state is not None else EMPTY
 
 
 def _protocol_type(group: GroupRecords) -> str:
-    classic = group.classic
-    return classic.protocol_type if classic is not None and classic.protocol_type and classic.members else "consumer"
+    state = group.state
+    return state.protocol_type if state is not None and state.protocol_type and state.members else PROTOCOL_TYPE
+
+
+def _consumer_assignment(state: ClassicGroup, member: ClassicMember) -> tuple[TopicPartition, ...]:
+    """The partitions of a consumer-protocol member's assignment; () for other protocol types
+    (Streams' and Connect's are theirs to read) and bytes that are not a consumer assignment."""
+    if state.protocol_type != PROTOCOL_TYPE:
+        return ()
+    try:
+        return tuple(sorted(decode_assignment(member.assignment)))
+    except InvalidRecordError:
+        return ()
+
+
+def _subscribed_topics(state: ClassicGroup, member: ClassicMember) -> set[str]:
+    """The topics a consumer-protocol member subscribes to (none for other protocol types)."""
+    if state.protocol_type != PROTOCOL_TYPE:
+        return set()
+    try:
+        return set(decode_subscription(member.metadata(state.protocol or member.protocols[0][0])).topics)
+    except (InvalidRecordError, IndexError):
+        return set()
 
 
 def _require_inactive(context: StoreContext, group: GroupRecords, now_ms: int, action: str) -> None:
@@ -231,9 +247,9 @@ def describe_group(context: StoreContext, group_id: str) -> GroupDescription:
             MemberDescription(
                 m.member_id,
                 m.client_id,
-                state.assigned(m.member_id),
+                _consumer_assignment(state, m),
                 m.instance_id,
-                state.to_revoke(m.member_id),
+                (),
                 leases[m.member_id].modified_ms if m.member_id in leases else None,
             )
             for m in sorted(state.members.values(), key=lambda m: m.member_id)
@@ -266,7 +282,7 @@ def describe_group(context: StoreContext, group_id: str) -> GroupDescription:
         group_id,
         _state_name(group, alive),
         state.generation if state is not None else None,
-        state.assignor if state is not None else None,
+        state.protocol if state is not None else None,
         members,
         tuple(partitions),
     )
@@ -459,8 +475,10 @@ def delete_offsets(context: StoreContext, group_id: str, partitions: Iterable[To
         if not _exists(group):
             raise GroupIdNotFoundError(f"consumer group {group_id!r} does not exist")
         live = _live(context, group, now_ms)
-        members = group.state.members if group.state is not None else {}
-        subscribed = sorted({t for m in live if m in members for t in members[m].topics} & {tp.topic for tp in wanted})
+        state = group.state
+        members = state.members if state is not None else {}
+        topics = {t for m in live if m in members for t in _subscribed_topics(state, members[m])}  # type: ignore[arg-type]
+        subscribed = sorted(topics & {tp.topic for tp in wanted})
         if subscribed:
             raise GroupSubscribedToTopicError(
                 f"cannot delete the offsets of group {group_id!r} for topic {subscribed[0]!r}: "
@@ -494,8 +512,6 @@ def delete_group(context: StoreContext, group_id: str) -> None:
         records: list[tuple[bytes, bytes | None]] = [(offset_key(group_id, tp), None) for tp in sorted(group.offsets)]
         if group.state is not None:
             records.append((group_key(group_id), None))
-        if group.classic is not None:
-            records.append((classic_key(group_id), None))
         return records
 
     writer = context.committer(f"lakelog-group-admin-{os.getpid()}")

@@ -14,11 +14,13 @@ Guarantees:
   stale gets CommitFailedError and nothing is committed;
 * with a ``group.id`` and ``subscribe``, members of the group in any
   process share the subscribed partitions, Kafka's way
-  (:mod:`engine.groups.state`): a partition has at most one owner at a time
-  -- a member gets it only after its previous owner's
-  ``on_partitions_revoked`` ran and its position was committed, or after
-  that owner was removed -- and ``poll`` never returns records of a
-  partition the member does not own;
+  (Kafka's classic group protocol, :mod:`engine.groups.classic`, shared with
+  Kafka's clients through ``lakelog serve``): the leader assigns, eager members
+  revoke everything before they join again and cooperative-sticky ones what
+  moves (KIP-429), so a partition changes hands only after its previous owner's
+  ``on_partitions_revoked`` ran and its position was committed, or after that
+  owner was removed -- and ``poll`` never returns records of a partition the
+  member does not own;
 * a member that stops renewing its lease for ``session.timeout.ms`` is
   removed by another member; one that does not poll for
   ``max.poll.interval.ms`` leaves the group itself; a member that finds
@@ -90,6 +92,7 @@ class ConsumerGroupMetadata:
     group_id: str
     generation: int = -1
     member_id: str | None = None
+    group_instance_id: str | None = None  # a static member's (KIP-345): fenced by a newer instance
 
 
 class ConsumerRebalanceListener(Protocol):
@@ -230,7 +233,7 @@ class Consumer:
         if self.group_id is None or self.group_client is None:
             raise InvalidConfigError("group_metadata() needs a group.id")
         generation, member_id = self.group_client.metadata()
-        return ConsumerGroupMetadata(self.group_id, generation, member_id)
+        return ConsumerGroupMetadata(self.group_id, generation, member_id, self._config["group.instance.id"] or None)
 
     def _set_assignment(self, tps: set[TopicPartition]) -> None:
         for tp in list(self._positions):

@@ -26,7 +26,6 @@ from typing import TypeVar
 from lakelog.engine.commit import Committer, RetryPolicy, TableState
 from lakelog.engine.context import StoreContext
 from lakelog.engine.groups.classic import (
-    INCONSISTENT_GROUP_PROTOCOL,
     NONE,
     REBALANCE_IN_PROGRESS,
     ClassicGroup,
@@ -47,7 +46,7 @@ from lakelog.engine.groups.classic import (
 )
 from lakelog.engine.groups.coordinator import GROUP_POLICY, GroupLog, GroupRecordsBatch, commit_offsets
 from lakelog.engine.groups.leases import LeaseStore, Liveness
-from lakelog.engine.groups.offsets_topic import GroupRecords, OffsetAndMetadata, classic_key
+from lakelog.engine.groups.offsets_topic import GroupRecords, OffsetAndMetadata, group_key
 from lakelog.engine.topics import TopicPartition
 
 T = TypeVar("T")
@@ -90,6 +89,21 @@ class ClassicCoordinator:
 
     # -- the store -----------------------------------------------------------------------------
 
+    def group_log(self, group_id: str) -> GroupLog:
+        """The group's records in ``__consumer_offsets`` (created first if needed)."""
+        return self._group_log(group_id)
+
+    def writer(self, group_id: str) -> Committer:
+        """The committer of the group's changes and offset commits (``__consumer_offsets`` is
+        created first if needed)."""
+        self._group_log(group_id)
+        assert self._writer is not None
+        return self._writer
+
+    def renew(self, group_id: str, member_id: str, instance_id: str | None) -> None:
+        """Renew the member's session (its lease); raises as :meth:`LeaseStore.renew`."""
+        self._leases(group_id).renew(member_id, instance_id)
+
     def _group_log(self, group_id: str) -> GroupLog:
         with self._lock:
             found = self._logs.get(group_id)
@@ -103,7 +117,7 @@ class ClassicCoordinator:
 
     def read(self, group_id: str) -> ClassicGroup:
         """The group as the latest version of the table holds it (an empty one if none)."""
-        return self._records(group_id).classic or ClassicGroup(group_id)
+        return self._records(group_id).state or ClassicGroup(group_id)
 
     def _records(self, group_id: str) -> GroupRecords:
         return self._group_log(group_id).latest(offsets=False)
@@ -116,12 +130,12 @@ class ClassicCoordinator:
         result: list[tuple[ClassicGroup, T]] = []
 
         def plan(group: GroupRecords, view: TableState, now_ms: int) -> list[tuple[bytes, bytes | None]]:
-            current = group.classic or ClassicGroup(group_id)
+            current = group.state or ClassicGroup(group_id)
             result[:] = [change(current, group, now_ms)]
             new = result[0][0]
             if new == current:
                 return []
-            return [(classic_key(group_id), new.to_json().encode())]
+            return [(group_key(group_id), new.to_json().encode())]
 
         assert self._writer is not None
         self._writer.append(GroupRecordsBatch(log, operation, plan, reads_offsets=False), self._policy)
@@ -151,7 +165,7 @@ class ClassicCoordinator:
         lapsed = any(until <= now_ms for until in group.pending.values())
         if not expired and not lapsed and (deadline is None or deadline > now_ms):
             return group
-        changed, _ = self._change(group_id, "classic_group_tick", lambda g, r, now: (advance(g, now, expired), None))
+        changed, _ = self._change(group_id, "group_deadlines", lambda g, r, now: (advance(g, now, expired), None))
         return changed
 
     # -- the requests ----------------------------------------------------------------------------
@@ -164,9 +178,6 @@ class ClassicCoordinator:
 
         def change(group: ClassicGroup, records: GroupRecords, now_ms: int) -> tuple[ClassicGroup, JoinResult]:
             joined[:] = [group.generation]
-            if records.state is not None and records.state.members and not request.member_id:
-                # lakelog's own consumers hold this group id with their protocol.
-                return group, JoinResult(INCONSISTENT_GROUP_PROTOCOL, "")
             return join(group, request, new_id, now_ms, self._initial_delay_ms)
 
         group, result = self._change(group_id, "join_group", change)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 import pyarrow as pa
@@ -30,14 +30,11 @@ from lakelog.engine.groups.offsets_topic import (
     OffsetAndMetadata,
     check_group_id,
     check_offset,
-    group_key,
-    is_classic_record,
     is_group_record,
     offset_key,
     offset_value,
     partition_for_group,
 )
-from lakelog.engine.groups.state import GroupState, check_commit
 from lakelog.engine.schema import LOG_ARROW_SCHEMA
 from lakelog.engine.topics import OFFSETS_TOPIC, TopicMetadata, TopicPartition
 
@@ -62,10 +59,8 @@ class GroupLog:
         self._folded = GroupRecords(group_id)  # every record below _next
         self._next = 0
         # The newest group record seen by either read, and where membership reads go on from.
-        self._state: GroupState | None = None
+        self._state: ClassicGroup | None = None
         self._state_at = -1
-        self._classic: ClassicGroup | None = None
-        self._classic_at = -1
         self._state_next = 0
 
     def latest(self, state: TableState | None = None, *, offsets: bool = True) -> GroupRecords:
@@ -87,7 +82,7 @@ class GroupLog:
                     # only): the next read starts there, not at the last group record, so
                     # the offset commits since the last group change are not listed again.
                     self._state_next = max(self._state_next, files.end)
-            return GroupRecords(self.group_id, self._state, dict(self._folded.offsets), self._classic)
+            return GroupRecords(self.group_id, self._state, dict(self._folded.offsets))
 
     def _fold(self, table: pa.Table, *, everything: bool) -> None:
         if not table.num_rows:
@@ -99,11 +94,8 @@ class GroupLog:
             if everything:
                 self._folded.apply(key, value)
             if offset > self._state_at and is_group_record(key, self.group_id):
-                self._state = None if value is None else GroupState.from_json(value.decode())
+                self._state = None if value is None else ClassicGroup.from_json(value.decode())
                 self._state_at = offset
-            elif offset > self._classic_at and is_classic_record(key, self.group_id):
-                self._classic = None if value is None else ClassicGroup.from_json(value.decode())
-                self._classic_at = offset
         if everything:
             self._next = offsets[-1] + 1
         else:
@@ -176,7 +168,7 @@ class GroupRecordsBatch:
         return record_rows(self._log.tp, ends.get(self._log.tp, 0), self._records, self._now_ms)
 
 
-def live_members(log: GroupLog, state: GroupState | ClassicGroup, now_ms: int) -> set[str]:
+def live_members(log: GroupLog, state: ClassicGroup, now_ms: int) -> set[str]:
     """Members of ``state`` whose leases were renewed within their session timeout (one look)."""
     if not state.members:
         return set()
@@ -189,35 +181,18 @@ def check_group_commit(
     group: GroupRecords,
     generation: int,
     member_id: str | None,
-    partitions: Collection[TopicPartition],
     now_ms: int,
     *,
     instance_id: str | None = None,
     transactional: bool = False,
 ) -> None:
-    """Refuse an offset commit the group's coordinator would refuse (nothing is committed then):
-    a member of a classic-protocol group (Kafka clients, :mod:`engine.groups.classic`) is
-    checked as Kafka checks it, a member of a lakelog group by
-    :func:`engine.groups.state.check_commit`; a commit without a member (``member_id``
-    None, generation -1) only while neither has a live member."""
-    classic, legacy = group.classic, group.state
-    if member_id is None:
-        check_commit(
-            legacy, generation, None, partitions, live=None if legacy is None else live_members(log, legacy, now_ms)
-        )
-        if classic is not None:
-            live = live_members(log, classic, now_ms)
-            check_offset_commit(classic, None, None, generation, transactional=transactional, live=live)
-        return
-    in_classic = classic is not None and (
-        member_id in classic.members
-        or (instance_id is not None and classic.member_for_instance(instance_id) is not None)
-    )
-    in_legacy = legacy is not None and member_id in legacy.members
-    if in_classic or (not in_legacy and classic is not None and classic.members):
-        check_offset_commit(classic, member_id, instance_id, generation, transactional=transactional)
-    else:
-        check_commit(legacy, generation, member_id, partitions, instance_id=instance_id)
+    """Refuse an offset commit Kafka's coordinator would refuse, nothing committed then
+    (:func:`engine.groups.classic.check_offset_commit`): a member must be in the group's current
+    generation; a commit without a member (``member_id`` None, generation -1) only while the
+    group has no member whose lease is fresh."""
+    state = group.state
+    live = None if state is None or member_id is not None else live_members(log, state, now_ms)
+    check_offset_commit(state, member_id, instance_id, generation, transactional=transactional, live=live)
 
 
 def partition_counts(view: TableState) -> dict[str, int]:
@@ -229,31 +204,6 @@ def partition_counts(view: TableState) -> dict[str, int]:
 GROUP_POLICY = RetryPolicy(retries=1 << 30, backoff_ms=20, backoff_max_ms=500, timeout_ms=60_000)
 
 
-def change_group(
-    writer: Committer,
-    log: GroupLog,
-    operation: str,
-    change: Callable[[GroupState, int, TableState], GroupState],
-    policy: RetryPolicy = GROUP_POLICY,
-) -> GroupState:
-    """Commit ``change`` applied to the group's latest state; returns the state after it.
-
-    A change that changes nothing commits nothing.
-    """
-    result: list[GroupState] = []
-
-    def plan(group: GroupRecords, view: TableState, now_ms: int) -> list[tuple[bytes, bytes | None]]:
-        current = group.state or GroupState(log.group_id)
-        new = change(current, now_ms, view)
-        result[:] = [new]
-        if group.state is not None and new == current:
-            return []
-        return [(group_key(log.group_id), new.to_json().encode())]
-
-    writer.append(GroupRecordsBatch(log, operation, plan, reads_offsets=False), policy)
-    return result[0]
-
-
 def commit_offsets(
     writer: Committer,
     log: GroupLog,
@@ -263,16 +213,15 @@ def commit_offsets(
     policy: RetryPolicy,
     instance_id: str | None = None,
 ) -> None:
-    """Commit ``offsets`` for the group if the member may (:func:`check_group_commit`: for a
-    lakelog member, in the current generation, owning or revoking each partition; for a
-    Kafka client's member, Kafka's checks; a consumer without membership only while the
-    group has no live member).
+    """Commit ``offsets`` for the group if the member may (:func:`check_group_commit`: a member
+    of the current generation; a consumer without membership only while the group has no
+    live member).
 
     Raises CommitFailedError (UnknownMemberIdError), FencedInstanceIdError (nothing committed) otherwise.
     """
 
     def plan(group: GroupRecords, view: TableState, now_ms: int) -> list[tuple[bytes, bytes | None]]:
-        check_group_commit(log, group, generation, member_id, list(offsets), now_ms, instance_id=instance_id)
+        check_group_commit(log, group, generation, member_id, now_ms, instance_id=instance_id)
         return offset_records(log.group_id, offsets, generation, member_id, now_ms, view.topics)
 
     writer.append(GroupRecordsBatch(log, "offset_commit", plan, reads_offsets=False, file_label=OFFSETS_LABEL), policy)

@@ -5,11 +5,9 @@ compaction (latest value per key) keeps exactly what is needed:
 
 * offset commits, key ``{"group", "topic", "partition"}`` -> value
   ``{"offset", "metadata", "commit_timestamp", "generation", "member_id"}``;
-* group state, key ``{"group"}`` -> :class:`engine.groups.state.GroupState` JSON
-  (lakelog's consumers' groups);
-* a group of Kafka's classic protocol, key ``{"group", "protocol": "classic"}`` ->
-  :class:`engine.groups.classic.ClassicGroup` JSON (the groups of Kafka clients
-  served by ``lakelog serve``).
+* group state, key ``{"group"}`` -> :class:`engine.groups.classic.ClassicGroup` JSON
+  (Kafka's classic group protocol: lakelog's consumers and Kafka's clients
+  through ``lakelog serve`` alike).
 
 A null value is a tombstone (a deleted group's offsets). Keys and values
 are compact JSON so that the topic stays readable from any Delta reader;
@@ -29,7 +27,6 @@ from dataclasses import dataclass, field
 
 from lakelog.engine.errors import InvalidConfigError, InvalidOffsetError
 from lakelog.engine.groups.classic import ClassicGroup
-from lakelog.engine.groups.state import GroupState
 from lakelog.engine.topics import OFFSETS_TOPIC_PARTITIONS, TopicPartition
 
 # Kafka's protocol carries a group id as a STRING: an int16 length, then that many UTF-8 bytes
@@ -96,24 +93,12 @@ def group_key(group_id: str) -> bytes:
     return _dumps({"group": group_id})
 
 
-def classic_key(group_id: str) -> bytes:
-    return _dumps({"group": group_id, "protocol": "classic"})
-
-
 def is_group_record(key: bytes | None, group_id: str) -> bool:
     """Whether a record with ``key`` holds ``group_id``'s state (not one of its offsets)."""
     if key is None:
         return False
     k = json.loads(key)
-    return k.get("group") == group_id and "topic" not in k and "protocol" not in k
-
-
-def is_classic_record(key: bytes | None, group_id: str) -> bool:
-    """Whether a record with ``key`` holds ``group_id``'s classic-protocol group."""
-    if key is None:
-        return False
-    k = json.loads(key)
-    return k.get("group") == group_id and k.get("protocol") == "classic"
+    return k.get("group") == group_id and "topic" not in k
 
 
 @dataclass(frozen=True)
@@ -160,9 +145,8 @@ class GroupRecords:
     """The latest value of every key of one group, folded from its partition's records."""
 
     group_id: str
-    state: GroupState | None = None
+    state: ClassicGroup | None = None
     offsets: dict[TopicPartition, OffsetAndMetadata] = field(default_factory=dict)
-    classic: ClassicGroup | None = None
 
     def apply(self, key: bytes | None, value: bytes | None) -> None:
         """Fold one record (records must be applied in offset order)."""
@@ -185,10 +169,8 @@ class GroupRecords:
                     v.get("member_id"),
                     v.get("topic_id"),
                 )
-        elif k.get("protocol") == "classic":
-            self.classic = None if value is None else ClassicGroup.from_json(value.decode())
         else:
-            self.state = None if value is None else GroupState.from_json(value.decode())
+            self.state = None if value is None else ClassicGroup.from_json(value.decode())
 
 
 def fold_groups(records: Iterable[tuple[bytes | None, bytes | None]]) -> dict[str, GroupRecords]:
