@@ -63,6 +63,8 @@ from lakelog.engine.errors import (
     LakelogError,
     NoOffsetForPartitionError,
     OffsetOutOfRangeError,
+    RebalanceInProgressError,
+    UnknownMemberIdError,
     UnknownTopicOrPartitionError,
 )
 from lakelog.engine.groups.coordinator import commit_offsets
@@ -403,9 +405,11 @@ class Consumer:
 
         ``offsets`` maps (topic, partition) to the next offset to read (an int
         or OffsetAndMetadata); by default the current positions. Raises
-        CommitFailedError when this member is not in the group's current
-        generation (nothing is committed), CommitConflictError when retries
-        ran out.
+        RebalanceInProgressError when the group's generation moved on while this
+        member takes part in the rebalance (as Java's commitSync: poll, which
+        completes it, then commit again), CommitFailedError when this member is not in the group's current
+        generation (UnknownMemberIdError: not in the group at all), and nothing is
+        committed then; CommitConflictError when retries ran out.
         """
         self._check_open()
         if self.group_id is None:
@@ -422,11 +426,20 @@ class Consumer:
         if not chosen:
             return
         assert self.group_client is not None  # a group.id was checked above
-        generation, member_id = self.group_client.metadata()
+        generation, member_id = self.group_client.commit_metadata()
         if self._subscription is not None and member_id is None:
             raise CommitFailedError("this consumer has not joined its group yet (poll first); nothing was committed")
         group = self.group_client
-        commit_offsets(group.writer(), group.group_log(), chosen, generation, member_id, self._policy)
+        try:
+            commit_offsets(group.writer(), group.group_log(), chosen, generation, member_id, self._policy)
+        except CommitFailedError as exc:
+            if self._subscription is None or not group.rebalancing or isinstance(exc, UnknownMemberIdError):
+                raise
+            # The group moved on to the generation this member is joining (Java's consumer says so).
+            raise RebalanceInProgressError(
+                f"group {self.group_id!r} is rebalancing and this member takes part: poll() to complete the "
+                f"rebalance, then commit again ({exc})"
+            ) from exc
 
     def committed(self, partitions: Iterable[Any]) -> dict[TopicPartition, OffsetAndMetadata | None]:
         """The group's last committed offset per partition (None where there is none)."""
@@ -446,6 +459,8 @@ class Consumer:
     def _maybe_auto_commit(self) -> None:
         if not (self._config["enable.auto.commit"] and self.group_id) or time.monotonic() < self._next_auto_commit:
             return
+        if self._subscription is not None and self.group_client is not None and self.group_client.rebalancing:
+            return  # as Java's: not while the member takes part in a rebalance (it commits when it revokes)
         self._next_auto_commit = time.monotonic() + self._config["auto.commit.interval.ms"] / 1000
         self._auto_commit()
 

@@ -162,6 +162,17 @@ class GroupClient:
         with self._lock:
             return self._generation, self._member_id
 
+    def commit_metadata(self) -> tuple[int, str | None]:
+        """(generation, member id) for an offset commit from the consumer's thread: while its
+        JoinGroup waits, the generation of the round it joined once that completed (the
+        JoinGroup's answer, which a Java member commits with too)."""
+        generation, member_id = self.metadata()
+        if self._phase == JOINING and member_id is not None and self._joined_generation != -2:
+            answer = self.coordinator.join_check(self.group_id, member_id, self._joined_generation)
+            if answer is not None and answer.error == NONE:
+                return answer.generation, member_id
+        return generation, member_id
+
     def state(self) -> ClassicGroup:
         """The group as the latest version of the table holds it."""
         return self.coordinator.read(self.group_id)
@@ -308,6 +319,8 @@ class GroupClient:
             return
         self._protocol = answer.protocol
         self._leader = answer.leader == member_id
+        with self._lock:
+            self._generation = answer.generation  # as Java's: commits from here on are of this generation
         assignments: dict[str, bytes] = {}
         if self._leader and answer.members:
             assignments = self._assign(answer)
@@ -354,17 +367,18 @@ class GroupClient:
         except InvalidRecordError as exc:
             log.warning("%s: unreadable assignment from the group's leader (%s): none taken", member_id, exc)
             assigned = set()
-        # The new generation first: positions of revoked partitions are committed in it (Java's
-        # generation is the JoinGroup's by then).
+        # The new generation first, and stable: positions of revoked partitions are committed in
+        # it (Java's ConsumerCoordinator revokes in onJoinComplete, stable by then).
         with self._lock:
             self._generation = self._sync_generation
+        self._phase = STABLE
+        self.rebalancing = False
         owned = self._member.assignment()
         revoked = owned - assigned
         if revoked:
             self._member.revoke(revoked, lost=False)
         self._member.assign(assigned - self._member.assignment())
         log.info("%s: generation %d, assigned %s", member_id, self._sync_generation, sorted(assigned))
-        self._phase = STABLE
         self._protocol_version = -1
         if revoked and self._protocol is not None and is_cooperative(self._protocol):
             self._phase = UNJOINED  # KIP-429: having revoked, join again so they move on
