@@ -15,6 +15,11 @@ import pytest
 
 from lakelog.spark_connector.session import build_session
 
+# A new consumer group completes its first rebalance at once, as Kafka's own integration tests
+# set group.initial.rebalance.delay.ms=0 on their brokers: tests start members one by one and
+# would each wait the 3 s default. Agents and worker processes the tests spawn inherit it.
+os.environ.setdefault("LAKELOG_GROUP_INITIAL_REBALANCE_DELAY_MS", "0")
+
 
 @pytest.fixture(scope="session")
 def s3_server():

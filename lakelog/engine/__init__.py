@@ -10,9 +10,11 @@ run by ``tests/test_architecture.py``, keeps them so)::
                 partitioner over columns, one record of send), partitioner (murmur2, sticky)
     consume/    where records are fetched: consumer (poll, positions, commits) and its
                 group_client (the member side of the group protocol, heartbeats)
-    groups/     where a group assigns partitions: coordinator (group commits), state (the
-                group state machine), leases (liveness off the Delta log), offsets_topic
-                (``__consumer_offsets`` records), assignors (range, roundrobin, sticky, ...)
+    groups/     where a group assigns partitions: classic (Kafka's classic group protocol as
+                pure functions), classic_coordinator (its requests over the store, no
+                coordinator process), coordinator (group records, offset commits), leases
+                (liveness off the Delta log), offsets_topic (``__consumer_offsets`` records),
+                consumer_protocol (the members' bytes), assignors (range, roundrobin, sticky, ...)
     context     THE SEAM: StoreContext, what every client gets from a store (log, settings,
                 committers, topics, auto-creation, the offsets topic)
     settings, topic_changes    lakelog's settings in layers; topic changes as pure plans

@@ -29,14 +29,19 @@ def _accepted() -> str:
 
 
 def parse_strategy(value: str | Sequence[str]) -> str:
-    """The canonical name (one of :data:`STRATEGIES`) of a ``partition.assignment.strategy`` value.
+    """The canonical name (one of :data:`STRATEGIES`) of the first entry of a
+    ``partition.assignment.strategy`` value (see :func:`parse_strategies`)."""
+    return parse_strategies(value)[0]
+
+
+def parse_strategies(value: str | Sequence[str]) -> list[str]:
+    """The canonical names (of :data:`STRATEGIES`) of a ``partition.assignment.strategy`` value,
+    in its order, without repeats: the protocols a member offers its group. Kafka's
+    coordinator chooses among the strategies *every* member lists the one most members put first.
 
     Accepts Kafka's short names (any case) and assignor class names, alone or
     as Kafka's list (a sequence, or one string separated by commas), e.g.
-    ``"range,cooperative-sticky"``. Every entry must be known; the first one is
-    used. Kafka's coordinator negotiates instead: among the strategies *every*
-    member lists it takes the one most members put first. Nothing negotiates
-    here, so all members of a group must agree on the strategy they list first.
+    ``"range,cooperative-sticky"``. Every entry must be known (InvalidConfigError).
     """
     if isinstance(value, str):
         entries = value.split(",")
@@ -49,15 +54,16 @@ def parse_strategy(value: str | Sequence[str]) -> str:
     names = [entry.strip() for entry in entries if entry.strip()]
     if not names:
         raise InvalidConfigError(f"partition.assignment.strategy {value!r} is empty; accepted: {_accepted()}")
-    canonical = []
+    canonical: list[str] = []
     for name in names:
         strategy = name.lower() if name.lower() in STRATEGIES else _CLASS_NAMES.get(name)
         if strategy is None:
             raise InvalidConfigError(
                 f"partition.assignment.strategy {value!r}: {name!r} is not a known assignor; accepted: {_accepted()}"
             )
-        canonical.append(strategy)
-    return canonical[0]
+        if strategy not in canonical:
+            canonical.append(strategy)
+    return canonical
 
 
 PRODUCER_CONFIG_KEYS = key_table(

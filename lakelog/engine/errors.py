@@ -220,6 +220,17 @@ class CommitFailedError(FatalError):
     """
 
 
+class UnknownMemberIdError(CommitFailedError):
+    """The member id (or ``group.instance.id``) is not a member of the group (Kafka's
+    UNKNOWN_MEMBER_ID): its session timed out, it left, or it never joined. Nothing was
+    committed; join again."""
+
+
+class InconsistentGroupProtocolError(FatalError):
+    """The group's members use another protocol type, or no assignor (protocol) this member
+    offers is one every member offers (Kafka's INCONSISTENT_GROUP_PROTOCOL): it cannot join."""
+
+
 class FencedInstanceIdError(FatalError):
     """Another consumer joined the group with this consumer's ``group.instance.id``: this
     instance was replaced (KIP-345) and must stop. Close it."""

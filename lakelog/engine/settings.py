@@ -64,6 +64,16 @@ STORE_KEYS = key_table(
             "default is true; lakelog's is false, so a mistyped name creates nothing.",
         ),
         ConfigKey(
+            "group.initial.rebalance.delay.ms",
+            "int",
+            3000,
+            "How long the first rebalance of a new (or emptied) consumer group waits for more members to join, "
+            "each new one extending it by as much up to the rebalance timeout, as Kafka's broker setting: members "
+            "starting together form the group in one rebalance. 0: the first member gets its assignment at once.",
+            minimum=0,
+            maximum=INT_MAX,
+        ),
+        ConfigKey(
             "jars.dir",
             "string",
             "",
@@ -141,6 +151,7 @@ class Settings:
 
     num_partitions: int = 1
     auto_create_topics_enable: bool = False
+    group_initial_rebalance_delay_ms: int = 3000
     jars_dir: str = ""
     topic: dict[str, Any] = field(default_factory=dict)
     producer: dict[str, Any] = field(default_factory=dict)
@@ -153,6 +164,7 @@ class Settings:
         flat: dict[str, Any] = {
             "num.partitions": self.num_partitions,
             "auto.create.topics.enable": self.auto_create_topics_enable,
+            "group.initial.rebalance.delay.ms": self.group_initial_rebalance_delay_ms,
             "jars.dir": self.jars_dir,
         }
         for prefix, group in (("topic.", self.topic), ("producer.", self.producer), ("consumer.", self.consumer)):
@@ -230,6 +242,7 @@ def _resolve(raw: Mapping[str, tuple[Any, str]]) -> Settings:
     return Settings(
         num_partitions=store["num.partitions"],
         auto_create_topics_enable=store["auto.create.topics.enable"],
+        group_initial_rebalance_delay_ms=store["group.initial.rebalance.delay.ms"],
         jars_dir=store["jars.dir"],
         topic=groups["topic."],
         producer=groups["producer."],

@@ -11,8 +11,7 @@ write goes through the commit core.
 * what they use: :mod:`kafka_endpoint.messages` (kio messages, ``build``),
   :mod:`kafka_endpoint.record_batches` (record batches v2), :mod:`kafka_endpoint.error_codes`,
   :mod:`kafka_endpoint.produce_linger` (produce requests sharing commits),
-  :mod:`kafka_endpoint.idempotence`, :mod:`kafka_endpoint.group_members` (Kafka clients as
-  group members), :mod:`kafka_endpoint.txn_proxy` (transactional ids' producers).
+  :mod:`kafka_endpoint.idempotence`, :mod:`kafka_endpoint.txn_proxy` (transactional ids' producers).
 """
 
 from __future__ import annotations

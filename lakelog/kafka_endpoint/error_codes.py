@@ -15,9 +15,11 @@ from kio.schema.errors import ErrorCode
 
 from lakelog.engine.errors import (
     CommitFailedError,
+    FencedInstanceIdError,
     GroupIdNotFoundError,
     GroupNotEmptyError,
     GroupSubscribedToTopicError,
+    InconsistentGroupProtocolError,
     InvalidConfigError,
     InvalidPartitionsError,
     InvalidRecordError,
@@ -30,6 +32,7 @@ from lakelog.engine.errors import (
     RecordTooLargeError,
     RetriableError,
     TopicExistsError,
+    UnknownMemberIdError,
     UnknownTopicOrPartitionError,
 )
 from lakelog.kafka_endpoint.idempotence import OutOfOrderSequenceError
@@ -50,6 +53,9 @@ ERROR_CODES: tuple[tuple[type[BaseException], ErrorCode], ...] = (
     (GroupNotEmptyError, ErrorCode.non_empty_group),
     (GroupIdNotFoundError, ErrorCode.group_id_not_found),
     (GroupSubscribedToTopicError, ErrorCode.group_subscribed_to_topic),
+    (UnknownMemberIdError, ErrorCode.unknown_member_id),
+    (FencedInstanceIdError, ErrorCode.fenced_instance_id),
+    (InconsistentGroupProtocolError, ErrorCode.inconsistent_group_protocol),
     (CommitFailedError, ErrorCode.illegal_generation),
     (OutOfOrderSequenceError, ErrorCode.out_of_order_sequence_number),
     (UnknownProducerError, ErrorCode.invalid_producer_id_mapping),

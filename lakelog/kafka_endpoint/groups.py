@@ -2,26 +2,25 @@
 LeaveGroup, and the groups' admin APIs ListGroups, DescribeGroups, DeleteGroups, OffsetDelete.
 
 Groups live in the store, not in an agent: every agent coordinates every
-group. A Kafka client's membership is held by a lakelog consumer of the
-group (:class:`kafka_endpoint.group_members.ProxyMember`), so Kafka clients
-and lakelog's own consumers share groups; offsets go into
+group, Kafka's classic protocol for any protocol type
+(:mod:`engine.groups.classic_coordinator`), and lakelog's own consumers are
+members of the same groups (they speak the same protocol). A JoinGroup or
+SyncGroup that must wait for other members waits in the agent the client
+reached, re-reading the group; a member whose agent dies goes on through
+another one until its session times out. Offsets go into
 ``__consumer_offsets`` as lakelog's consumers commit them. The admin APIs
 read and tombstone ``__consumer_offsets`` as ``lakelog groups`` does
 (:mod:`engine.admin.groups`), so Kafka's ``kafka-consumer-groups`` and
-lakelog's CLI see the same groups (lakelog's consumers as members, with
-their assignments in Kafka's consumer protocol encoding).
+lakelog's CLI see the same groups.
 """
 
 from __future__ import annotations
 
-import io
 import logging
-import struct
 import threading
 from collections.abc import Callable
 from typing import Any
 
-from kio.schema.consumer_protocol_assignment.v0.data import ConsumerProtocolAssignment
 from kio.schema.delete_groups.v0.request import DeleteGroupsRequest
 from kio.schema.describe_groups.v0.request import DescribeGroupsRequest
 from kio.schema.errors import ErrorCode
@@ -34,15 +33,15 @@ from kio.schema.offset_commit.v2.request import OffsetCommitRequest
 from kio.schema.offset_delete.v0.request import OffsetDeleteRequest
 from kio.schema.offset_fetch.v1.request import OffsetFetchRequest
 from kio.schema.sync_group.v0.request import SyncGroupRequest
-from kio.serial import entity_writer
 
 from lakelog.engine.admin.groups import delete_group, delete_offsets, describe_group, list_groups
 from lakelog.engine.consume import Consumer
 from lakelog.engine.errors import GroupIdNotFoundError, LakelogError
+from lakelog.engine.groups.classic import ClassicGroup, JoinRequest, SyncRequest
+from lakelog.engine.groups.classic_coordinator import ClassicCoordinator
 from lakelog.engine.groups.offsets_topic import MAX_OFFSET, OffsetAndMetadata
 from lakelog.engine.topics import TopicPartition
 from lakelog.kafka_endpoint.error_codes import error_code, outcome
-from lakelog.kafka_endpoint.group_members import ProxyMember, UnknownMemberError, choose_protocol, subscribed_topics
 from lakelog.kafka_endpoint.messages import Request, api_key, build, response_class
 from lakelog.store import Store
 
@@ -85,33 +84,16 @@ def bad_offset(offset: int) -> bool:
     return not 0 <= int(offset) <= MAX_OFFSET
 
 
-def encode_assignment(partitions: Any) -> bytes:
-    """A member's assignment in Kafka's consumer protocol (ConsumerProtocolAssignment v0)."""
-    by_topic: dict[str, list[int]] = {}
-    for tp in partitions:
-        by_topic.setdefault(tp.topic, []).append(tp.partition)
-    out = io.BytesIO()
-    out.write(struct.pack(">h", 0))
-    entity_writer(ConsumerProtocolAssignment)(
-        out,
-        build(
-            ConsumerProtocolAssignment,
-            assigned_partitions=[{"topic": t, "partitions": ps} for t, ps in sorted(by_topic.items())],
-        ),
-    )
-    return out.getvalue()
-
-
 class GroupApis:
-    """The group coordinator's APIs over one store: the proxy members of the Kafka clients
-    this agent serves, and a member-less consumer per group for offset commits and fetches."""
+    """The group coordinator's APIs over one store (the groups themselves are in the store), and
+    a member-less consumer per group for offset fetches and commits without a generation."""
 
     def __init__(self, store: Store, host: str, port: int) -> None:
         self.store = store
         self.host, self.port = host, port
         self._groups: dict[str, Consumer] = {}  # group id -> a lakelog consumer that commits for it
-        self._members: dict[tuple[str, str], ProxyMember] = {}  # (group, member id) -> its proxy
         self._groups_lock = threading.Lock()
+        self.classic = ClassicCoordinator(store.context, "lakelog-serve")
 
     def handlers(self) -> dict[int, Callable[[Request], Any]]:
         return {
@@ -129,10 +111,9 @@ class GroupApis:
         }
 
     def close(self) -> None:
+        self.classic.stopping.set()
         for consumer in self._groups.values():
             consumer.close(autocommit=False)
-        for member in list(self._members.values()):
-            member.leave()
 
     # -- FindCoordinator, OffsetCommit, OffsetFetch ----------------------------------------
 
@@ -171,15 +152,12 @@ class GroupApis:
                     chosen[tp] = OffsetAndMetadata(int(part.committed_offset), part.committed_metadata or "")
         code = ErrorCode.none
         generation = int(body.generation_id_or_member_epoch)
-        member = self._members.get((body.group_id, body.member_id)) if generation >= 0 else None
-        if generation >= 0 and member is None:
-            code = ErrorCode.unknown_member_id
-        elif member is not None and generation != member.generation:
-            code = ErrorCode.illegal_generation
-        elif chosen:
+        instance_id = getattr(body, "group_instance_id", None)
+        if chosen:
             try:
-                committer = member.consumer if member is not None else self._group(body.group_id)
-                committer.commit(chosen)
+                # Checked as Kafka's ClassicGroup.validateOffsetCommit: a member of the current
+                # generation, or (generation -1, no member) anyone while the group is empty.
+                self.classic.commit_offsets(body.group_id, chosen, generation, body.member_id or None, instance_id)
             except Exception as exc:
                 if not isinstance(exc, LakelogError):
                     log.exception("offset commit of group %s failed", body.group_id)
@@ -223,99 +201,89 @@ class GroupApis:
     # -- JoinGroup, SyncGroup, Heartbeat, LeaveGroup ------------------------------------------
 
     def join_group(self, request: Request) -> Any:
-        """Join (or rejoin) lakelog's group through a proxy member; every client is a follower."""
-        body = request.body
+        """JoinGroup of Kafka's classic protocol; answers when the member's round completed."""
         cls = response_class(JOIN_GROUP, request.api_version)
-        offered = {p.name: p.metadata for p in body.protocols}
-        protocol = choose_protocol(list(offered)) if body.protocol_type == "consumer" else None
-        if protocol is None:
-            return build(
-                cls, error_code=ErrorCode.inconsistent_group_protocol, generation_id=-1, member_id="", leader=""
-            )
-        key = (body.group_id, body.member_id)
-        member = self._members.get(key)
-        if body.member_id and member is None:
-            return build(cls, error_code=ErrorCode.unknown_member_id, generation_id=-1, member_id="", leader="")
-        try:
-            if member is None:
-                member = ProxyMember(
-                    self.store,
-                    body.group_id,
-                    request.client_id or "",
-                    subscribed_topics(offered[protocol]),
-                    protocol,
-                    int(body.session_timeout.total_seconds() * 1000),
-                    int(getattr(body, "rebalance_timeout", body.session_timeout).total_seconds() * 1000),
-                    getattr(body, "group_instance_id", None),
-                )
-            member.join()
-            self._members[(body.group_id, member.member_id)] = member
-            for stale in [k for k, m in self._members.items() if m.gone]:  # clients that went silent
-                self._members.pop(stale, None)
-        except UnknownMemberError:
-            self._members.pop(key, None)
-            return build(cls, error_code=ErrorCode.unknown_member_id, generation_id=-1, member_id="", leader="")
+        body = request.body
+        session_ms = int(body.session_timeout.total_seconds() * 1000)
+        rebalance = getattr(body, "rebalance_timeout", None)
+        joined = self.classic.join(
+            body.group_id,
+            JoinRequest(
+                member_id=body.member_id or "",
+                client_id=request.client_id or "",
+                protocol_type=body.protocol_type or "",
+                protocols=tuple((p.name, bytes(p.metadata)) for p in body.protocols),
+                session_timeout_ms=session_ms,
+                rebalance_timeout_ms=session_ms if rebalance is None else int(rebalance.total_seconds() * 1000),
+                instance_id=getattr(body, "group_instance_id", None),
+                client_host="/lakelog",
+                requires_known_member_id=request.api_version >= 4,
+            ),
+        )
         return build(
             cls,
-            error_code=ErrorCode.none,
-            generation_id=member.generation,
-            protocol_type="consumer",
-            protocol_name=protocol,
-            leader="lakelog-coordinator",  # not any client: the group's assignor runs in lakelog
-            member_id=member.member_id,
-            members=[],
+            error_code=ErrorCode[joined.error],
+            generation_id=joined.generation,
+            protocol_type=joined.protocol_type,
+            protocol_name=joined.protocol or "",
+            leader=joined.leader,
+            member_id=joined.member_id,
+            members=[
+                {"member_id": m, "group_instance_id": instance, "metadata": metadata}
+                for m, instance, metadata in joined.members
+            ],
         )
 
     def sync_group(self, request: Request) -> Any:
         body = request.body
         cls = response_class(SYNC_GROUP, request.api_version)
-        member = self._members.get((body.group_id, body.member_id))
-        if member is None:
-            return build(cls, error_code=ErrorCode.unknown_member_id, assignment=b"")
-        if int(body.generation_id) != member.generation:
-            return build(cls, error_code=ErrorCode.illegal_generation, assignment=b"")
+        error, assignment, group = self.classic.sync(
+            body.group_id,
+            SyncRequest(
+                body.member_id,
+                getattr(body, "group_instance_id", None),
+                int(body.generation_id),
+                getattr(body, "protocol_type", None),
+                getattr(body, "protocol_name", None),
+                {a.member_id: bytes(a.assignment) for a in body.assignments},
+            ),
+        )
         return build(
             cls,
-            error_code=ErrorCode.none,
-            protocol_type="consumer",
-            protocol_name=member.protocol,
-            assignment=encode_assignment(member.assignment()),
+            error_code=ErrorCode[error],
+            protocol_type=group.protocol_type,
+            protocol_name=group.protocol,
+            assignment=assignment,
         )
 
     def heartbeat(self, request: Request) -> Any:
         body = request.body
-        cls = response_class(HEARTBEAT, request.api_version)
-        member = self._members.get((body.group_id, body.member_id))
-        if member is None:
-            return build(cls, error_code=ErrorCode.unknown_member_id)
-        if int(body.generation_id) != member.generation:
-            return build(cls, error_code=ErrorCode.illegal_generation)
-        try:
-            rejoin = member.heartbeat()
-        except UnknownMemberError:
-            self._members.pop((body.group_id, body.member_id), None)
-            return build(cls, error_code=ErrorCode.unknown_member_id)
-        return build(cls, error_code=ErrorCode.rebalance_in_progress if rejoin else ErrorCode.none)
+        error = self.classic.heartbeat(
+            body.group_id, body.member_id, getattr(body, "group_instance_id", None), int(body.generation_id)
+        )
+        return build(response_class(HEARTBEAT, request.api_version), error_code=ErrorCode[error])
 
     def leave_group(self, request: Request) -> Any:
+        """LeaveGroup: members named by member id, or (v3+) by ``group_instance_id``."""
         body = request.body
-        ids = [m.member_id for m in body.members] if hasattr(body, "members") else [body.member_id]
-        answers = []
-        for member_id in ids:
-            member = self._members.pop((body.group_id, member_id), None)
-            if member is not None:
-                member.leave()
-            code = ErrorCode.none if member is not None else ErrorCode.unknown_member_id
-            answers.append({"member_id": member_id, "group_instance_id": None, "error_code": code})
-        cls = response_class(LEAVE_GROUP, request.api_version)
-        return build(cls, error_code=ErrorCode.none, members=answers)
+        if hasattr(body, "members"):
+            named = [(m.member_id or "", getattr(m, "group_instance_id", None)) for m in body.members]
+        else:
+            named = [(body.member_id, None)]
+        errors = self.classic.leave(body.group_id, named)
+        answers = [
+            {"member_id": member_id, "group_instance_id": instance_id, "error_code": ErrorCode[error]}
+            for (member_id, error), (_, instance_id) in zip(errors, named, strict=True)
+        ]
+        top = answers[0]["error_code"] if request.api_version < 3 and answers else ErrorCode.none
+        return build(response_class(LEAVE_GROUP, request.api_version), error_code=top, members=answers)
 
     # -- ListGroups, DescribeGroups, DeleteGroups, OffsetDelete ------------------------------
 
     def list_groups(self, request: Request) -> Any:
         wanted = set(getattr(request.body, "states_filter", ()) or ())
         groups = [
-            {"group_id": g.group_id, "protocol_type": "consumer", "group_state": g.state}
+            {"group_id": g.group_id, "protocol_type": g.protocol_type, "group_state": g.state}
             for g in list_groups(self.store.context)
             if not wanted or g.state in wanted
         ]
@@ -324,32 +292,25 @@ class GroupApis:
     def describe_groups(self, request: Request) -> Any:
         groups = []
         for group_id in request.body.groups:
-            try:
+            classic = self.classic.read(group_id)
+            if not classic.empty:
+                groups.append(_describe_classic(classic))
+                continue
+            try:  # a group without members: only its committed offsets, or none at all (Dead)
                 found = describe_group(self.store.context, group_id)
             except GroupIdNotFoundError:
                 groups.append(
                     {"error_code": ErrorCode.none, "group_id": group_id, "group_state": "Dead", "members": []}
                 )
                 continue
-            members = [
-                {
-                    "member_id": m.member_id,
-                    "group_instance_id": m.instance_id,
-                    "client_id": m.client_id,
-                    "client_host": "/lakelog",
-                    "member_metadata": b"",
-                    "member_assignment": encode_assignment(m.assignment),
-                }
-                for m in found.members
-            ]
             groups.append(
                 {
                     "error_code": ErrorCode.none,
                     "group_id": group_id,
                     "group_state": found.state,
-                    "protocol_type": "consumer",
-                    "protocol_data": found.assignor or "",
-                    "members": members,
+                    "protocol_type": classic.protocol_type or "",
+                    "protocol_data": "",
+                    "members": [],
                     "authorized_operations": -2147483648,
                 }
             )
@@ -386,3 +347,27 @@ class GroupApis:
             partitions = [{"partition_index": p, "error_code": codes.get(p, ErrorCode.none)} for p in asked]
             answers.append({"name": topic.name, "partitions": partitions})
         return build(response_class(OFFSET_DELETE, request.api_version), error_code=ErrorCode.none, topics=answers)
+
+
+def _describe_classic(group: ClassicGroup) -> dict:
+    """DescribeGroups of a classic-protocol group: its protocol type and protocol, each member's
+    metadata of that protocol and its assignment, as Kafka's coordinator answers."""
+    return {
+        "error_code": ErrorCode.none,
+        "group_id": group.group_id,
+        "group_state": group.state,
+        "protocol_type": group.protocol_type or "",
+        "protocol_data": group.protocol or "",
+        "members": [
+            {
+                "member_id": m.member_id,
+                "group_instance_id": m.instance_id,
+                "client_id": m.client_id,
+                "client_host": m.client_host or "/lakelog",
+                "member_metadata": m.metadata(group.protocol),
+                "member_assignment": m.assignment,
+            }
+            for m in group.members.values()
+        ],
+        "authorized_operations": -2147483648,
+    }

@@ -179,6 +179,7 @@ class TransactionApis:
                     int(getattr(body, "generation_id", -1)),
                     getattr(body, "member_id", ""),
                     {tp: o for tp, o in offsets.items() if tp not in refused},
+                    getattr(body, "group_instance_id", None),
                 )
         except Exception as exc:
             if not isinstance(exc, LakelogError | LookupError):

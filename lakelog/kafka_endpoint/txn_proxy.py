@@ -96,8 +96,22 @@ class TxnProxy:
                     if future.done() and future.exception() is not None:
                         raise future.exception()
 
-    def send_offsets(self, group_id: str, generation: int, member_id: str, offsets: dict[TopicPartition, Any]) -> None:
-        meta = ConsumerGroupMetadata(group_id, generation, member_id or None) if generation >= 0 else group_id
+    def send_offsets(
+        self,
+        group_id: str,
+        generation: int,
+        member_id: str,
+        offsets: dict[TopicPartition, Any],
+        instance_id: str | None = None,
+    ) -> None:
+        """Add ``offsets`` to the transaction, checked at its commit against the group as Kafka's
+        TxnOffsetCommit is (generation, member id, ``group.instance.id``)."""
+        if generation >= 0 or member_id or instance_id is not None:
+            meta: ConsumerGroupMetadata | str = ConsumerGroupMetadata(
+                group_id, generation, member_id or None, instance_id
+            )
+        else:
+            meta = group_id
         with self.lock:
             self._begin()
             self.producer.send_offsets_to_transaction(offsets, meta)

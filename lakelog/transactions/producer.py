@@ -50,9 +50,8 @@ from lakelog.engine.errors import (
     ProducerFencedError,
     TransactionAbortedError,
 )
-from lakelog.engine.groups.coordinator import GroupLog, check_offsets_to_commit, live_members, offset_records
+from lakelog.engine.groups.coordinator import GroupLog, check_group_commit, check_offsets_to_commit, offset_records
 from lakelog.engine.groups.offsets_topic import OffsetAndMetadata, check_group_id, partition_for_group
-from lakelog.engine.groups.state import check_commit
 from lakelog.engine.produce.batches import ProducerBatch, RecordBatch, RecordFuture
 from lakelog.engine.produce.partitioner import KeylessPartitioner
 from lakelog.engine.produce.placement import outgoing_record
@@ -130,7 +129,7 @@ class TransactionBatch(ProducerBatch):
         app: AppTransaction,
         epoch: int,
         transactional_id: str,
-        group: tuple[GroupLog, ConsumerGroupMetadata, list[TopicPartition]] | None,
+        group: tuple[GroupLog, ConsumerGroupMetadata] | None,
     ) -> None:
         super().__init__(records, producer_id, app, producer_epoch=epoch)
         self._epoch = epoch
@@ -145,12 +144,18 @@ class TransactionBatch(ProducerBatch):
                 "nothing of this transaction was committed"
             )
         if self._group is not None:
-            group_log, meta, partitions = self._group
-            state = group_log.latest(view).state
-            live = None
-            if meta.member_id is None and state is not None:
-                live = live_members(group_log, state, int(time.time() * 1000))
-            check_commit(state, meta.generation, meta.member_id, partitions, live=live)
+            group_log, meta = self._group
+            records = group_log.latest(view)
+            now_ms = int(time.time() * 1000)
+            check_group_commit(
+                group_log,
+                records,
+                meta.generation,
+                meta.member_id,
+                now_ms,
+                instance_id=meta.group_instance_id,
+                transactional=True,
+            )
 
     def prepare(self, view: TableState) -> dict[TopicPartition, int]:
         counts = super().prepare(view)
@@ -330,7 +335,7 @@ class TransactionalProducer:
                 ):
                     batch.add(group_tp, key, value, None, now, len(key) + len(value), len(batch))
                 group_log = GroupLog(self._context.log, self._records_reader, self._group.group_id, partitions)
-                group = (group_log, self._group, list(self._offsets))
+                group = (group_log, self._group)
             if not len(batch):
                 batch.complete(None, {})  # type: ignore[arg-type]
                 self.state = TransactionState.READY

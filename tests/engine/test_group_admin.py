@@ -17,7 +17,6 @@ from lakelog.engine.admin.groups import (
     list_groups,
     reset_offsets,
 )
-from lakelog.engine.commit.partition_reader import PartitionReader
 from lakelog.engine.errors import (
     GroupIdNotFoundError,
     GroupNotEmptyError,
@@ -25,8 +24,7 @@ from lakelog.engine.errors import (
     InvalidOffsetError,
     UnknownTopicOrPartitionError,
 )
-from lakelog.engine.groups.coordinator import GroupLog, change_group, partition_counts
-from lakelog.engine.groups.state import expire
+from lakelog.engine.groups.classic_coordinator import ClassicCoordinator
 from lakelog.engine.topics import TopicPartition
 
 pytestmark = pytest.mark.spark
@@ -214,15 +212,10 @@ def test_groups_cli(store, capsys):
     ]
     code, out, err = run(capsys, *s, "groups", "describe", "--group", "g")
     assert "is Stable (generation 1)" in err and all(line.split()[-1] == "worker-1" for line in out.splitlines()[1:])
-    member.close()  # a static member does not leave: expire it as the others would
+    member_id = member.group_client.member_id
+    member.close()  # a static member does not leave: remove it by its instance id, as Kafka's admin does
     assert len(describe_group(store.context, "g").members) == 1
-    log = GroupLog(store.log, PartitionReader(store.uri), "g", 50)
-    change_group(
-        store.context.committer("admin"),
-        log,
-        "expire_members",
-        lambda st, now, v: expire(st, list(st.members), now, partition_counts(v)),
-    )
+    assert ClassicCoordinator(store.context, "admin").leave("g", [("", "w1")]) == [(member_id, "none")]
 
     # Without --execute: a dry run that prints the plan and commits nothing.
     code, out, err = run(capsys, *s, "groups", "reset-offsets", "--group", "g", "--topic", "orders", "--to-earliest")

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from lakelog.engine.groups.leases import Lease, LeaseStore, Liveness, fresh
-from lakelog.engine.groups.state import Member
 from lakelog.store import Store
 
 
@@ -43,29 +42,6 @@ def test_leases_are_renewed_read_and_removed_beside_the_table_not_in_it(uri):
     assert store.log.latest_version() == version
 
 
-def test_announced_members_are_read_until_withdrawn_and_stale_announcements_are_dropped(uri):
-    store = Store.open(uri)
-    version = store.log.latest_version()
-    leases = LeaseStore(uri, "group/with odd:chars")
-    assert leases.announced(int(time.time() * 1000)) == []
-    a = Member("a 1", "client-a", ("t",), 10_000, 60_000)
-    b = Member("b", "client-b", ("t", "u"), 20_000, 60_000, "instance-b")
-    leases.announce(a)
-    leases.announce(b)
-    now = int(time.time() * 1000)
-    assert leases.announced(now) == [a, b]
-    leases.withdraw("a 1")
-    leases.withdraw("never-there")
-    assert leases.announced(now) == [b]
-    assert leases.announced(now + 20_001) == []  # older than its session timeout: a member that died
-    assert leases.announced(now) == []  # ... and removed once seen
-    leases.renew("b", None)
-    leases.announce(a)
-    leases.remove_all()
-    assert leases.announced(now) == [] and leases.read() == {}
-    assert store.log.latest_version() == version  # no Delta commit for any of it
-
-
 def test_a_member_is_silent_only_after_the_observer_saw_its_lease_unchanged_for_its_session():
     seen = Liveness(now=100.0)
     members = {"a": 5_000, "b": 5_000, "gone": 5_000}
@@ -78,20 +54,6 @@ def test_a_member_is_silent_only_after_the_observer_saw_its_lease_unchanged_for_
     assert seen.silent(members, 109.5) == ["a", "b", "gone"]
     seen.observe({}, {"a": 5_000}, 110.0)  # members that left the group are forgotten
     assert seen.silent({"b": 5_000}, 200.0) == []
-
-
-def test_the_first_announced_member_is_the_earliest_announcement_whatever_its_id(uri):
-    leases = LeaseStore(uri, "g")
-    now = int(time.time() * 1000)
-    assert leases.first_announced(now) is None
-    leases.announce(Member("z-first", "c", ("t",), 10_000, 60_000))
-    time.sleep(0.01)
-    leases.announce(Member("a-second", "c", ("t",), 10_000, 60_000))
-    now = int(time.time() * 1000)
-    assert leases.first_announced(now) == "z-first"
-    assert [m.member_id for m in leases.announced(now)] == ["a-second", "z-first"]  # member id order
-    leases.withdraw("z-first")
-    assert leases.first_announced(now) == "a-second"
 
 
 def test_ids_too_long_for_a_file_name_get_a_short_name_of_their_own_on_every_store(uri):
@@ -107,10 +69,6 @@ def test_ids_too_long_for_a_file_name_get_a_short_name_of_their_own_on_every_sto
     leases.renew("short", None)
     assert set(leases.read()) == {long_member, odd_member, "short"}
     assert LeaseStore(uri, other_group).read() == {}  # a group sharing the long prefix is another group
-    member = Member(long_member, "client", ("t",), 10_000, 60_000)
-    leases.announce(member)
-    assert leases.announced(int(time.time() * 1000)) == [member]
-    leases.withdraw(long_member)
     leases.remove(odd_member)
     assert set(leases.read()) == {long_member, "short"}
     assert LeaseStore(uri, "g").read() == {}

@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import replace
 
 import pytest
 
 from lakelog.engine.admin.groups import describe_group
 from lakelog.engine.errors import FencedInstanceIdError
-from lakelog.engine.groups.leases import LeaseStore
-from lakelog.engine.groups.state import Member
+from lakelog.engine.groups.classic import JoinRequest
+from lakelog.engine.groups.classic_coordinator import ClassicCoordinator
+from lakelog.engine.groups.consumer_protocol import encode_subscription
 from lakelog.engine.topics import TopicPartition
 
 FAST = {"heartbeat_interval_ms": 200, "session_timeout_ms": 2500, "auto_offset_reset": "earliest"}
@@ -114,7 +116,7 @@ def test_a_member_removed_for_silence_finds_its_partitions_lost_and_the_rest_tak
         a.poll(timeout_ms=0)  # it wakes up: what it had is lost, and it joins again
         assert ("lost", frozenset(mine)) in lost.events
         operations = [e.operation for e in store.history_entries()]
-        assert "expire_members" in operations and "heartbeat" not in operations
+        assert "group_deadlines" in operations and "heartbeat" not in operations
     finally:
         a.close()
         b.close()
@@ -137,19 +139,22 @@ def test_an_idle_group_writes_nothing_to_the_table(store):
             m.close()
 
 
-def test_members_announced_as_joining_come_in_with_one_join_and_one_that_never_shows_up_is_expired(store):
-    # A member that announced itself and died before its own join landed.
-    LeaseStore(store.uri, "g").announce(Member("ghost", "ghost", ("t",), FAST["session_timeout_ms"], 300_000))
+def test_a_member_that_joined_and_died_is_expired_after_its_session_and_the_round_completes_without_it(store):
+    # A Kafka client that joined through an agent and died before its SyncGroup.
+    ghost = ClassicCoordinator(store.context, "ghost")
+    protocols = (("range", encode_subscription(["t"])),)
+    request = JoinRequest("", "ghost", "consumer", protocols, FAST["session_timeout_ms"], 300_000)
+    _, joined, _ = ghost.join_start("g", replace(request, requires_known_member_id=False))
     a = store.consumer("g", client_id="a", **FAST)
     try:
         a.subscribe(["t"])
         a.poll(timeout_ms=0)
-        group = a.group_client.group_log().latest(offsets=False).state
-        assert set(group.members) == {a.group_client.member_id, "ghost"} and group.generation == 1
-        assert len(a.assignment()) == 2  # one rebalance for both: each got its share at once
-        until(lambda: a.assignment() == TPS, a)  # the ghost never renewed a lease: expired after its session
-        operations = [e.operation for e in store.history_entries()]
-        assert operations.count("join_group") == 1 and "expire_members" in operations
+        group = a.group_client.state()
+        assert set(group.members) == {joined.member_id, a.group_client.member_id}
+        assert group.state == "PreparingRebalance" and a.assignment() == set()  # waiting for the ghost
+        until(lambda: a.assignment() == TPS, a)  # the ghost never renewed its lease: expired after its session
+        assert set(a.group_client.state().members) == {a.group_client.member_id}
+        assert "group_deadlines" in [e.operation for e in store.history_entries()]
     finally:
         a.close()
 
@@ -195,41 +200,21 @@ def test_a_waiting_poll_looks_often_while_its_group_rebalances_and_at_fetch_max_
         b.close(autocommit=False)
 
 
-def test_a_member_announced_after_another_leaves_the_join_to_it_and_commits_none_itself(store):
-    """Members starting together form the group with the first one's join (which admits every
-    member announced by then) instead of each racing a join commit of its own."""
-    import threading
+def test_members_starting_together_form_the_group_in_one_rebalance_with_the_initial_delay(tmp_path):
+    """group.initial.rebalance.delay.ms (Kafka's): the first round of a new group waits for more
+    members, so three members starting together get generation 1, each its share."""
+    from lakelog.store import Store
 
-    from lakelog.engine.groups.coordinator import change_group, partition_counts
-    from lakelog.engine.groups.state import join_all
-
-    leases = LeaseStore(store.uri, "g")
-    first = Member("first", "first", ("t",), FAST["session_timeout_ms"], 300_000)
-    leases.announce(first)  # a member that is about to commit its join
-    b = store.consumer("g", client_id="b", **FAST)
-    b.subscribe(["t"])
-    polled = threading.Thread(target=b.poll, kwargs={"timeout_ms": 0})
-    polled.start()
+    slow_start = Store.open(tmp_path / "delayed", **{"group.initial.rebalance.delay.ms": 1000})
+    slow_start.create_topic("t", partitions=3)
+    members = [slow_start.consumer("g", client_id=f"m{i}", **FAST) for i in range(3)]
     try:
-        deadline = time.monotonic() + 10
-        while len(leases.announced(int(time.time() * 1000))) < 2:  # b announced itself, then waits
-            assert time.monotonic() < deadline
-            time.sleep(0.005)
-        # The first member's join, as it plans one: everyone announced comes in with it.
-        writer = store.context.committer("first")
-        change_group(
-            writer,
-            b.group_client.group_log(),
-            "join_group",
-            lambda st, now, v: join_all(st, leases.announced(now), now, partition_counts(v)),
-        )
-        polled.join(10)
-        assert not polled.is_alive()
-        group = b.group_client.group_log().latest(offsets=False).state
-        assert set(group.members) == {"first", b.group_client.member_id} and group.generation == 1
-        assert len(b.assignment()) == 2
-        joins = [e.client_id for e in store.history_entries() if e.operation == "join_group"]
-        assert joins == ["first"]  # b committed none of its own
+        for m in members:
+            m.subscribe(["t"])
+            m.poll(timeout_ms=0)
+        until(lambda: all(m.assignment() for m in members), *members)
+        assert {m.group_metadata().generation for m in members} == {1}
+        assert sorted(len(m.assignment()) for m in members) == [1, 1, 1]
     finally:
-        polled.join(10)
-        b.close(autocommit=False)
+        for m in members:
+            m.close()

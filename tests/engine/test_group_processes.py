@@ -153,4 +153,4 @@ def test_a_group_of_processes_joining_leaving_and_killed_owns_each_partition_onc
             assert a_to <= b_from, f"partition {p}: {a} owned it until {a_to}, {b} from {b_from}"
     # Liveness stayed off the Delta log: only joins, syncs, leaves, expiries and commits are in it.
     operations = {e.operation for e in store.history_entries()}
-    assert "heartbeat" not in operations and "expire_members" in operations
+    assert "heartbeat" not in operations and "group_deadlines" in operations

@@ -1,12 +1,44 @@
-"""The group state machine against Kafka's rules, as plain values (no Spark, no I/O)."""
+"""The group state machine -- Kafka's classic group protocol as pure functions (engine.groups.classic) --
+checked against what Kafka's coordinator does (GroupMetadataManager / ClassicGroup), then as a
+hypothesis state machine; and the records of ``__consumer_offsets``. No Spark, no I/O."""
 
 from __future__ import annotations
 
-import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from dataclasses import replace
 
-from lakelog.engine.errors import CommitFailedError, FencedInstanceIdError
+import hypothesis.strategies as st
+import pytest
+from hypothesis import settings
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from lakelog.engine.errors import CommitFailedError, FencedInstanceIdError, UnknownMemberIdError
+from lakelog.engine.groups.classic import (
+    COMPLETING_REBALANCE,
+    EMPTY,
+    FENCED_INSTANCE_ID,
+    ILLEGAL_GENERATION,
+    INCONSISTENT_GROUP_PROTOCOL,
+    MEMBER_ID_REQUIRED,
+    NONE,
+    PREPARING_REBALANCE,
+    REBALANCE_IN_PROGRESS,
+    STABLE,
+    UNKNOWN_MEMBER_ID,
+    ClassicGroup,
+    ClassicMember,
+    JoinRequest,
+    SyncRequest,
+    advance,
+    candidate_protocols,
+    check_offset_commit,
+    heartbeat,
+    join,
+    join_outcome,
+    leave,
+    select_protocol,
+    sync_outcome,
+)
+from lakelog.engine.groups.classic import sync as sync_group
 from lakelog.engine.groups.offsets_topic import (
     GroupRecords,
     group_key,
@@ -14,208 +46,187 @@ from lakelog.engine.groups.offsets_topic import (
     offset_key,
     partition_for_group,
 )
-from lakelog.engine.groups.state import (
-    COMPLETING_REBALANCE,
-    EMPTY,
-    PREPARING_REBALANCE,
-    STABLE,
-    GroupState,
-    Member,
-    check_commit,
-    expire,
-    join,
-    join_all,
-    leave,
-    overdue,
-    refresh,
-    sync,
-)
 from lakelog.engine.topics import TopicPartition as TP
 
-COUNTS = {"a": 4}
+
+def sync(group: ClassicGroup, *request) -> tuple[ClassicGroup, str]:
+    return sync_group(group, SyncRequest(*request))
 
 
-def member(mid, topics=("a",), instance=None, rebalance_timeout=60_000):
-    return Member(mid, f"client-{mid}", tuple(topics), 10_000, rebalance_timeout, instance)
+def request(member_id: str = "", protocols=(("range", b"m"),), instance_id=None, ptype="consumer", **kw) -> JoinRequest:
+    return JoinRequest(
+        member_id=member_id,
+        client_id="c",
+        protocol_type=ptype,
+        protocols=tuple(protocols),
+        session_timeout_ms=kw.get("session", 10_000),
+        rebalance_timeout_ms=kw.get("rebalance", 30_000),
+        instance_id=instance_id,
+        requires_known_member_id=kw.get("v4", True),
+    )
 
 
-def owned(state: GroupState) -> dict[TP, str]:
-    """Every partition with its one owner; fails if any partition has two."""
-    owners: dict[TP, str] = {}
-    for m, tps in state.assignment.items():
-        for tp in tps:
-            assert tp not in owners, f"{tp} owned by {owners[tp]} and {m}"
-            owners[tp] = m
-    return owners
+def joined(group: ClassicGroup, name: str, now: int = 0, **kw) -> tuple[ClassicGroup, str]:
+    """``name`` joins as a new dynamic member (MEMBER_ID_REQUIRED, then again with the id)."""
+    group, result = join(group, request(**kw), name, now, initial_delay_ms=0)
+    assert result.error == MEMBER_ID_REQUIRED and result.member_id == name
+    group, result = join(group, request(name, **kw), "unused", now, initial_delay_ms=0)
+    assert result.error == NONE and result.wait
+    return group, name
 
 
-def settle(state: GroupState) -> GroupState:
-    """Every member revokes what it must and syncs (in member order)."""
-    while state.rebalancing:
-        m = next(m for m in sorted(state.members) if state.to_revoke(m))
-        state = sync(state, m, state.to_revoke(m))
-    return state
+def stable(*names: str) -> ClassicGroup:
+    """A Stable group of ``names`` (the first leads) whose leader assigned each its name."""
+    group = ClassicGroup("g")
+    for name in names:
+        group, _ = joined(group, name)
+        for other in group.members:
+            if other != name and group.state == PREPARING_REBALANCE:
+                group, _ = join(group, request(other), "unused", 0, initial_delay_ms=0)
+        if group.state == COMPLETING_REBALANCE:
+            group, error = sync(
+                group, group.leader, None, group.generation, "consumer", None, {n: n.encode() for n in group.members}
+            )
+            assert error == NONE
+    assert group.state == STABLE and set(group.members) == set(names)
+    return group
 
 
-def test_the_first_member_gets_everything_at_once():
-    s = join(GroupState("g"), member("m1"), 0, COUNTS)
-    assert (s.state, s.generation) == (STABLE, 1)
-    assert s.assigned("m1") == tuple(TP("a", p) for p in range(4))
+def member(name: str, *protocols: str) -> ClassicMember:
+    return ClassicMember(name, "c", 10_000, 30_000, tuple((p, b"") for p in protocols))
 
 
-def test_members_joining_together_form_the_group_in_one_rebalance():
-    members = [member(f"m{i}") for i in range(4)]
-    together = join_all(GroupState("g"), members, 0, COUNTS)
-    assert (together.state, together.generation) == (STABLE, 1)
-    assert dict(together.assignment) == {f"m{i}": (TP("a", i),) for i in range(4)}
-    one_by_one = GroupState("g")
-    for m in members:
-        one_by_one = settle(join(one_by_one, m, 0, COUNTS))
-    assert one_by_one.generation == 4 and one_by_one.assignment == together.assignment
-    assert join_all(together, members[1:3], 1, COUNTS) == together  # members already in: nothing changes
+def test_the_protocol_is_kafkas_vote_among_the_protocols_every_member_supports():
+    # Candidates: what everyone supports; each votes its first candidate; most votes wins.
+    members = [member("a", "x", "y"), member("b", "y", "x"), member("c", "x", "y", "z")]
+    assert candidate_protocols(members) == ["x", "y"]
+    assert select_protocol(members) == "x"
+    assert select_protocol([member("a", "x", "y"), member("b", "y"), member("c", "x", "y")]) == "y"
+    assert select_protocol([member("a", "x"), member("b", "y")]) is None
 
 
-def test_eager_a_join_makes_everyone_revoke_before_anything_is_reassigned():
-    s = join(GroupState("g"), member("m1"), 0, COUNTS)
-    s = join(s, member("m2"), 10, COUNTS)
-    assert s.state == PREPARING_REBALANCE and s.generation == 1
-    assert s.to_revoke("m1") == s.assigned("m1") and len(s.assigned("m1")) == 4
-    assert s.assigned("m2") == ()  # nothing until m1 revoked
-    check_commit(s, 1, "m1", [TP("a", 0)])  # m1 may still commit what it revokes
-    half = sync(s, "m1", [TP("a", 0)])  # not all of it: nothing changes
-    assert half == s
-    done = sync(s, "m1", s.to_revoke("m1"))
-    assert (done.state, done.generation) == (STABLE, 2)
-    assert done.assigned("m1") == (TP("a", 0), TP("a", 1)) and done.assigned("m2") == (TP("a", 2), TP("a", 3))
+def test_a_join_that_cannot_share_the_groups_protocol_is_inconsistent():
+    group = stable("a")
+    for bad in (request(ptype="connect"), request(protocols=[("other", b"")]), request(protocols=[])):
+        assert join(group, bad, "n", 0)[1].error == INCONSISTENT_GROUP_PROTOCOL
+    assert join(ClassicGroup("g"), request(ptype=""), "n", 0)[1].error == INCONSISTENT_GROUP_PROTOCOL
+    # Any protocol type and protocol for an empty group: the coordinator never reads metadata.
+    assert join(ClassicGroup("g"), request(ptype="connect", protocols=[("sessioned", b"\x00")]), "n", 0)[1].error == (
+        MEMBER_ID_REQUIRED
+    )
 
 
-def test_cooperative_only_the_moving_partitions_are_revoked_and_the_rest_keep_their_owner():
-    s = join(GroupState("g"), member("m1"), 0, COUNTS, "cooperative-sticky")
-    s = join(s, member("m2"), 10, COUNTS)
-    assert s.state == COMPLETING_REBALANCE
-    moving = set(s.to_revoke("m1"))
-    assert len(moving) == 2 and set(s.assigned("m1")) >= moving  # m1 keeps reading all until it revokes
-    assert s.assigned("m2") == ()
-    done = sync(s, "m1", moving)
-    assert done.state == STABLE and set(done.assigned("m2")) == moving
-    assert set(done.assigned("m1")) == {TP("a", p) for p in range(4)} - moving
+def test_a_new_member_gets_an_id_first_v4_and_joins_at_once_before_v4():
+    group, result = join(ClassicGroup("g"), request(), "c-1", 0)
+    assert result.error == MEMBER_ID_REQUIRED and "c-1" in group.pending and not group.members
+    group, result = join(ClassicGroup("g"), request(v4=False), "c-1", 0, initial_delay_ms=0)
+    assert result.error == NONE and group.state == COMPLETING_REBALANCE and group.leader == "c-1"
+    # An unknown member id is refused; a pending id lapses after its session timeout.
+    group, result = join(ClassicGroup("g"), request(), "c-1", 0)
+    assert join(group, request("nobody"), "x", 0)[1].error == UNKNOWN_MEMBER_ID
+    assert advance(group, 10_001).pending == {}
 
 
-def test_leaving_or_expiring_frees_partitions_at_once():
-    s = settle(join(join(GroupState("g"), member("m1"), 0, COUNTS), member("m2"), 0, COUNTS))
-    gone = settle(leave(s, "m2", 20, COUNTS))
-    assert set(gone.members) == {"m1"} and len(gone.assigned("m1")) == 4
-    expired = settle(expire(s, ["m1", "nobody"], 20, COUNTS))
-    assert set(expired.members) == {"m2"} and len(expired.assigned("m2")) == 4
-    empty = leave(gone, "m1", 30, COUNTS)
-    assert empty.state == EMPTY and empty.assignment == {}
+def test_one_round_per_join_the_leader_gets_every_members_metadata_and_relays_assignments():
+    group = stable("a")
+    assert group.generation == 1
+    group, _ = joined(group, "b", protocols=[("range", b"meta-b")])
+    assert group.state == PREPARING_REBALANCE and heartbeat(group, "a", None, 1) == REBALANCE_IN_PROGRESS
+    assert join_outcome(group, "b", 1) is None  # b waits for a
+    group, result = join(group, request("a", protocols=[("range", b"meta-a")]), "x", 5)
+    assert result.wait and group.state == COMPLETING_REBALANCE and group.generation == 2
+    leader, follower = join_outcome(group, "a", 1), join_outcome(group, "b", 1)
+    assert leader.leader == "a" and follower.leader == "a" and leader.generation == 2 == follower.generation
+    assert set(leader.members) == {("a", None, b"meta-a"), ("b", None, b"meta-b")} and follower.members == ()
+    # The follower's SyncGroup waits for the leader's; members the leader left out get nothing.
+    group, error = sync(group, "b", None, 2, "consumer", "range", {})
+    assert error == NONE and sync_outcome(group, "b", 2) is None
+    group, error = sync(group, "a", None, 2, "consumer", "range", {"a": b"for-a"})
+    assert error == NONE and group.state == STABLE
+    assert sync_outcome(group, "a", 2) == (NONE, b"for-a") and sync_outcome(group, "b", 2) == (NONE, b"")
+    assert sync(group, "a", None, 1, None, None, {})[1] == ILLEGAL_GENERATION
+    assert sync(group, "a", None, 2, "connect", None, {})[1] == INCONSISTENT_GROUP_PROTOCOL
+    # A follower rejoining unchanged in Stable gets the generation back, no rebalance.
+    again, result = join(group, request("b", protocols=[("range", b"meta-b")]), "x", 6)
+    assert again == group and not result.wait
 
 
-def test_a_static_member_returning_under_a_new_id_keeps_its_partitions_without_a_rebalance():
-    s = settle(join(join(GroupState("g"), member("m1", instance="i1"), 0, COUNTS), member("m2"), 0, COUNTS))
-    before = s.assigned("m1")
-    back = join(s, member("m1-restarted", instance="i1"), 50, COUNTS)
-    assert back.generation == s.generation and back.state == STABLE
-    assert back.assigned("m1-restarted") == before and "m1" not in back.members
+def test_members_that_do_not_rejoin_in_time_are_dropped_unless_static():
+    group = stable("a", "b")
+    group, _ = join(group, request(instance_id="s"), "s-1", 0, initial_delay_ms=0)
+    group = advance(group, 31_000)  # nobody rejoined: the dynamic ones go, the static one stays
+    assert group.state == COMPLETING_REBALANCE and set(group.members) == {"s-1"} and group.leader == "s-1"
+    group = stable("a", "b")
+    group, _ = joined(group, "c", now=100)
+    group, _ = join(group, request("b"), "x", 200)
+    group = advance(group, 30_100)  # a did not rejoin: dropped, the leader is elected among the rejoined
+    assert set(group.members) == {"b", "c"} and group.leader == "b" and group.generation == 3
+
+
+def test_a_leader_that_never_syncs_is_removed_at_the_rebalance_timeout():
+    group = stable("a")
+    group, _ = joined(group, "b")
+    group, _ = join(group, request("a"), "x", 0)
+    assert group.state == COMPLETING_REBALANCE
+    group, _ = sync(group, "b", None, group.generation, None, None, {})
+    group = advance(group, 30_001)
+    assert set(group.members) == {"b"} and group.state == PREPARING_REBALANCE
+    assert sync_outcome(group, "b", group.generation) == (REBALANCE_IN_PROGRESS, b"")
+    group, _ = join(group, request("b"), "x", 30_002)
+    assert group.state == COMPLETING_REBALANCE and group.leader == "b"
+
+
+def test_static_membership_replaces_the_old_member_without_a_rebalance_and_fences_it():
+    group, result = join(ClassicGroup("g"), request(instance_id="i"), "i-1", 0, initial_delay_ms=0)
+    assert result.error == NONE  # a static member needs no MEMBER_ID_REQUIRED round
+    group, _ = sync(group, "i-1", "i", 1, None, None, {"i-1": b"mine"})
+    group, result = join(group, request(instance_id="i"), "i-2", 1)
+    assert result.error == NONE and not result.wait and group.generation == 1 and group.state == STABLE
+    assert set(group.members) == {"i-2"} and sync_outcome(group, "i-2", 1) == (NONE, b"mine")
+    assert heartbeat(group, "i-1", "i", 1) == FENCED_INSTANCE_ID
+    assert sync(group, "i-1", "i", 1, None, None, {})[1] == FENCED_INSTANCE_ID
     with pytest.raises(FencedInstanceIdError):
-        check_commit(back, back.generation, "m1", [], instance_id="i1")
+        check_offset_commit(group, "i-1", "i", 1)
+    group, errors = leave(group, [("", "i")], 2)  # LeaveGroup v3+ by instance id alone
+    assert errors == [("i-2", NONE)] and group.state == EMPTY and group.generation == 2
 
 
-def test_a_grown_topic_or_changed_subscription_rebalances_an_unchanged_join_does_not():
-    s = join(GroupState("g"), member("m1"), 0, COUNTS)
-    assert join(s, member("m1"), 5, COUNTS) == s
-    grown = settle(refresh(s, 5, {"a": 6}))
-    assert grown.generation == s.generation + 1 and len(grown.assigned("m1")) == 6
-    moved = settle(join(s, member("m1", topics=("a", "b")), 5, {"a": 4, "b": 2}))
-    assert len(moved.assigned("m1")) == 6
+def test_leaving_rebalances_the_rest():
+    group = stable("a", "b")
+    group, errors = leave(group, [("a", None), ("zz", None)], 0)
+    assert errors == [("a", NONE), ("zz", UNKNOWN_MEMBER_ID)]
+    assert group.state == PREPARING_REBALANCE and group.leader == "b"
+    group, _ = join(group, request("b"), "x", 0)
+    assert group.state == COMPLETING_REBALANCE and group.generation == 3
 
 
-def test_members_that_do_not_revoke_in_time_are_overdue():
-    s = join(GroupState("g"), member("m1", rebalance_timeout=1000), 0, COUNTS)
-    s = join(s, member("m2"), 100, COUNTS)
-    assert overdue(s, 900) == [] and overdue(s, 1200) == ["m1"]
+def test_offset_commits_are_checked_as_kafkas_classic_group_checks_them():
+    group = stable("a", "b")
+    check_offset_commit(group, "a", None, group.generation)
+    with pytest.raises(UnknownMemberIdError):
+        check_offset_commit(group, "zz", None, group.generation)
+    with pytest.raises(CommitFailedError):
+        check_offset_commit(group, "a", None, group.generation - 1)
+    with pytest.raises(UnknownMemberIdError):  # a simple consumer while the group has members
+        check_offset_commit(group, None, None, -1)
+    check_offset_commit(group, None, None, -1, transactional=True)
+    check_offset_commit(group, None, None, -1, live=[])  # nobody alive: the group is empty
+    check_offset_commit(None, None, None, -1)
+    check_offset_commit(ClassicGroup("g"), None, None, -1)
 
 
-def test_commits_need_membership_the_generation_and_ownership():
-    s = settle(join(join(GroupState("g"), member("m1"), 0, COUNTS), member("m2"), 0, COUNTS))
-    mine = s.assigned("m1")
-    check_commit(s, s.generation, "m1", mine)
-    with pytest.raises(CommitFailedError, match=r"generation 1 refused.*generation 2"):
-        check_commit(s, 1, "m1", [*mine, *s.assigned("m2")])  # partitions that moved since
-    check_commit(s, 1, "m1", mine)  # what it still owns: a rebalance it did not take part in
-    with pytest.raises(CommitFailedError, match="not in group"):
-        check_commit(s, s.generation, "m9", [])
-    with pytest.raises(CommitFailedError, match="does not own a-"):
-        check_commit(s, s.generation, "m1", s.assigned("m2"))
-    with pytest.raises(CommitFailedError, match="live members"):
-        check_commit(s, -1, None, [])  # a manual-assign consumer while members are alive
-    check_commit(s, -1, None, [], live=[])  # ... and once their leases went stale
+def test_the_group_survives_its_json_form():
+    group = stable("a", "b")
+    group, _ = join(group, request(instance_id="s", protocols=[("range", b"\x00\xff")]), "s-1", 7)
+    assert ClassicGroup.from_json(group.to_json()) == group
 
 
-def test_state_round_trips_through_json():
-    s = join(GroupState("g"), member("m1", instance="i"), 0, COUNTS, "cooperative-sticky")
-    s = join(s, member("m2"), 1, COUNTS)
-    assert s.rebalancing and GroupState.from_json(s.to_json()) == s
-    done = settle(s)
-    assert GroupState.from_json(done.to_json()) == done
-
-
-EVENTS = st.lists(
-    st.tuples(
-        st.sampled_from(["join", "join_all", "leave", "expire", "sync", "grow", "restart"]),
-        st.integers(0, 5),
-        st.sampled_from([("a",), ("a", "b"), ("b",)]),
-    ),
-    max_size=40,
-)
-
-
-@settings(max_examples=300, deadline=None)
-@given(events=EVENTS, assignor=st.sampled_from(["range", "roundrobin", "sticky", "cooperative-sticky"]))
-def test_no_partition_ever_has_two_owners_and_the_group_settles_on_a_full_assignment(events, assignor):
-    counts = {"a": 5, "b": 3}
-    s = GroupState("g")
-    for step, (kind, who, topics) in enumerate(events):
-        mid = f"m{who}"
-        before = owned(s)
-        if kind == "join":
-            s = join(s, member(mid, topics, instance=f"i{who}" if who % 2 else None), step, counts, assignor)
-        elif kind == "join_all":  # this member and the next one, announced together
-            pair = [member(f"m{m}", topics, instance=f"i{m}" if m % 2 else None) for m in (who, (who + 1) % 6)]
-            s = join_all(s, pair, step, counts, assignor)
-        elif kind == "leave":
-            s = leave(s, mid, step, counts)
-        elif kind == "expire":
-            s = expire(s, [mid], step, counts)
-        elif kind == "restart" and who % 2:
-            s = join(s, member(f"{mid}-{step}", topics, instance=f"i{who}"), step, counts, assignor)
-        elif kind == "grow":
-            counts = {**counts, "a": counts["a"] + 1}
-            s = refresh(s, step, counts)
-        elif kind == "sync" and s.to_revoke(mid):
-            s = sync(s, mid, s.to_revoke(mid))
-        after = owned(s)
-        # A partition changes hands only once its owner gave it up: the owner's own sync (it
-        # revoked the partition before committing it), or the owner left, was expired or was
-        # replaced by its restarted static instance.
-        for tp, owner in after.items():
-            if tp in before and before[tp] != owner:
-                previous = before[tp]
-                given_up = previous not in s.members or (kind == "sync" and previous == mid)
-                assert given_up, f"{tp} moved from {previous} to {owner} in one step ({kind})"
-        for m in s.members:
-            assert set(s.to_revoke(m)) <= set(s.assigned(m))
-    s = settle(s)
-    owners = owned(s)
-    if s.members:
-        assert s.state == STABLE
-        wanted = {t for m in s.members.values() for t in m.topics}
-        expected = {TP(t, p) for t in wanted for p in range(counts[t])}
-        assert set(owners) == expected
-        for tp, m in owners.items():
-            assert tp.topic in s.members[m].topics
-    else:
-        assert s.state == EMPTY and owners == {}
+def test_a_new_group_waits_the_initial_delay_for_more_members():
+    group, _ = join(ClassicGroup("g"), request(instance_id="a"), "a", 0, initial_delay_ms=3000)
+    group, _ = join(group, request(instance_id="b"), "b", 2000, initial_delay_ms=3000)
+    assert group.state == PREPARING_REBALANCE and advance(group, 4000) == group  # b pushed the end to 5000
+    group = advance(group, 5000)
+    assert group.state == COMPLETING_REBALANCE and set(group.members) == {"a", "b"} and group.generation == 1
 
 
 def test_group_partition_is_kafkas():
@@ -233,6 +244,117 @@ def test_latest_record_per_key_wins_and_tombstones_delete():
     g.apply(offset_key("g", TP("a", 0)), b'{"offset": 7}')
     g.apply(offset_key("g", TP("a", 1)), b'{"offset": 1}')
     g.apply(offset_key("g", TP("a", 1)), None)
-    g.apply(group_key("g"), GroupState("g", 3).to_json().encode())
+    g.apply(group_key("g"), ClassicGroup("g", generation=3).to_json().encode())
     assert {tp: o.offset for tp, o in g.offsets.items()} == {TP("a", 0): 7}
     assert g.state.generation == 3
+
+
+# -- the state machine -------------------------------------------------------------------------
+
+CLIENTS = ["d1", "d2", "d3", "s1", "s2"]  # s*: static members (group.instance.id = the name)
+PROTOCOLS = [(("range", b"r"),), (("cooperative-sticky", b"c"), ("range", b"r")), (("stream", b"s"),)]
+
+
+class ClassicGroupMachine(RuleBasedStateMachine):
+    """Clients join, rejoin, sync, heartbeat, leave and time passes, in any order; the group
+    always holds Kafka's invariants, and members get exactly what the leader assigned them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.group = ClassicGroup("g")
+        self.now = 0
+        self.ids: dict[str, str] = {}  # client -> its member id as it believes it
+        self.counter = 0
+        self.assigned: dict[int, dict[str, bytes]] = {}  # generation -> what its leader assigned
+
+    def _request(self, client: str, protocols) -> JoinRequest:
+        return request(
+            self.ids.get(client, ""), protocols, instance_id=client if client.startswith("s") else None, session=5_000
+        )
+
+    @rule(client=st.sampled_from(CLIENTS), protocols=st.sampled_from(PROTOCOLS))
+    def join(self, client, protocols):
+        self.counter += 1
+        before = self.group
+        self.group, result = join(self.group, self._request(client, protocols), f"{client}-{self.counter}", self.now)
+        if result.error in (NONE, MEMBER_ID_REQUIRED):
+            self.ids[client] = result.member_id
+        elif result.error == UNKNOWN_MEMBER_ID:
+            self.ids.pop(client, None)
+        elif result.error == INCONSISTENT_GROUP_PROTOCOL:
+            assert self.group == before and not before.empty
+        if result.error == NONE and not result.wait:
+            assert self.group.state in (STABLE, COMPLETING_REBALANCE)
+
+    @rule(client=st.sampled_from(CLIENTS), data=st.data())
+    def sync(self, client, data):
+        mid = self.ids.get(client)
+        if mid is None:
+            return
+        group = self.group
+        assignments = {}
+        if mid == group.leader and group.state == COMPLETING_REBALANCE:
+            chosen = data.draw(st.lists(st.sampled_from(sorted(group.members)), unique=True))
+            assignments = {m: f"{m}@{group.generation}".encode() for m in chosen}
+        self.group, error = sync(group, mid, self._instance(client), group.generation, None, None, assignments)
+        if error == NONE and group.state == COMPLETING_REBALANCE and mid == group.leader:
+            self.assigned[group.generation] = assignments
+
+    def _instance(self, client: str) -> str | None:
+        return client if client.startswith("s") else None
+
+    @rule(client=st.sampled_from(CLIENTS))
+    def heartbeat(self, client):
+        mid = self.ids.get(client)
+        if mid is not None:
+            assert heartbeat(self.group, mid, self._instance(client), self.group.generation) in (
+                NONE,
+                REBALANCE_IN_PROGRESS,
+                UNKNOWN_MEMBER_ID,
+                FENCED_INSTANCE_ID,
+            )
+
+    @rule(client=st.sampled_from(CLIENTS))
+    def leave(self, client):
+        mid = self.ids.pop(client, "")
+        self.group, errors = leave(self.group, [(mid, self._instance(client))], self.now)
+        assert len(errors) == 1
+
+    @rule(ms=st.sampled_from([100, 3_000, 6_000, 31_000]), expire=st.lists(st.sampled_from(CLIENTS), max_size=2))
+    def time_passes(self, ms, expire):
+        self.now += ms
+        gone = [self.ids[c] for c in expire if c in self.ids]
+        self.group = advance(self.group, self.now, gone)
+
+    @precondition(lambda self: self.group.state == STABLE)
+    @invariant()
+    def members_get_what_the_leader_assigned(self):
+        given = self.assigned.get(self.group.generation)
+        if given is None:  # Stable without a sync of this generation: a static member's replacement
+            return
+        for mid, m in self.group.members.items():
+            expected = given.get(mid, b"")
+            # A static member's new id carries its old id's assignment (KIP-345).
+            assert m.assignment == expected or (
+                m.instance_id is not None and m.assignment.startswith(m.instance_id.encode())
+            )
+            assert sync_outcome(self.group, mid, self.group.generation) == (NONE, m.assignment)
+
+    @invariant()
+    def kafkas_invariants_hold(self):
+        g = self.group
+        assert (g.state == EMPTY) == g.empty
+        if g.members:
+            assert g.leader in g.members
+        assert g.pending_sync <= set(g.members)
+        instances = [m.instance_id for m in g.members.values() if m.instance_id is not None]
+        assert len(instances) == len(set(instances))
+        if g.state in (COMPLETING_REBALANCE, STABLE):
+            assert g.protocol in candidate_protocols(g.members.values())
+            assert not any(m.awaiting_join for m in g.members.values())
+        assert ClassicGroup.from_json(g.to_json()) == g
+        assert replace(g) == g
+
+
+TestClassicGroupMachine = ClassicGroupMachine.TestCase
+TestClassicGroupMachine.settings = settings(max_examples=150, stateful_step_count=40, deadline=None)

@@ -23,7 +23,6 @@ from lakelog.compaction.rewrite import run_tasks
 from lakelog.engine.admin.check import check_store
 from lakelog.engine.errors import StoreFullError
 from lakelog.engine.groups.leases import LeaseStore
-from lakelog.engine.groups.state import Member
 from lakelog.store import Store
 
 NO_SPACE = "No space left on device"
@@ -87,8 +86,6 @@ def test_a_lease_that_does_not_fit_raises_store_full_and_leaves_no_temporary_fil
     with pytest.raises(StoreFullError, match=NO_SPACE):
         leases.renew("m-1", None)
     with pytest.raises(StoreFullError, match=NO_SPACE):
-        leases.announce(Member("m-1", "c", ("t",), 10_000, 60_000))
-    with pytest.raises(StoreFullError, match=NO_SPACE):
         leases.renew("kept", None)  # a renewal over an existing lease
     assert files_under(tmp_path) == before
     assert set(leases.read()) == {"kept"}
@@ -112,7 +109,7 @@ def test_a_group_join_on_a_full_disk_raises_store_full_and_commits_nothing(tmp_p
     consumer.close()  # its leave fails too (the commit's temporary file is put_if_absent's to remove)
     assert store.log.latest_version() == version
     outside_log = {f for f in files_under(tmp_path) if not f.startswith("store/_delta_log/")}
-    assert outside_log == {f for f in before if not f.startswith("store/_delta_log/")}  # no lease, no announcement
+    assert outside_log == {f for f in before if not f.startswith("store/_delta_log/")}  # no lease
 
 
 def _small_files(store: Store) -> None:

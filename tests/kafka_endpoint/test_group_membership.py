@@ -12,7 +12,7 @@ from confluent_kafka import Consumer, KafkaException
 from lakelog.store import Store
 
 
-def _member(agent, name: str) -> Consumer:
+def _member(agent, name: str, strategy: str = "range", **config: str) -> Consumer:
     consumer = Consumer(
         {
             "bootstrap.servers": agent if isinstance(agent, str) else agent.bootstrap,
@@ -22,7 +22,8 @@ def _member(agent, name: str) -> Consumer:
             "auto.offset.reset": "earliest",
             "session.timeout.ms": 6000,
             "heartbeat.interval.ms": 300,
-            "partition.assignment.strategy": "range",
+            "partition.assignment.strategy": strategy,
+            **config,
         }
     )
     consumer.subscribe(["g"])
@@ -108,26 +109,72 @@ def test_a_kafka_member_and_a_lakelog_consumer_share_one_group(agent):
         mine.close(autocommit=False)
 
 
-def test_members_connected_to_different_agents_of_one_store_share_the_group(agent):
-    from tests.kafka_endpoint.conftest import Agent
-
+def _fill(agent) -> None:
+    """Topic ``g``: 4 partitions of 100 records each."""
     store = Store.open(agent.store, create=False)
     store.create_topic("g", partitions=4)
     with store.producer(linger_ms=0) as producer:
         for i in range(400):
             producer.send("g", f"v{i}", partition=i % 4).get()
+
+
+def _share_everything(a: Consumer, b: Consumer, seen: dict) -> None:
+    """Poll both until every record was read and both own partitions, never one partition twice."""
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        _poll(a, seen, "a")
+        _poll(b, seen, "b")
+        assert not _owned(a) & _owned(b)
+        if len(seen) == 400 and _owned(a) and _owned(b):
+            break
+    assert len(seen) == 400 and _owned(a) | _owned(b) == {0, 1, 2, 3}
+
+
+def test_members_connected_to_different_agents_of_one_store_share_the_group(agent):
+    from tests.kafka_endpoint.conftest import Agent
+
+    _fill(agent)
     other = Agent(agent.store)
     a, b = _member(agent.bootstrap, "a"), _member(other.bootstrap, "b")
     seen: dict = {}
     try:
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline:
+        _share_everything(a, b, seen)
+    finally:
+        a.close()
+        b.close()
+        other.stop()
+
+
+def test_cooperative_sticky_members_through_two_agents_share_a_classic_group(agent):
+    """librdkafka's cooperative-sticky: the leader client assigns (Kafka's classic protocol, the
+    group in the store, no agent its coordinator); a static member that restarts takes its
+    place back; DescribeGroups reports the group's own protocol."""
+    from confluent_kafka.admin import AdminClient
+
+    from tests.kafka_endpoint.conftest import Agent
+
+    _fill(agent)
+    other = Agent(agent.store)
+    a = _member(agent.bootstrap, "a", "cooperative-sticky")
+    b = _member(other.bootstrap, "b", "cooperative-sticky", **{"group.instance.id": "b-static"})
+    seen: dict = {}
+    try:
+        _share_everything(a, b, seen)
+        admin = AdminClient({"bootstrap.servers": other.bootstrap})
+        described = admin.describe_consumer_groups(["kg"])["kg"].result(timeout=30)
+        assert described.partition_assignor == "cooperative-sticky"
+        assert {m.client_id for m in described.members} == {"a", "b"}
+        assert {tp.partition for m in described.members for tp in m.assignment.topic_partitions} == {0, 1, 2, 3}
+        # The static member restarts within its session: it gets its partitions back, a keeps its own.
+        kept_a, kept_b = _owned(a), _owned(b)
+        b.close()
+        b = _member(agent.bootstrap, "b", "cooperative-sticky", **{"group.instance.id": "b-static"})
+        deadline = time.monotonic() + 60
+        while _owned(b) != kept_b and time.monotonic() < deadline:
             _poll(a, seen, "a")
             _poll(b, seen, "b")
-            assert not _owned(a) & _owned(b)
-            if len(seen) == 400 and _owned(a) and _owned(b):
-                break
-        assert len(seen) == 400 and _owned(a) | _owned(b) == {0, 1, 2, 3}
+        assert _owned(b) == kept_b and _owned(a) == kept_a
+        assert sorted(seen) == [(p, o) for p in range(4) for o in range(100)]
     finally:
         a.close()
         b.close()

@@ -16,6 +16,8 @@ import os
 import sys
 import time
 
+from lakelog.engine.errors import RebalanceInProgressError
+
 
 def main() -> int:
     parser = argparse.ArgumentParser()
@@ -77,7 +79,11 @@ def main() -> int:
         for partition, offsets in by_partition.items():
             record("records", p=partition, first=offsets[0], last=offsets[-1], n=len(offsets))
         positions = {tp: consumer.position(tp) for tp in consumer.assignment()}
-        consumer.commit(positions)
+        try:
+            consumer.commit(positions)
+        except RebalanceInProgressError:  # as a Java application: poll (completing it), commit later
+            record("commit_deferred")
+            continue
         record("committed", offsets={str(tp.partition): o for tp, o in positions.items()})
     consumer.close(autocommit=False)
     record("closed")

@@ -41,8 +41,11 @@ from lakelog.engine.errors import (
     GroupSubscribedToTopicError,
     InvalidConfigError,
     InvalidOffsetError,
+    InvalidRecordError,
     UnknownTopicOrPartitionError,
 )
+from lakelog.engine.groups.classic import EMPTY, ClassicGroup, ClassicMember
+from lakelog.engine.groups.consumer_protocol import PROTOCOL_TYPE, decode_assignment, decode_subscription
 from lakelog.engine.groups.coordinator import GROUP_POLICY, GroupLog, GroupRecordsBatch, offset_records
 from lakelog.engine.groups.leases import LeaseStore, fresh
 from lakelog.engine.groups.offsets_topic import (
@@ -55,7 +58,6 @@ from lakelog.engine.groups.offsets_topic import (
     group_key,
     offset_key,
 )
-from lakelog.engine.groups.state import EMPTY
 from lakelog.engine.records import check_lookup_timestamp
 from lakelog.engine.topics import OFFSETS_TOPIC, TopicPartition, require_topic
 
@@ -67,7 +69,7 @@ RESET_TARGETS: tuple[str, ...] = ("earliest", "latest", "datetime", "offset")
 
 log = logging.getLogger("lakelog.group_admin")
 
-# Group changes retry like the coordinator's own (change_group): members'
+# Group changes retry like the coordinator's own (GROUP_POLICY): members'
 # heartbeats to the same partition conflict often but briefly.
 _POLICY = GROUP_POLICY
 
@@ -79,6 +81,7 @@ class GroupListing:
     group_id: str
     state: str  # Kafka's group state: Stable, PreparingRebalance, CompletingRebalance, Empty
     members: int  # live members
+    protocol_type: str = "consumer"  # a Kafka client's classic-protocol group: its protocol type
 
 
 @dataclass(frozen=True)
@@ -137,6 +140,32 @@ def _state_name(group: GroupRecords, live: set[str]) -> str:
     return group.state.state if live and group.state is not None else EMPTY
 
 
+def _protocol_type(group: GroupRecords) -> str:
+    state = group.state
+    return state.protocol_type if state is not None and state.protocol_type and state.members else PROTOCOL_TYPE
+
+
+def _consumer_assignment(state: ClassicGroup, member: ClassicMember) -> tuple[TopicPartition, ...]:
+    """The partitions of a consumer-protocol member's assignment; () for other protocol types
+    (Streams' and Connect's are theirs to read) and bytes that are not a consumer assignment."""
+    if state.protocol_type != PROTOCOL_TYPE:
+        return ()
+    try:
+        return tuple(sorted(decode_assignment(member.assignment)))
+    except InvalidRecordError:
+        return ()
+
+
+def _subscribed_topics(state: ClassicGroup, member: ClassicMember) -> set[str]:
+    """The topics a consumer-protocol member subscribes to (none for other protocol types)."""
+    if state.protocol_type != PROTOCOL_TYPE:
+        return set()
+    try:
+        return set(decode_subscription(member.metadata(state.protocol or member.protocols[0][0])).topics)
+    except (InvalidRecordError, IndexError):
+        return set()
+
+
 def _require_inactive(context: StoreContext, group: GroupRecords, now_ms: int, action: str) -> None:
     """Raise GroupNotEmptyError if the group has live members (Kafka: the group must be inactive)."""
     live = len(_live(context, group, now_ms))
@@ -192,7 +221,7 @@ def list_groups(context: StoreContext) -> list[GroupListing]:
         if not _exists(group):
             continue
         live = _live(context, group, now_ms)
-        listings.append(GroupListing(group_id, _state_name(group, live), len(live)))
+        listings.append(GroupListing(group_id, _state_name(group, live), len(live), _protocol_type(group)))
     return listings
 
 
@@ -218,9 +247,9 @@ def describe_group(context: StoreContext, group_id: str) -> GroupDescription:
             MemberDescription(
                 m.member_id,
                 m.client_id,
-                state.assigned(m.member_id),
+                _consumer_assignment(state, m),
                 m.instance_id,
-                state.to_revoke(m.member_id),
+                (),
                 leases[m.member_id].modified_ms if m.member_id in leases else None,
             )
             for m in sorted(state.members.values(), key=lambda m: m.member_id)
@@ -253,7 +282,7 @@ def describe_group(context: StoreContext, group_id: str) -> GroupDescription:
         group_id,
         _state_name(group, alive),
         state.generation if state is not None else None,
-        state.assignor if state is not None else None,
+        state.protocol if state is not None else None,
         members,
         tuple(partitions),
     )
@@ -446,8 +475,10 @@ def delete_offsets(context: StoreContext, group_id: str, partitions: Iterable[To
         if not _exists(group):
             raise GroupIdNotFoundError(f"consumer group {group_id!r} does not exist")
         live = _live(context, group, now_ms)
-        members = group.state.members if group.state is not None else {}
-        subscribed = sorted({t for m in live for t in members[m].topics} & {tp.topic for tp in wanted})
+        state = group.state
+        members = state.members if state is not None else {}
+        topics = {t for m in live if m in members for t in _subscribed_topics(state, members[m])}  # type: ignore[arg-type]
+        subscribed = sorted(topics & {tp.topic for tp in wanted})
         if subscribed:
             raise GroupSubscribedToTopicError(
                 f"cannot delete the offsets of group {group_id!r} for topic {subscribed[0]!r}: "

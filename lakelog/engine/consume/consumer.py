@@ -14,11 +14,13 @@ Guarantees:
   stale gets CommitFailedError and nothing is committed;
 * with a ``group.id`` and ``subscribe``, members of the group in any
   process share the subscribed partitions, Kafka's way
-  (:mod:`engine.groups.state`): a partition has at most one owner at a time
-  -- a member gets it only after its previous owner's
-  ``on_partitions_revoked`` ran and its position was committed, or after
-  that owner was removed -- and ``poll`` never returns records of a
-  partition the member does not own;
+  (Kafka's classic group protocol, :mod:`engine.groups.classic`, shared with
+  Kafka's clients through ``lakelog serve``): the leader assigns, eager members
+  revoke everything before they join again and cooperative-sticky ones what
+  moves (KIP-429), so a partition changes hands only after its previous owner's
+  ``on_partitions_revoked`` ran and its position was committed, or after that
+  owner was removed -- and ``poll`` never returns records of a partition the
+  member does not own;
 * a member that stops renewing its lease for ``session.timeout.ms`` is
   removed by another member; one that does not poll for
   ``max.poll.interval.ms`` leaves the group itself; a member that finds
@@ -61,6 +63,8 @@ from lakelog.engine.errors import (
     LakelogError,
     NoOffsetForPartitionError,
     OffsetOutOfRangeError,
+    RebalanceInProgressError,
+    UnknownMemberIdError,
     UnknownTopicOrPartitionError,
 )
 from lakelog.engine.groups.coordinator import commit_offsets
@@ -90,6 +94,7 @@ class ConsumerGroupMetadata:
     group_id: str
     generation: int = -1
     member_id: str | None = None
+    group_instance_id: str | None = None  # a static member's (KIP-345): fenced by a newer instance
 
 
 class ConsumerRebalanceListener(Protocol):
@@ -230,7 +235,7 @@ class Consumer:
         if self.group_id is None or self.group_client is None:
             raise InvalidConfigError("group_metadata() needs a group.id")
         generation, member_id = self.group_client.metadata()
-        return ConsumerGroupMetadata(self.group_id, generation, member_id)
+        return ConsumerGroupMetadata(self.group_id, generation, member_id, self._config["group.instance.id"] or None)
 
     def _set_assignment(self, tps: set[TopicPartition]) -> None:
         for tp in list(self._positions):
@@ -400,9 +405,11 @@ class Consumer:
 
         ``offsets`` maps (topic, partition) to the next offset to read (an int
         or OffsetAndMetadata); by default the current positions. Raises
-        CommitFailedError when this member is not in the group's current
-        generation (nothing is committed), CommitConflictError when retries
-        ran out.
+        RebalanceInProgressError when the group's generation moved on while this
+        member takes part in the rebalance (as Java's commitSync: poll, which
+        completes it, then commit again), CommitFailedError when this member is not in the group's current
+        generation (UnknownMemberIdError: not in the group at all), and nothing is
+        committed then; CommitConflictError when retries ran out.
         """
         self._check_open()
         if self.group_id is None:
@@ -419,11 +426,20 @@ class Consumer:
         if not chosen:
             return
         assert self.group_client is not None  # a group.id was checked above
-        generation, member_id = self.group_client.metadata()
+        generation, member_id = self.group_client.commit_metadata()
         if self._subscription is not None and member_id is None:
             raise CommitFailedError("this consumer has not joined its group yet (poll first); nothing was committed")
         group = self.group_client
-        commit_offsets(group.writer(), group.group_log(), chosen, generation, member_id, self._policy)
+        try:
+            commit_offsets(group.writer(), group.group_log(), chosen, generation, member_id, self._policy)
+        except CommitFailedError as exc:
+            if self._subscription is None or not group.rebalancing or isinstance(exc, UnknownMemberIdError):
+                raise
+            # The group moved on to the generation this member is joining (Java's consumer says so).
+            raise RebalanceInProgressError(
+                f"group {self.group_id!r} is rebalancing and this member takes part: poll() to complete the "
+                f"rebalance, then commit again ({exc})"
+            ) from exc
 
     def committed(self, partitions: Iterable[Any]) -> dict[TopicPartition, OffsetAndMetadata | None]:
         """The group's last committed offset per partition (None where there is none)."""
@@ -443,6 +459,8 @@ class Consumer:
     def _maybe_auto_commit(self) -> None:
         if not (self._config["enable.auto.commit"] and self.group_id) or time.monotonic() < self._next_auto_commit:
             return
+        if self._subscription is not None and self.group_client is not None and self.group_client.rebalancing:
+            return  # as Java's: not while the member takes part in a rebalance (it commits when it revokes)
         self._next_auto_commit = time.monotonic() + self._config["auto.commit.interval.ms"] / 1000
         self._auto_commit()
 

@@ -1,18 +1,25 @@
 """The consumer side of the group protocol: one member of a consumer group, as Kafka's
 ``ConsumerCoordinator`` is the member side of Kafka's.
 
-A :class:`GroupClient` joins its group, renews its lease from a heartbeat thread, runs a
-round of the protocol when asked (:meth:`GroupClient.run_protocol`: join, revoke and sync,
-take the new assignment), removes silent members and leaves. The group itself -- who is a
-member, the generation, the assignment -- lives in the store (:mod:`engine.groups`): joins,
-syncs, leaves and expiries are Delta commits to ``__consumer_offsets``, leases are objects
-under ``_lakelog/groups/`` (:mod:`engine.groups.leases`).
+A lakelog consumer is an ordinary member of Kafka's classic group protocol
+(:mod:`engine.groups.classic`), the same group Kafka's clients join through
+``lakelog serve``: it joins with protocol type ``consumer``, one protocol per
+``partition.assignment.strategy`` entry with Kafka's ConsumerProtocolSubscription
+bytes (:mod:`engine.groups.consumer_protocol`), and when it is the leader it
+computes the assignment with lakelog's assignor of the chosen protocol
+(:mod:`engine.groups.assignors`) and hands every member its
+ConsumerProtocolAssignment. So Python, librdkafka and Java members share one
+group, whoever leads it. The group lives in the store; JoinGroup and SyncGroup
+are Delta commits (:mod:`engine.groups.classic_coordinator`), and a member
+waits for their outcome without blocking its ``poll``: each round
+(:meth:`GroupClient.run_protocol`) looks whether it is decided.
 
-What it asks of the consumer it serves is :class:`GroupMember`: the subscription, the
-partitions it owns, giving some up (the consumer commits their positions and runs its
-rebalance listener) and taking new ones. :class:`engine.consume.consumer.Consumer` runs a
-round from ``poll``; ``lakelog serve`` (``kafka_endpoint.group_members``) runs rounds for the
-Kafka clients it holds as members.
+Eager protocols (range, roundrobin, sticky): a member revokes everything before
+it joins again. Cooperative-sticky (KIP-429), as Java's ConsumerCoordinator: the
+leader leaves partitions that move out of the first assignment, their owners
+revoke them and join again, the next round hands them over. A heartbeat
+thread renews the member's lease (its session) and commits what deadlines do
+(members whose sessions expired, a round past its rebalance timeout).
 """
 
 from __future__ import annotations
@@ -21,17 +28,43 @@ import logging
 import re
 import threading
 import time
-import uuid
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from lakelog.engine.commit import Committer, RetryPolicy, TableState
+from lakelog.engine.client_config import parse_strategies
+from lakelog.engine.commit import Committer, RetryPolicy
 from lakelog.engine.commit.partition_reader import PartitionReader
 from lakelog.engine.context import StoreContext
-from lakelog.engine.errors import FencedInstanceIdError, LakelogError
-from lakelog.engine.groups.coordinator import GroupLog, change_group, partition_counts
-from lakelog.engine.groups.leases import LeaseStore, Liveness
-from lakelog.engine.groups.state import GroupState, Member, expire, join, join_all, leave, overdue, sync
+from lakelog.engine.errors import (
+    FencedInstanceIdError,
+    InconsistentGroupProtocolError,
+    InvalidRecordError,
+    LakelogError,
+)
+from lakelog.engine.groups.assignors import Subscription, assign, cooperative_round, is_cooperative
+from lakelog.engine.groups.classic import (
+    FENCED_INSTANCE_ID,
+    ILLEGAL_GENERATION,
+    NONE,
+    REBALANCE_IN_PROGRESS,
+    UNKNOWN_MEMBER_ID,
+    ClassicGroup,
+    JoinRequest,
+    JoinResponse,
+    SyncRequest,
+    heartbeat,
+    join_response,
+)
+from lakelog.engine.groups.classic_coordinator import ClassicCoordinator
+from lakelog.engine.groups.consumer_protocol import (
+    PROTOCOL_TYPE,
+    MemberSubscription,
+    decode_assignment,
+    decode_subscription,
+    encode_assignment,
+    encode_subscription,
+)
+from lakelog.engine.groups.coordinator import GroupLog, partition_counts
 from lakelog.engine.topics import TopicPartition, resolve_topic_names
 
 log = logging.getLogger(__name__)
@@ -39,8 +72,12 @@ log = logging.getLogger(__name__)
 # How often a waiting poll looks at the log while the member's group forms or rebalances
 # (a look at a log with no new commit is one failed open).
 REBALANCE_LOOK_S = 0.005
-# Longest a joining member leaves its join to a member that announced itself earlier.
-JOIN_FOLLOW_S = 0.25
+
+# Where the member is in the protocol (Kafka's AbstractCoordinator.MemberState, plus "to join").
+UNJOINED = "unjoined"  # must send a JoinGroup
+JOINING = "joining"  # its JoinGroup waits for the round to complete
+SYNCING = "syncing"  # its SyncGroup waits for the leader's assignments
+STABLE = "stable"
 
 
 class GroupMember(Protocol):
@@ -81,21 +118,25 @@ class GroupClient:
         self.group_id = group_id
         self.client_id = client_id
         self._config = config
-        self._policy = policy
-        self._records = records
         self._member = member
-        self._writer: Committer | None = None
-        self._group_log: GroupLog | None = None
-        # The table version the group protocol last looked at: the group changes only by commits.
+        self._strategies = parse_strategies(config["partition.assignment.strategy"])
+        self.coordinator = ClassicCoordinator(context, client_id, policy=policy)
+        # The table version the protocol last looked at while stable: the group changes only by commits.
         self._protocol_version = -1
-        # Whether that look found the group forming or rebalancing (a waiting poll looks often).
+        # Whether the member is joining or syncing (a waiting poll looks often).
         self.rebalancing = False
+        self._phase = UNJOINED
+        self._joined_generation = -1
+        self._sync_generation = -1
+        self._protocol: str | None = None
+        self._topics: tuple[str, ...] = ()  # the subscription it joined with
+        self._counts: dict[str, int] = {}  # leader: partition counts its assignment was made for
+        self._leader = False
         # Membership, shared with the heartbeat thread.
         self._lock = threading.Lock()
         self._member_id: str | None = None
         self._instance_id: str | None = config["group.instance.id"] or None
         self._generation = -1
-        self._leases: LeaseStore | None = None
         self._lease_renewed = time.monotonic()
         self._heartbeat_error: BaseException | None = None
         self._last_poll = time.monotonic()
@@ -121,9 +162,20 @@ class GroupClient:
         with self._lock:
             return self._generation, self._member_id
 
-    def state(self) -> GroupState | None:
-        """The group as the latest version of the table holds it (None: never formed)."""
-        return self.group_log().latest(self._context.log.latest(), offsets=False).state
+    def commit_metadata(self) -> tuple[int, str | None]:
+        """(generation, member id) for an offset commit from the consumer's thread: while its
+        JoinGroup waits, the generation of the round it joined once that completed (the
+        JoinGroup's answer, which a Java member commits with too)."""
+        generation, member_id = self.metadata()
+        if self._phase == JOINING and member_id is not None and self._joined_generation != -2:
+            answer = self.coordinator.join_check(self.group_id, member_id, self._joined_generation)
+            if answer is not None and answer.error == NONE:
+                return answer.generation, member_id
+        return generation, member_id
+
+    def state(self) -> ClassicGroup:
+        """The group as the latest version of the table holds it."""
+        return self.coordinator.read(self.group_id)
 
     # -- what the consumer tells it ---------------------------------------------------
 
@@ -141,132 +193,203 @@ class GroupClient:
     def writer(self) -> Committer:
         """The committer of this member's group changes and offset commits (creates
         ``__consumer_offsets`` first if needed)."""
-        if self._writer is None:
-            self._context.ensure_offsets_topic()
-            self._writer = self._context.committer(self.client_id)
-        return self._writer
+        return self.coordinator.writer(self.group_id)
 
     def group_log(self) -> GroupLog:
         """The group's records in ``__consumer_offsets`` (created first if needed)."""
-        if self._group_log is None:
-            partitions = self._context.ensure_offsets_topic()
-            self._group_log = GroupLog(self._context.log, self._records, self.group_id, partitions)
-        return self._group_log
-
-    def _lease_store(self) -> LeaseStore:
-        if self._leases is None:
-            self._leases = LeaseStore(self._context.uri, self.group_id)
-        return self._leases
+        return self.coordinator.group_log(self.group_id)
 
     def _subscribed_topics(self, view_topics: Mapping[str, Any]) -> tuple[str, ...]:
         spec = self._member.subscription()
         if isinstance(spec, re.Pattern):
-            return tuple(resolve_topic_names(spec, view_topics))
-        return tuple(t for t in spec or () if t in view_topics)
-
-    def _as_member(self, view_topics: Mapping[str, Any]) -> Member:
-        return Member(
-            self._member_id or "",
-            self.client_id,
-            self._subscribed_topics(view_topics),
-            self._config["session.timeout.ms"],
-            self._config["max.poll.interval.ms"],
-            self._instance_id,
-        )
-
-    def _change(self, operation: str, change: Any) -> GroupState:
-        return change_group(self.writer(), self.group_log(), operation, change, self._policy)
+            return tuple(sorted(resolve_topic_names(spec, view_topics)))
+        return tuple(sorted(t for t in spec or () if t in view_topics))
 
     # -- a round of the protocol ----------------------------------------------------------
 
     def run_protocol(self) -> None:
-        """One round of Kafka's consumer coordinator, in the polling thread: join, revoke and
-        sync, take a new assignment. Callbacks run here. Raises what the heartbeat thread
-        met since the last round, FencedInstanceIdError when a newer instance of this
-        member's ``group.instance.id`` joined, and what a group commit raises."""
+        """One look at the group protocol, in the polling thread: join, sync, take a new
+        assignment, as far as the group has decided; callbacks run here. Raises what the
+        heartbeat thread met since the last round, FencedInstanceIdError when a newer instance
+        of this member's ``group.instance.id`` joined, and what a group commit raises."""
         if self._heartbeat_error is not None:
             error, self._heartbeat_error = self._heartbeat_error, None
             raise error
         if self._member.subscription() is None:
             return
-        if self._member_id is None:
+        if self._phase == STABLE and not self._must_rejoin():
+            return
+        if self._phase == UNJOINED:
             self._join()
+        if self._phase == JOINING:
+            self._joining()
+        if self._phase == SYNCING:
+            self._syncing()
+        self.rebalancing = self._phase != STABLE
+
+    def _must_rejoin(self) -> bool:
+        """Stable: whether the group (or the subscription, or a topic's partition count) asks
+        this member to join again. Sets the phase to UNJOINED when it does."""
         view = self._context.log.latest()
         if view.version == self._protocol_version and not self._lease_lapsed():
-            return  # no commit since the last complete round: the group is as it was
-        group = self.group_log().latest(view, offsets=False).state or GroupState(self.group_log().group_id)
+            return False
+        if self._lease_lapsed():
+            self._lose("its lease lapsed", reset_member=True)
+            return True
+        group = self.coordinator.read(self.group_id)
         member_id = self._member_id
         assert member_id is not None
-        me = group.members.get(member_id)
-        if me is None or self._lease_lapsed():
-            self._lose_membership(group)
-            self.rebalancing = True  # it joins again at the next look
-            return
-        wanted = self._as_member(view.topics)
-        counts = {t: n for t, n in partition_counts(view).items() if t in wanted.topics}
-        if wanted.topics != me.topics or counts != {t: n for t, n in group.partition_counts.items() if t in counts}:
-            # A changed subscription (a pattern matched a new topic) or a grown topic rebalances.
-            group = self._change(
-                "join_group", lambda st, now, v: join(st, self._as_member(v.topics), now, partition_counts(v))
-            )
-        to_revoke = set(group.to_revoke(member_id))
-        if to_revoke:
-            self._member.revoke(to_revoke & self._member.assignment(), lost=False)
-            group = self._change("sync_group", lambda st, now, v: sync(st, member_id, to_revoke))
-        assigned = set(group.assigned(member_id))
-        owned = self._member.assignment()
-        if group.generation != self._generation or assigned != owned:
-            if owned - assigned:
-                # Taken without a revocation of ours (we were removed and joined again): lost.
-                self._member.revoke(owned - assigned, lost=True)
-            added = assigned - self._member.assignment()
-            with self._lock:
-                self._generation = group.generation
-            self._member.assign(added)
-            if added or owned != assigned:
-                log.info("%s: generation %d, assigned %s", member_id, group.generation, sorted(assigned))
-        self.rebalancing = group.rebalancing
+        error = heartbeat(group, member_id, self._instance_id, self._generation)
+        if error == FENCED_INSTANCE_ID:
+            self._fence(group)
+        if error in (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION):
+            self._lose(f"the group answers {error}", reset_member=error == UNKNOWN_MEMBER_ID)
+            return True
+        if error == REBALANCE_IN_PROGRESS or self._subscribed_topics(view.topics) != self._topics:
+            self._prepare_rejoin()
+            return True
+        if self._leader and self._wanted_counts(group, view) != self._counts:
+            self._prepare_rejoin()  # the leader sees a topic grow: a new assignment (Kafka's metadata check)
+            return True
         self._protocol_version = view.version
+        return False
+
+    def _wanted_counts(self, group: ClassicGroup, view: Any) -> dict[str, int]:
+        topics: set[str] = set()
+        for m in group.members.values():
+            topics.update(_subscription(m.metadata(group.protocol)).topics)
+        return {t: n for t, n in partition_counts(view).items() if t in topics}
+
+    def _prepare_rejoin(self) -> None:
+        """Kafka's onJoinPrepare: eager protocols give up everything first (the listener runs,
+        positions are committed); cooperative-sticky keeps what it owns."""
+        if self._protocol is None or not is_cooperative(self._protocol):
+            self._member.revoke(self._member.assignment(), lost=False)
+        self._phase = UNJOINED
 
     def _join(self) -> None:
+        view = self._context.log.latest()
+        self._topics = self._subscribed_topics(view.topics)
+        owned = sorted(self._member.assignment())
+        protocols = tuple(
+            (name, encode_subscription(self._topics, owned, self._generation)) for name in self._strategies
+        )
+        request = JoinRequest(
+            member_id=self._member_id or "",
+            client_id=self.client_id,
+            protocol_type=PROTOCOL_TYPE,
+            protocols=protocols,
+            session_timeout_ms=self._config["session.timeout.ms"],
+            rebalance_timeout_ms=self._config["max.poll.interval.ms"],
+            instance_id=self._instance_id,
+            client_host="/lakelog",
+            # An in-process member never loses a JoinGroup answer: it takes its id at once.
+            requires_known_member_id=False,
+        )
+        _, result, joined = self.coordinator.join_start(self.group_id, request)
+        if result.error == UNKNOWN_MEMBER_ID:
+            self._lose("the group does not know it", reset_member=True)
+            return
+        if result.error == FENCED_INSTANCE_ID:
+            self._fence(self.coordinator.read(self.group_id))
+        if result.error != NONE:
+            raise InconsistentGroupProtocolError(
+                f"group {self.group_id!r} refused consumer {self.client_id!r}: {result.error}; its members use "
+                f"another protocol type, or none of partition.assignment.strategy {self._strategies} is one "
+                "every member offers"
+            )
         with self._lock:
-            self._member_id = f"{self.client_id}-{uuid.uuid4()}"
-            self._generation = -1
-        member_id = self._member_id
-        leases = self._lease_store()
-        leases.renew(member_id, self._instance_id)
+            self._member_id = result.member_id
         self._lease_renewed = time.monotonic()
-        assignor = self._config["partition.assignment.strategy"]
-        leases.announce(self._as_member(self._context.log.latest().topics))
-
-        def change(state: GroupState, now_ms: int, view: TableState) -> GroupState:
-            # Members announced as joining come in with this join: one rebalance for all.
-            others = [m for m in leases.announced(now_ms) if m.member_id != member_id]
-            return join_all(state, [self._as_member(view.topics), *others], now_ms, partition_counts(view), assignor)
-
-        try:
-            self._follow_earlier_join(leases, member_id)
-            self._change("join_group", change)  # commits nothing if that join admitted us
-        finally:
-            leases.withdraw(member_id)
+        self._joined_generation = joined if result.wait else -2
+        self._phase = JOINING
         self._start_heartbeats()
 
-    def _follow_earlier_join(self, leases: LeaseStore, member_id: str) -> None:
-        """Members starting together: leave the join to the one announced first, whose join
-        admits every member announced by the time it is planned (one rebalance for all); the
-        others' joins would only lose the version to it and be planned again, costing every
-        member time while the group forms. Returns once the group holds this member, once
-        that member's join landed without it (announced too late: it joins itself), or after
-        JOIN_FOLLOW_S (that member may have died before joining)."""
-        first = leases.first_announced(int(time.time() * 1000))
-        if first is None or first == member_id:
+    def _joining(self) -> None:
+        member_id = self._member_id
+        assert member_id is not None
+        if self._joined_generation == -2:  # answered at once: the current generation
+            answer: JoinResponse | None = join_response(self.coordinator.read(self.group_id), member_id)
+        else:
+            answer = self.coordinator.join_check(self.group_id, member_id, self._joined_generation)
+        if answer is None:
             return
-        deadline = time.monotonic() + JOIN_FOLLOW_S
-        while time.monotonic() < deadline:
-            state = self.group_log().latest(offsets=False).state
-            if state is not None and (member_id in state.members or first in state.members):
-                return
-            time.sleep(REBALANCE_LOOK_S)
+        if answer.error != NONE:
+            self._lose(f"its JoinGroup got {answer.error}", reset_member=answer.error == UNKNOWN_MEMBER_ID)
+            return
+        self._protocol = answer.protocol
+        self._leader = answer.leader == member_id
+        with self._lock:
+            self._generation = answer.generation  # as Java's: commits from here on are of this generation
+        assignments: dict[str, bytes] = {}
+        if self._leader and answer.members:
+            assignments = self._assign(answer)
+        request = SyncRequest(
+            member_id, self._instance_id, answer.generation, PROTOCOL_TYPE, answer.protocol, assignments
+        )
+        group, error = self.coordinator.sync_start(self.group_id, request)
+        if error != NONE:
+            self._after_sync_error(error, group)
+            return
+        self._sync_generation = answer.generation
+        self._phase = SYNCING
+
+    def _assign(self, answer: JoinResponse) -> dict[str, bytes]:
+        """The leader's assignment (Kafka's ConsumerCoordinator.onLeaderElected) with lakelog's
+        assignor of the chosen protocol; cooperative-sticky leaves moving partitions out."""
+        protocol = answer.protocol or self._strategies[0]
+        subscriptions = []
+        for member_id, instance_id, metadata in answer.members:
+            sub = _subscription(metadata)
+            subscriptions.append(Subscription(member_id, sub.topics, sub.owned, sub.generation, instance_id))
+        view = self._context.log.latest()
+        wanted = {t for s in subscriptions for t in s.topics}
+        counts = {t: n for t, n in partition_counts(view).items() if t in wanted}
+        self._counts = counts
+        target = assign(protocol, subscriptions, counts)
+        if is_cooperative(protocol):
+            target, _ = cooperative_round(target, {s.member_id: s.owned for s in subscriptions})
+        log.info("%s leads group %s (%s): %s", answer.member_id, self.group_id, protocol, target)
+        return {m: encode_assignment(tps) for m, tps in target.items()}
+
+    def _syncing(self) -> None:
+        member_id = self._member_id
+        assert member_id is not None
+        found = self.coordinator.sync_check(self.group_id, member_id, self._sync_generation)
+        if found is None:
+            return
+        error, data = found
+        if error != NONE:
+            self._after_sync_error(error, None)
+            return
+        try:
+            assigned = decode_assignment(data)
+        except InvalidRecordError as exc:
+            log.warning("%s: unreadable assignment from the group's leader (%s): none taken", member_id, exc)
+            assigned = set()
+        # The new generation first, and stable: positions of revoked partitions are committed in
+        # it (Java's ConsumerCoordinator revokes in onJoinComplete, stable by then).
+        with self._lock:
+            self._generation = self._sync_generation
+        self._phase = STABLE
+        self.rebalancing = False
+        owned = self._member.assignment()
+        revoked = owned - assigned
+        if revoked:
+            self._member.revoke(revoked, lost=False)
+        self._member.assign(assigned - self._member.assignment())
+        log.info("%s: generation %d, assigned %s", member_id, self._sync_generation, sorted(assigned))
+        self._protocol_version = -1
+        if revoked and self._protocol is not None and is_cooperative(self._protocol):
+            self._phase = UNJOINED  # KIP-429: having revoked, join again so they move on
+
+    def _after_sync_error(self, error: str, group: ClassicGroup | None) -> None:
+        if error == FENCED_INSTANCE_ID:
+            self._fence(group or self.coordinator.read(self.group_id))
+        if error == REBALANCE_IN_PROGRESS:
+            self._prepare_rejoin()
+            return
+        self._lose(f"its SyncGroup got {error}", reset_member=error == UNKNOWN_MEMBER_ID)
 
     def _lease_lapsed(self) -> bool:
         """Whether this member must assume the others removed it: its lease was not renewed for
@@ -275,24 +398,31 @@ class GroupClient:
         limit = (cfg["session.timeout.ms"] - cfg["heartbeat.interval.ms"]) / 1000
         return time.monotonic() - self._lease_renewed > limit
 
-    def _lose_membership(self, group: GroupState) -> None:
-        """We are not (or may no longer be) a member: our partitions are lost; join again."""
+    def _lose(self, why: str, *, reset_member: bool) -> None:
+        """Not (or maybe no longer) a member of the generation: its partitions are lost
+        (another may own them already); join again."""
+        member_id = self._member_id
+        self._member.revoke(self._member.assignment(), lost=True)
+        with self._lock:
+            if reset_member:
+                self._member_id = None
+            self._generation = -1
+        self._phase = UNJOINED
+        self._protocol_version = -1
+        log.warning("%s: %s; its partitions of group %s are lost, joining again", member_id, why, self.group_id)
+
+    def _fence(self, group: ClassicGroup) -> None:
+        holder = group.member_for_instance(self._instance_id) if self._instance_id is not None else None
         member_id = self._member_id
         self._member.revoke(self._member.assignment(), lost=True)
         self._stop_heartbeats()
         with self._lock:
             self._member_id = None
             self._generation = -1
-        if self._instance_id is not None:
-            holder = group.member_for_instance(self._instance_id)
-            if holder is not None and holder.member_id != member_id:
-                self._member.fenced()
-                raise FencedInstanceIdError(
-                    f"group.instance.id {self._instance_id!r} joined group {self.group_id!r} under member id "
-                    f"{holder.member_id}; this instance ({member_id}) is fenced and closed"
-                )
-        log.warning(
-            "%s: no longer a member of group %s; its partitions are lost, joining again", member_id, self.group_id
+        self._member.fenced()
+        raise FencedInstanceIdError(
+            f"group.instance.id {self._instance_id!r} joined group {self.group_id!r} under member id "
+            f"{holder.member_id if holder else '?'}; this instance ({member_id}) is fenced and closed"
         )
 
     # -- the heartbeat thread ---------------------------------------------------------------
@@ -311,12 +441,11 @@ class GroupClient:
         self._heartbeats = None
 
     def _heartbeat_loop(self) -> None:
-        """Renew the lease; remove members whose leases went silent or who owe a revocation past
-        their rebalance timeout (Kafka's coordinator does both). No Delta commit unless someone
-        is removed."""
+        """Renew the lease; commit what deadlines did to the group (members silent past their
+        session, a round past its rebalance timeout), as Kafka's coordinator does. No Delta
+        commit unless something changed."""
         cfg = self._config
         interval = cfg["heartbeat.interval.ms"] / 1000
-        liveness = Liveness(time.monotonic())
         while not self._stop.wait(interval):
             if time.monotonic() - self._last_poll > cfg["max.poll.interval.ms"] / 1000:
                 log.warning("%s: no poll within max.poll.interval.ms, leaving the group", self._member_id)
@@ -326,9 +455,9 @@ class GroupClient:
             if member_id is None:
                 return
             try:
-                self._lease_store().renew(member_id, self._instance_id)
+                self.coordinator.renew(self.group_id, member_id, self._instance_id)
                 self._lease_renewed = time.monotonic()
-                self._expire_silent(liveness, member_id)
+                self.coordinator.tick(self.group_id)
             except LakelogError as exc:
                 log.warning("%s: heartbeat failed: %s", member_id, exc)
             except OSError as exc:
@@ -336,19 +465,6 @@ class GroupClient:
             except Exception as exc:  # the store is gone (closing); the poll thread learns of it
                 self._heartbeat_error = exc
                 return
-
-    def _expire_silent(self, liveness: Liveness, member_id: str) -> None:
-        group = self.group_log().latest(offsets=False).state
-        if group is None or member_id not in group.members:
-            return
-        others = {m: v.session_timeout_ms for m, v in group.members.items() if m != member_id}
-        now = time.monotonic()
-        liveness.observe(self._lease_store().read(), others, now)
-        gone = set(liveness.silent(others, now)) | set(overdue(group, int(time.time() * 1000)))
-        gone.discard(member_id)
-        if gone:
-            log.info("%s: removing silent member(s) %s from group %s", member_id, sorted(gone), self.group_id)
-            self._change("expire_members", lambda st, now_ms, v: expire(st, gone, now_ms, partition_counts(v)))
 
     # -- leaving ----------------------------------------------------------------------------
 
@@ -361,16 +477,19 @@ class GroupClient:
         with self._lock:
             member_id, self._member_id = self._member_id, None
             self._generation = -1
-        if member_id is None:
+        self._phase = UNJOINED
+        if member_id is None or self._instance_id is not None:
             return
-        if self._instance_id is not None:
-            return
-
-        def change(state: GroupState, now_ms: int, view: Any) -> GroupState:
-            return leave(state, member_id, now_ms, partition_counts(view))
-
         try:
-            self._change("leave_group", change)
-            self._lease_store().remove(member_id)
+            self.coordinator.leave(self.group_id, [(member_id, None)])
         except LakelogError as exc:  # the others will time the member out
             log.warning("%s: leaving group %s failed: %s", member_id, self.group_id, exc)
+
+
+def _subscription(metadata: bytes) -> MemberSubscription:
+    """A member's subscription; one that cannot be read subscribes to nothing (it gets nothing)."""
+    try:
+        return decode_subscription(metadata)
+    except InvalidRecordError as exc:
+        log.warning("a member's subscription cannot be read (%s): it is assigned nothing", exc)
+        return MemberSubscription(())

@@ -1,13 +1,17 @@
 """Consumer groups as the store keeps them: where a group assigns partitions.
 
-* :mod:`engine.groups.state` -- the group state machine as pure functions (join, sync,
-  leave, expire, Kafka's eager and cooperative rebalances, static members);
+* :mod:`engine.groups.classic` -- Kafka's classic group protocol as pure functions over a
+  value (any protocol type, the leader's opaque assignments, static members, deadlines);
+* :mod:`engine.groups.classic_coordinator` -- its requests over the store: read-modify-write
+  Delta commits, waiting by re-reading, deadlines committed by whoever sees them;
+* :mod:`engine.groups.consumer_protocol` -- Kafka's ConsumerProtocolSubscription and
+  ConsumerProtocolAssignment bytes, which consumer-type members exchange;
 * :mod:`engine.groups.assignors` -- Kafka's assignors (range, roundrobin, sticky,
-  cooperative-sticky) as pure, deterministic functions;
+  cooperative-sticky) as pure, deterministic functions, run by a leading lakelog consumer;
 * :mod:`engine.groups.coordinator` -- a group's records in ``__consumer_offsets`` followed
-  from the log, group changes and offset commits as Delta commits;
+  from the log, offset commits as Delta commits;
 * :mod:`engine.groups.leases` -- liveness off the Delta log: a lease object per member
-  under ``_lakelog/groups/``, announcements of joining members;
+  under ``_lakelog/groups/``;
 * :mod:`engine.groups.offsets_topic` -- the records of ``__consumer_offsets`` (offset
   commits and group state, keyed for compaction), group ids, offsets.
 

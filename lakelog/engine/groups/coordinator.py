@@ -23,19 +23,18 @@ from lakelog.engine.commit import Committer, RetryPolicy, TableLog, TableState
 from lakelog.engine.commit.data_files import OFFSETS_LABEL, holds_only_offsets
 from lakelog.engine.commit.partition_reader import PartitionReader
 from lakelog.engine.errors import UnknownTopicOrPartitionError
+from lakelog.engine.groups.classic import ClassicGroup, check_offset_commit
 from lakelog.engine.groups.leases import LeaseStore, fresh
 from lakelog.engine.groups.offsets_topic import (
     GroupRecords,
     OffsetAndMetadata,
     check_group_id,
     check_offset,
-    group_key,
     is_group_record,
     offset_key,
     offset_value,
     partition_for_group,
 )
-from lakelog.engine.groups.state import GroupState, check_commit
 from lakelog.engine.schema import LOG_ARROW_SCHEMA
 from lakelog.engine.topics import OFFSETS_TOPIC, TopicMetadata, TopicPartition
 
@@ -60,7 +59,7 @@ class GroupLog:
         self._folded = GroupRecords(group_id)  # every record below _next
         self._next = 0
         # The newest group record seen by either read, and where membership reads go on from.
-        self._state: GroupState | None = None
+        self._state: ClassicGroup | None = None
         self._state_at = -1
         self._state_next = 0
 
@@ -95,7 +94,7 @@ class GroupLog:
             if everything:
                 self._folded.apply(key, value)
             if offset > self._state_at and is_group_record(key, self.group_id):
-                self._state = None if value is None else GroupState.from_json(value.decode())
+                self._state = None if value is None else ClassicGroup.from_json(value.decode())
                 self._state_at = offset
         if everything:
             self._next = offsets[-1] + 1
@@ -169,12 +168,31 @@ class GroupRecordsBatch:
         return record_rows(self._log.tp, ends.get(self._log.tp, 0), self._records, self._now_ms)
 
 
-def live_members(log: GroupLog, state: GroupState, now_ms: int) -> set[str]:
+def live_members(log: GroupLog, state: ClassicGroup, now_ms: int) -> set[str]:
     """Members of ``state`` whose leases were renewed within their session timeout (one look)."""
     if not state.members:
         return set()
     leases = LeaseStore(log.uri, log.group_id).read()
     return fresh(leases, {m: v.session_timeout_ms for m, v in state.members.items()}, now_ms)
+
+
+def check_group_commit(
+    log: GroupLog,
+    group: GroupRecords,
+    generation: int,
+    member_id: str | None,
+    now_ms: int,
+    *,
+    instance_id: str | None = None,
+    transactional: bool = False,
+) -> None:
+    """Refuse an offset commit Kafka's coordinator would refuse, nothing committed then
+    (:func:`engine.groups.classic.check_offset_commit`): a member must be in the group's current
+    generation; a commit without a member (``member_id`` None, generation -1) only while the
+    group has no member whose lease is fresh."""
+    state = group.state
+    live = None if state is None or member_id is not None else live_members(log, state, now_ms)
+    check_offset_commit(state, member_id, instance_id, generation, transactional=transactional, live=live)
 
 
 def partition_counts(view: TableState) -> dict[str, int]:
@@ -186,31 +204,6 @@ def partition_counts(view: TableState) -> dict[str, int]:
 GROUP_POLICY = RetryPolicy(retries=1 << 30, backoff_ms=20, backoff_max_ms=500, timeout_ms=60_000)
 
 
-def change_group(
-    writer: Committer,
-    log: GroupLog,
-    operation: str,
-    change: Callable[[GroupState, int, TableState], GroupState],
-    policy: RetryPolicy = GROUP_POLICY,
-) -> GroupState:
-    """Commit ``change`` applied to the group's latest state; returns the state after it.
-
-    A change that changes nothing commits nothing.
-    """
-    result: list[GroupState] = []
-
-    def plan(group: GroupRecords, view: TableState, now_ms: int) -> list[tuple[bytes, bytes | None]]:
-        current = group.state or GroupState(log.group_id)
-        new = change(current, now_ms, view)
-        result[:] = [new]
-        if group.state is not None and new == current:
-            return []
-        return [(group_key(log.group_id), new.to_json().encode())]
-
-    writer.append(GroupRecordsBatch(log, operation, plan, reads_offsets=False), policy)
-    return result[0]
-
-
 def commit_offsets(
     writer: Committer,
     log: GroupLog,
@@ -218,17 +211,17 @@ def commit_offsets(
     generation: int,
     member_id: str | None,
     policy: RetryPolicy,
+    instance_id: str | None = None,
 ) -> None:
-    """Commit ``offsets`` for the group if the member may (:func:`engine.groups.state.check_commit`:
-    in the current generation, owning or revoking each partition; a consumer without
-    membership only while the group has no live member).
+    """Commit ``offsets`` for the group if the member may (:func:`check_group_commit`: a member
+    of the current generation; a consumer without membership only while the group has no
+    live member).
 
-    Raises CommitFailedError (nothing committed) otherwise.
+    Raises CommitFailedError (UnknownMemberIdError), FencedInstanceIdError (nothing committed) otherwise.
     """
 
     def plan(group: GroupRecords, view: TableState, now_ms: int) -> list[tuple[bytes, bytes | None]]:
-        live = None if member_id is not None or group.state is None else live_members(log, group.state, now_ms)
-        check_commit(group.state, generation, member_id, list(offsets), live=live)
+        check_group_commit(log, group, generation, member_id, now_ms, instance_id=instance_id)
         return offset_records(log.group_id, offsets, generation, member_id, now_ms, view.topics)
 
     writer.append(GroupRecordsBatch(log, "offset_commit", plan, reads_offsets=False, file_label=OFFSETS_LABEL), policy)

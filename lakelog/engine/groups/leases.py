@@ -14,13 +14,8 @@ unchanged (same modification time / ETag) for the member's
 never meet; an observer that just started waits a whole session before it
 expires anyone, as a Kafka coordinator that just took over does.
 
-A member about to join also leaves an announcement
-(``.../joining/<member>.json``: its subscription and timeouts) until its join
-landed. Whoever commits a join admits every announced member with it, so
-members that start together form the group in one rebalance, as Kafka's
-coordinator gathers the JoinGroup requests that arrive while it prepares one;
-the others leave that join to the member that announced first
-(:meth:`LeaseStore.first_announced`) rather than race it.
+Members that start together form the group in one rebalance by the group's
+initial delay (:mod:`engine.groups.classic`), as with Kafka's coordinator.
 """
 
 from __future__ import annotations
@@ -37,7 +32,6 @@ from dataclasses import dataclass
 from urllib.parse import quote, unquote
 
 from lakelog.engine.errors import error_for_os_error
-from lakelog.engine.groups.state import Member
 from lakelog.engine.storage.object_store import filesystem, is_s3
 
 LEASES_DIR = "_lakelog/groups"
@@ -85,7 +79,6 @@ class LeaseStore:
         self._local = not is_s3(uri) and "://" not in uri
         self.group_directory = f"{root}/{LEASES_DIR}/{file_name(group_id)}"
         self.directory = f"{self.group_directory}/members"
-        self.joining = f"{self.group_directory}/joining"
 
     def _path(self, member_id: str, directory: str | None = None) -> str:
         return f"{directory or self.directory}/{file_name(member_id)}.json"
@@ -127,54 +120,9 @@ class LeaseStore:
             self._fs.rm(self._path(member_id))
 
     def remove_all(self) -> None:
-        """Drop every lease and announcement of the group (it was deleted)."""
+        """Drop every lease of the group (it was deleted)."""
         with contextlib.suppress(FileNotFoundError):
             self._fs.rm(self.group_directory, recursive=True)
-
-    def announce(self, member: Member) -> None:
-        """Announce that ``member`` is joining (until :meth:`withdraw`). Raises as :meth:`renew`
-        when it could not be written."""
-        document = {"member": member.to_dict(), "announced_ms": int(time.time() * 1000)}
-        self._put(self.joining, member.member_id, document, "the join announcement")
-
-    def withdraw(self, member_id: str) -> None:
-        """Drop the member's announcement (its join landed, or failed); nothing if there is none."""
-        with contextlib.suppress(FileNotFoundError):
-            self._fs.rm(self._path(member_id, self.joining))
-
-    def announced(self, now_ms: int) -> list[Member]:
-        """Members announced as joining within their session timeout (by ``now_ms``, the
-        reader's clock), in member id order. An announcement left by a member that died
-        before its join landed is older than that soon; it is removed when seen."""
-        return [member for _, member in self.announcements(now_ms)]
-
-    def first_announced(self, now_ms: int) -> str | None:
-        """The member id of the earliest announcement (by its writer's clock, then member id)
-        among those :meth:`announced` returns; None when there is none."""
-        found = sorted(self.announcements(now_ms), key=lambda a: (a[0], a[1].member_id))
-        return found[0][1].member_id if found else None
-
-    def announcements(self, now_ms: int) -> list[tuple[int, Member]]:
-        """(announced_ms, member) of each member :meth:`announced` returns, in member id order."""
-        try:
-            names = sorted(self._fs.ls(self.joining, detail=False))
-        except FileNotFoundError:
-            return []
-        found = []
-        for name in names:
-            if not name.endswith(".json") or name.rsplit("/", 1)[-1].startswith("."):
-                continue
-            try:
-                document = json.loads(self._fs.cat_file(name))
-            except FileNotFoundError:  # withdrawn since the listing
-                continue
-            member = Member.from_dict(document["member"])
-            if now_ms - document["announced_ms"] > member.session_timeout_ms:
-                with contextlib.suppress(FileNotFoundError):
-                    self._fs.rm(name)
-                continue
-            found.append((document["announced_ms"], member))
-        return found
 
     def read(self) -> dict[str, Lease]:
         """Every member's lease, by member id (one directory listing)."""

@@ -5,7 +5,9 @@ compaction (latest value per key) keeps exactly what is needed:
 
 * offset commits, key ``{"group", "topic", "partition"}`` -> value
   ``{"offset", "metadata", "commit_timestamp", "generation", "member_id"}``;
-* group state, key ``{"group"}`` -> :class:`engine.groups.state.GroupState` JSON.
+* group state, key ``{"group"}`` -> :class:`engine.groups.classic.ClassicGroup` JSON
+  (Kafka's classic group protocol: lakelog's consumers and Kafka's clients
+  through ``lakelog serve`` alike).
 
 A null value is a tombstone (a deleted group's offsets). Keys and values
 are compact JSON so that the topic stays readable from any Delta reader;
@@ -24,7 +26,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from lakelog.engine.errors import InvalidConfigError, InvalidOffsetError
-from lakelog.engine.groups.state import GroupState
+from lakelog.engine.groups.classic import ClassicGroup
 from lakelog.engine.topics import OFFSETS_TOPIC_PARTITIONS, TopicPartition
 
 # Kafka's protocol carries a group id as a STRING: an int16 length, then that many UTF-8 bytes
@@ -143,7 +145,7 @@ class GroupRecords:
     """The latest value of every key of one group, folded from its partition's records."""
 
     group_id: str
-    state: GroupState | None = None
+    state: ClassicGroup | None = None
     offsets: dict[TopicPartition, OffsetAndMetadata] = field(default_factory=dict)
 
     def apply(self, key: bytes | None, value: bytes | None) -> None:
@@ -168,7 +170,7 @@ class GroupRecords:
                     v.get("topic_id"),
                 )
         else:
-            self.state = None if value is None else GroupState.from_json(value.decode())
+            self.state = None if value is None else ClassicGroup.from_json(value.decode())
 
 
 def fold_groups(records: Iterable[tuple[bytes | None, bytes | None]]) -> dict[str, GroupRecords]:

@@ -97,11 +97,7 @@ def _lines(path: Path) -> list[str]:
     return path.read_text().splitlines() if path.exists() else []
 
 
-@against_kafka_and_lakelog(
-    lakelog_xfail="issue 31: the workers cannot join: the agent refuses protocol type 'connect' "
-    "(INCONSISTENT_GROUP_PROTOCOL, it runs only 'consumer' with range/roundrobin/sticky); the herder "
-    "thread exits"
-)
+@against_kafka_and_lakelog()
 def test_two_distributed_workers_copy_every_line_once_across_a_restart(target: Target, tmp_path: Path) -> None:
     ports = _free_ports(WORKERS)
     files = []

@@ -97,10 +97,7 @@ def test_eager_range_members_consume_everything(target: Target, tmp_path: Path) 
     _run_group(target, tmp_path, "range", {"partition.assignment.strategy": RANGE, **FAST_CLASSIC})
 
 
-@against_kafka_and_lakelog(
-    lakelog_xfail="issue 31: cooperative-sticky is not among the protocols the agent runs (range, roundrobin, "
-    "sticky): JoinGroup answers INCONSISTENT_GROUP_PROTOCOL (InconsistentGroupProtocolException)"
-)
+@against_kafka_and_lakelog()
 def test_cooperative_sticky_members_consume_everything(target: Target, tmp_path: Path) -> None:
     _run_group(target, tmp_path, "coop", {"partition.assignment.strategy": COOPERATIVE_STICKY, **FAST_CLASSIC})
 

@@ -1,11 +1,14 @@
 """One consumer group of a Java consumer (kafka-clients 4.4, through agent A), a librdkafka
-consumer (confluent-kafka, through agent B) and lakelog's own Python consumer (on the store),
-range assignor; agent A is SIGKILLed mid-run and restarted on its port: every record is consumed,
-and a record is consumed twice only if the Java member consumed it without a successful commit
-(its uncommitted range when its agent died) (issue 31). lakelog only: two agents on one store."""
+consumer (confluent-kafka, through agent B) and lakelog's own Python consumer (on the store), all
+members of Kafka's classic protocol: with the range assignor, and with cooperative-sticky and
+lakelog's consumer leading (its assignor assigns the Java and librdkafka members); agent A is
+SIGKILLed mid-run and restarted on its port: every record is consumed, and a record is consumed
+twice only if the Java member consumed it without a successful commit (its uncommitted range when
+its agent died) (issue 31). lakelog only: two agents on one store."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections import Counter
@@ -14,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from lakelog.engine.errors import RebalanceInProgressError
+from lakelog.engine.groups.classic_coordinator import ClassicCoordinator
 from lakelog.store import Store
 from tests.kafka_endpoint.conftest import Agent
 from tests.kafka_endpoint.frameworks.conftest import LAKELOG, Target
@@ -43,6 +48,7 @@ class _Member(threading.Thread):
         self.consumed: list[tuple[int, int]] = []
         self.owned: set[int] = set()  # its assignment as of its last poll
         self.failure: BaseException | None = None
+        self.member_id: str | None = None  # in the group, for members that tell
         self.stopping = threading.Event()
         self._consume = consume
 
@@ -53,7 +59,7 @@ class _Member(threading.Thread):
             self.failure = exc
 
 
-def _librdkafka(bootstrap: str) -> _Member:
+def _librdkafka(bootstrap: str, strategy: str) -> _Member:
     def consume(member: _Member) -> None:
         from confluent_kafka import Consumer
 
@@ -62,7 +68,7 @@ def _librdkafka(bootstrap: str) -> _Member:
                 "bootstrap.servers": bootstrap,
                 "group.id": GROUP,
                 "client.id": "librdkafka",
-                "partition.assignment.strategy": "range",
+                "partition.assignment.strategy": strategy,
                 "enable.auto.commit": False,
                 "auto.offset.reset": "earliest",
                 "reconnect.backoff.max.ms": 200,
@@ -84,12 +90,12 @@ def _librdkafka(bootstrap: str) -> _Member:
     return _Member("librdkafka", consume)
 
 
-def _lakelog(store: Store) -> _Member:
+def _lakelog(store: Store, strategy: str) -> _Member:
     def consume(member: _Member) -> None:
         consumer = store.consumer(
             GROUP,
             client_id="lakelog",
-            partition_assignment_strategy="range",
+            partition_assignment_strategy=strategy,
             enable_auto_commit=False,
             auto_offset_reset="earliest",
             session_timeout_ms=6000,
@@ -100,9 +106,11 @@ def _lakelog(store: Store) -> _Member:
             while not member.stopping.is_set():
                 records = consumer.poll(200, max_records=50)
                 member.owned = {tp.partition for tp in consumer.assignment()}
+                member.member_id = consumer.group_client.member_id if consumer.group_client else None
                 if records:
                     member.consumed += [(r.partition, r.offset) for r in records]
-                    consumer.commit()
+                    with contextlib.suppress(RebalanceInProgressError):  # committed when it revokes
+                        consumer.commit()
         finally:
             consumer.close()
 
@@ -142,13 +150,29 @@ def _settled(owners: list[set[int]]) -> bool:
     return all(owners) and sum(map(len, owners)) == PARTITIONS == len(set().union(*owners))
 
 
-def test_java_librdkafka_and_lakelog_members_share_a_group_through_two_agents_one_sigkilled(tmp_path: Path) -> None:
+JAVA_ASSIGNORS = {
+    "range": "org.apache.kafka.clients.consumer.RangeAssignor",
+    "cooperative-sticky": "org.apache.kafka.clients.consumer.CooperativeStickyAssignor",
+}
+
+
+@pytest.mark.parametrize(("strategy", "lakelog_leads"), [("range", False), ("cooperative-sticky", True)])
+def test_java_librdkafka_and_lakelog_members_share_a_group_through_two_agents_one_sigkilled(
+    tmp_path: Path, strategy: str, lakelog_leads: bool
+) -> None:
     path = tmp_path / "store"
     store = Store.open(path)
     store.create_topic(TOPIC, partitions=PARTITIONS)
     agents = {"a": Agent(path, log=tmp_path / "agent-a.log"), "b": Agent(path, log=tmp_path / "agent-b.log")}
     producer = Target(LAKELOG, agents["b"].bootstrap, None)
-    members = [_librdkafka(agents["b"].bootstrap), _lakelog(store)]
+    lakelog = _lakelog(store, strategy)
+    members = [_librdkafka(agents["b"].bootstrap, strategy), lakelog]
+    if lakelog_leads:  # the first member to join leads (and stays the leader while it rejoins)
+        lakelog.start()
+        deadline = time.monotonic() + 60
+        while len(lakelog.owned) < PARTITIONS:
+            assert lakelog.failure is None and time.monotonic() < deadline, lakelog.failure
+            time.sleep(0.1)
     values = [f"r{i}".encode() for i in range(RECORDS)]
     keys = [f"k{i}".encode() for i in range(RECORDS)]
     try:
@@ -162,7 +186,7 @@ def test_java_librdkafka_and_lakelog_members_share_a_group_through_two_agents_on
                     "group.id": GROUP,
                     "topics": TOPIC,
                     "client.id": "java",
-                    "partition.assignment.strategy": "org.apache.kafka.clients.consumer.RangeAssignor",
+                    "partition.assignment.strategy": JAVA_ASSIGNORS[strategy],
                     "max.poll.records": "50",
                     "reconnect.backoff.max.ms": "200",
                     **SESSION,
@@ -170,7 +194,8 @@ def test_java_librdkafka_and_lakelog_members_share_a_group_through_two_agents_on
             )
             programs.append(java)
             for member in members:
-                member.start()
+                if not member.is_alive():
+                    member.start()
 
             def consumed() -> Counter:
                 return Counter(_java_consumed(java) + [r for m in members for r in m.consumed])
@@ -222,6 +247,11 @@ def test_java_librdkafka_and_lakelog_members_share_a_group_through_two_agents_on
             for i, records in enumerate(after):
                 strays = {p for p, _ in records if owner_of[p] != i}
                 assert not strays, f"member {i} (java, librdkafka, lakelog) read partitions {strays} it does not own"
+
+            if lakelog_leads:
+                group = ClassicCoordinator(store.context, "test").read(GROUP)
+                assert group.leader == lakelog.member_id and group.protocol == strategy
+                assert {m.client_id for m in group.members.values()} == {"java", "librdkafka", "lakelog"}
 
             counts = consumed()
             ends = Store.open(path, create=False).end_offsets(TOPIC)

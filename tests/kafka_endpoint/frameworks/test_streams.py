@@ -22,11 +22,6 @@ PARTITIONS = 4
 TASKS = 2 * PARTITIONS
 VOCABULARY = [f"w{i:02d}" for i in range(40)]
 
-JOIN_FAILS = (
-    "issue 31: the agent refuses Streams' protocol (its own assignor, 'stream'): JoinGroup answers "
-    "INCONSISTENT_GROUP_PROTOCOL and the application goes to ERROR"
-)
-
 
 def _lines(count: int, seed: int) -> list[str]:
     chosen = random.Random(seed)
@@ -106,7 +101,7 @@ def _wait_for_counts(
     raise HarnessError(f"the counts (got, expected) differ for {len(wrong)} words within {timeout_s:.0f}s: {wrong}")
 
 
-@against_kafka_and_lakelog(lakelog_xfail=JOIN_FAILS)
+@against_kafka_and_lakelog()
 def test_word_count_is_exact_at_least_once(target: Target, tmp_path: Path) -> None:
     source, sink = _topics(target, "alo")
     lines = _lines(2000, seed=1)
@@ -122,7 +117,7 @@ def _all_tasks() -> list[str]:
     return [f"{sub}_{p}" for sub in (0, 1) for p in range(PARTITIONS)]
 
 
-@against_kafka_and_lakelog(lakelog_xfail=JOIN_FAILS)
+@against_kafka_and_lakelog()
 def test_word_count_is_exact_with_exactly_once_v2_through_a_join_and_a_sigkill(target: Target, tmp_path: Path) -> None:
     source, sink = _topics(target, "eos")
     lines = _lines(3000, seed=2)
