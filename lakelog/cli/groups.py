@@ -95,12 +95,12 @@ def _describe_one(group: Any, args: argparse.Namespace, out: Out) -> None:
         # kafka-consumer-groups --describe --members [--verbose]
         headers = ["GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS"]
         if args.verbose_members:
-            headers += ["ASSIGNMENT", "REVOKING"]
+            headers += ["ASSIGNMENT"]
         rows = []
         for m in group.members:
             row = [group.group_id, m.member_id, m.instance_id or "-", "-", m.client_id, len(m.assignment)]
             if args.verbose_members:
-                row += [_tps_text(m.assignment), _tps_text(m.revoking)]
+                row += [_tps_text(m.assignment)]
             rows.append(row)
         if not group.members:
             note(f"Consumer group '{group.group_id}' has no active members.")

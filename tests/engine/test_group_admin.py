@@ -202,9 +202,8 @@ def test_groups_cli(store, capsys):
         "CLIENT-ID",
         "#PARTITIONS",
         "ASSIGNMENT",
-        "REVOKING",
     ]
-    assert lines[1][2:] == ["w1", "-", "worker-1", "2", "orders(0,1)", "-"]
+    assert lines[1][2:] == ["w1", "-", "worker-1", "2", "orders(0,1)"]
     code, out, _ = run(capsys, *s, "groups", "describe", "--group", "g", "--state")
     assert [line.split() for line in out.splitlines()] == [
         ["GROUP", "ASSIGNMENT-STRATEGY", "STATE", "GENERATION", "#MEMBERS"],

@@ -90,7 +90,6 @@ class MemberDescription:
     client_id: str
     assignment: tuple[TopicPartition, ...]
     instance_id: str | None = None  # group.instance.id of a static member
-    revoking: tuple[TopicPartition, ...] = ()  # partitions it must still give up in the rebalance under way
     last_heartbeat_ms: int | None = None  # when its lease was last renewed
 
 
@@ -249,7 +248,6 @@ def describe_group(context: StoreContext, group_id: str) -> GroupDescription:
                 m.client_id,
                 _consumer_assignment(state, m),
                 m.instance_id,
-                (),
                 leases[m.member_id].modified_ms if m.member_id in leases else None,
             )
             for m in sorted(state.members.values(), key=lambda m: m.member_id)
