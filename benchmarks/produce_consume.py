@@ -130,13 +130,17 @@ def perf_produce_dataframe(
 
     With ``beside_rate``, each batch is also written a second time while another process
     commits ``beside_rate`` one-record commits per second to the same topic's partitions
-    (:class:`benchmarks.paced.PacedProducer`); those timings go to ``beside``.
+    (:class:`benchmarks.paced.PacedProducer`); those timings go to ``beside``. Those writes
+    go through a second ``Store`` of the same table and session: a store that lost a race
+    reserves its offsets first for a while (``Store.write``), which the writes alone must
+    not inherit.
     """
     from pathlib import Path
 
     from benchmarks.paced import PacedProducer
 
     spark = store.spark
+    busy_store = Store.open(store.uri, spark) if beside_rate > 0 else store
     register_functions(spark)
     ours = PerfResult("lakelog", 0, 0)
     plain = PerfResult("plain delta", 0, 0) if compare_plain else None
@@ -160,7 +164,7 @@ def perf_produce_dataframe(
             neighbour = PacedProducer(store.uri, topic, list(range(partitions)), beside_rate, Path(work_dir))
             with neighbour:
                 t0 = time.perf_counter()
-                store.write(df, topic=topic)
+                busy_store.write(df, topic=topic)
                 elapsed_beside = time.perf_counter() - t0
             if i >= 0:
                 _add(beside, count, count * record_size, elapsed_beside)

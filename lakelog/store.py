@@ -27,7 +27,15 @@ from lakelog.engine.admin import delete_records, list_offsets
 from lakelog.engine.admin.history import HistoryEntry, PartitionChange, history_entry
 from lakelog.engine.admin.list_offsets import OffsetAndTimestamp
 from lakelog.engine.admin.time_travel import version_as_of
-from lakelog.engine.commit import RetryPolicy, TableLog, TableState, create_table, is_delta_table, normalize_uri
+from lakelog.engine.commit import (
+    AppendResult,
+    RetryPolicy,
+    TableLog,
+    TableState,
+    create_table,
+    is_delta_table,
+    normalize_uri,
+)
 from lakelog.engine.commit.partition_reader import data_file_error
 from lakelog.engine.commit.reservations import DEFAULT_TIMEOUT_MS
 from lakelog.engine.consume import Consumer
@@ -89,6 +97,11 @@ class WriteResult:
         return sum(r.count for r in self.ranges.values())
 
 
+# How long, after an optimistic write(df) lost a race to another writer of its topic, this
+# process's writes to it reserve their offsets first (rather than write their files twice).
+CONTENDED_WRITE_S = 60.0
+
+
 class Store:
     """A store of Kafka-style topics in one Delta table. Thread-safe."""
 
@@ -99,6 +112,8 @@ class Store:
         self._spark = spark
         self._owns_spark = spark is None
         self._lock = threading.Lock()
+        # Per topic (None: a topic column), until when write(df) reserves its offsets first.
+        self._contended_writes: dict[str | None, float] = {}
 
     @property
     def uri(self) -> str:
@@ -356,18 +371,25 @@ class Store:
         and ``timestamp`` are optional; ``topic=`` overrides a topic column.
         Offsets are assigned inside Spark, per partition in each Spark task's
         row order. All rows become visible at once or none do, and the write
-        lands however busy the partitions are: one Spark job counts the rows,
-        their offsets are reserved in one small commit, a second job writes
-        the files (Delta's writer) numbered inside the reservation and one
-        commit adds them. Until then readers end at the reservation (Kafka's
-        last stable offset) while producers append after it; a writer that
-        dies leaves the reservation to expire ``transaction_timeout_ms`` (Kafka's
-        ``transaction.timeout.ms``) after its last heartbeat, and its offsets
-        are skipped. Raises InvalidRecordError / UnknownTopicOrPartitionError /
-        RecordTooLargeError before writing anything, CommitConflictError when
-        ``retries`` conflicting reservation attempts were used up,
-        ReservationLostError when the reservation expired before the files
-        were committed (nothing is visible either way).
+        lands however busy the partitions are: one Spark job counts the rows
+        per partition, a second writes the files (Delta's writer) numbered
+        from the partitions' ends, and one commit adds them. When another
+        writer appended to the same partitions meanwhile, the offsets are
+        reserved in one small commit and the files written once more inside
+        the reservation; this process then reserves first for that topic for a
+        minute (:data:`CONTENDED_WRITE_S`). While a reservation is pending
+        readers end at it (Kafka's last stable offset) and producers append
+        after it; a writer that dies leaves it to expire
+        ``transaction_timeout_ms`` (Kafka's ``transaction.timeout.ms``) after
+        its last heartbeat, and its offsets are skipped.
+
+        Raises InvalidRecordError / UnknownTopicOrPartitionError /
+        RecordTooLargeError for a row ``send()`` would refuse, with nothing
+        committed and no file left (a row refused after its offsets were
+        reserved leaves them as an aborted range, as an aborted transaction's);
+        CommitConflictError when ``retries`` conflicting reservation attempts
+        were used up; ReservationLostError when the reservation expired before
+        the files were committed (nothing is visible either way).
         """
         from lakelog.spark_connector.dataframe_write import DataFrameAppend  # PySpark: a DataFrame is here
 
@@ -379,17 +401,28 @@ class Store:
             raise InvalidConfigError(
                 f"transaction_timeout_ms must be a positive int (ms), got {transaction_timeout_ms!r}"
             )
+        reserve_first = self._contended_writes.get(topic, 0.0) > time.monotonic()
         batch = DataFrameAppend(self.spark, df, topic, self.uri)
         policy = RetryPolicy(retries=retries)
+        admin = self.context.admin
+
+        def contended() -> None:
+            self._contended_writes[topic] = time.monotonic() + CONTENDED_WRITE_S
+
+        def land() -> AppendResult:
+            if reserve_first:
+                return admin.append_reserved(batch, policy, timeout_ms=transaction_timeout_ms)
+            return admin.append_or_reserve(batch, policy, timeout_ms=transaction_timeout_ms, lost=contended)
+
         try:
             try:
-                result = self.context.admin.append_reserved(batch, policy, timeout_ms=transaction_timeout_ms)
+                result = land()
             except InconsistentWriteError:
                 # The input gave other rows to the write than to the count (a plan that is not
                 # deterministic): once more from Spark's cache, where both see the same rows.
                 log.info("the DataFrame changed between counting and writing; writing it again from a cached copy")
                 batch.persist()
-                result = self.context.admin.append_reserved(batch, policy, timeout_ms=transaction_timeout_ms)
+                result = land()
         finally:
             batch.unpersist()
         return WriteResult(result.version, result.ranges)

@@ -12,18 +12,25 @@ value, whether a batch is the next one, a duplicate (answered with the
 offsets it got the first time, read back from the rows, which keep producer
 id and sequence) or out of order (OUT_OF_ORDER_SEQUENCE_NUMBER); the check
 runs inside the commit loop, so two agents racing with the same batch
-commit it once.
+commit it once. Idempotent batches share the agent's group commits with
+plain ones (:class:`ProduceGroup`): one commit may carry several in-flight
+batches of one producer, each checked against the one before it.
 """
 
 from __future__ import annotations
 
 import enum
 import secrets
+from collections.abc import Mapping
+from collections.abc import Sequence as Ordered
+from dataclasses import dataclass
+
+import numpy as np
 
 from lakelog.engine.commit import AppTransaction
 from lakelog.engine.commit.state import TableState
 from lakelog.engine.errors import FatalError
-from lakelog.engine.produce.placement import PlacedBatch, PlacedRecords
+from lakelog.engine.produce.placement import PlacedBatch, PlacedRecords, RecordProducers
 
 
 class Sequence(enum.Enum):
@@ -60,24 +67,69 @@ class OutOfOrderSequenceError(FatalError):
     OUT_OF_ORDER_SEQUENCE_NUMBER): nothing was committed."""
 
 
-class SequencedBatch(PlacedBatch):
-    """One partition's records of an idempotent producer's batch."""
+@dataclass(frozen=True)
+class SequenceClaim:
+    """One partition's batch of an idempotent producer: ``count`` records from ``base_sequence``."""
 
-    def __init__(self, records: PlacedRecords, producer_id: int, epoch: int, base_sequence: int, app: str) -> None:
-        super().__init__(
-            records,
-            AppTransaction(app, base_sequence + len(records), replan=True),
-            operation="produce",
-            producer_id=producer_id,
-            producer_epoch=epoch,
-            base_sequence=base_sequence,
-        )
+    app_id: str  # :func:`app_id` of the producer and partition
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    count: int
 
-    def check(self, committed_app_version: int, view: TableState) -> None:
-        verdict = sequence_verdict(committed_app_version, self.base_sequence, len(self.records))
+
+def next_sequences(claims: Ordered[SequenceClaim], committed: Mapping[str, int]) -> dict[str, int]:
+    """The next sequence each producer and partition expects once ``claims`` commit in their
+    order, starting from the ``committed`` ones (-1: none). Raises DuplicateSequenceError or
+    OutOfOrderSequenceError for the first claim that is not the next one, as Kafka's broker
+    checks each batch of a producer against the one before it."""
+    expected: dict[str, int] = {}
+    for claim in claims:
+        before = expected.get(claim.app_id, committed.get(claim.app_id, -1))
+        verdict = sequence_verdict(before, claim.base_sequence, claim.count)
         if verdict is Sequence.DUPLICATE:
-            raise DuplicateSequenceError(f"sequence {self.base_sequence} was committed before")
+            raise DuplicateSequenceError(f"sequence {claim.base_sequence} was committed before")
         if verdict is Sequence.OUT_OF_ORDER:
             raise OutOfOrderSequenceError(
-                f"sequence {self.base_sequence}, expected {max(committed_app_version, 0)}: a batch is missing"
+                f"sequence {claim.base_sequence}, expected {max(before, 0)}: a batch is missing"
             )
+        expected[claim.app_id] = claim.base_sequence + claim.count
+    return expected
+
+
+class ProduceGroup(PlacedBatch):
+    """Records of many Produce requests as one commit, plain and idempotent alike.
+
+    ``claims[i]`` is the idempotent claim of the i-th request's records (None for a plain
+    request); ``sizes[i]`` its number of records, in the order the records were placed. The
+    commit sets each producer and partition's next sequence, checked in request order
+    against the table in every attempt (:func:`next_sequences`), so a group holds several
+    in-flight batches of one producer and two agents racing with the same batch commit it
+    once. A claim that is not the next refuses the whole group (a FatalError): the caller
+    commits its requests one by one so only that one fails.
+    """
+
+    def __init__(self, records: PlacedRecords, claims: Ordered[SequenceClaim | None], sizes: Ordered[int]) -> None:
+        self.claims = [c for c in claims if c is not None]
+        producer_ids = np.full(len(records), -1, dtype=np.int64)
+        epochs = np.zeros(len(records), dtype=np.int32)
+        # A plain record's sequence is its position in the group, as before idempotent ones joined.
+        sequences = np.arange(len(records), dtype=np.int32)
+        start = 0
+        for claim, size in zip(claims, sizes, strict=True):
+            if claim is not None:
+                producer_ids[start : start + size] = claim.producer_id
+                epochs[start : start + size] = claim.producer_epoch
+                sequences[start : start + size] = np.arange(claim.base_sequence, claim.base_sequence + size)
+            start += size
+        super().__init__(records, None, operation="produce", producers=RecordProducers(producer_ids, epochs, sequences))
+        # Only the ids count until check() plans the versions from the committed ones.
+        self._apps = tuple(AppTransaction(app, 0, replan=True) for app in dict.fromkeys(c.app_id for c in self.claims))
+
+    @property
+    def app_transactions(self) -> tuple[AppTransaction, ...]:
+        return self._apps
+
+    def check(self, committed: Mapping[str, int], view: TableState) -> None:
+        nexts = next_sequences(self.claims, committed)
+        self._apps = tuple(AppTransaction(app, n, replan=True) for app, n in nexts.items())

@@ -2,8 +2,8 @@
 
 Every write goes through the one commit core: the records of produce
 requests arriving together (any connections, any partitions) share one
-Delta commit (:mod:`kafka_endpoint.produce_linger`); an idempotent producer's
-batch is a commit of its own (:mod:`kafka_endpoint.idempotence`), a
+Delta commit (:mod:`kafka_endpoint.produce_linger`), an idempotent producer's
+batches among them, each committed at most once (:mod:`kafka_endpoint.idempotence`); a
 transactional producer's records wait for EndTxn
 (:mod:`kafka_endpoint.transactions`). The response is sent only after the
 Delta commit holding them landed (acks=1 and acks=all mean the same here:
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,13 +26,12 @@ from kio.schema.produce.v3.request import ProduceRequest
 
 from lakelog.engine.commit import RetryPolicy
 from lakelog.engine.errors import LakelogError
-from lakelog.engine.produce.batches import BatchMetadata
 from lakelog.engine.produce.placement import columns_for_batch, place_records
 from lakelog.engine.topics import TopicPartition, require_partition
 from lakelog.kafka_endpoint.error_codes import error_code
-from lakelog.kafka_endpoint.idempotence import DuplicateSequenceError, SequencedBatch, app_id
+from lakelog.kafka_endpoint.idempotence import DuplicateSequenceError, SequenceClaim, app_id
 from lakelog.kafka_endpoint.messages import Request, api_key, build, response_class
-from lakelog.kafka_endpoint.produce_linger import ProduceLinger
+from lakelog.kafka_endpoint.produce_linger import Committed, ProduceLinger
 from lakelog.kafka_endpoint.record_batches import InvalidRecordBatchError, decode_batches
 from lakelog.kafka_endpoint.transactions import TransactionApis
 from lakelog.store import Store
@@ -51,21 +51,20 @@ DUPLICATE_WINDOW = 100_000
 
 @dataclass(frozen=True)
 class _Done:
-    """A partition's records already committed (or refused) while the request was read."""
+    """A partition's records already handed to their transaction (or refused) while the request was read."""
 
     metadata: Any
 
 
 class ProduceApis:
-    """Produce over one store: plain batches lingered into shared commits, idempotent ones
-    committed at most once, transactional ones handed to their transaction."""
+    """Produce over one store: plain and idempotent batches lingered into shared commits
+    (idempotent ones committed at most once), transactional ones handed to their transaction."""
 
     def __init__(self, store: Store, transactions: TransactionApis, linger_ms: float) -> None:
         self.store = store
         self._transactions = transactions
         self._linger = ProduceLinger(store.context.committer("lakelog-serve"), RETRY_POLICY, linger_ms)
         self._reader = store.context.records
-        self._writer = store.context.committer("lakelog-serve-idempotent")
 
     def handlers(self) -> dict[int, Callable[[Request], Any]]:
         return {PRODUCE: self.produce}
@@ -81,7 +80,7 @@ class ProduceApis:
         """Decode and check the request's records and hand them to the linger (in the order
         requests arrive: a connection's requests commit in its order); returns what waits for
         the commits and builds the response (None for acks=0). An idempotent producer's
-        batches are committed here, before the next request of the connection is read."""
+        batches are lingered as plain ones are, their sequences checked in this order."""
         body = request.body
         pending = []
         for topic in body.topic_data:
@@ -121,7 +120,7 @@ class ProduceApis:
             if batches and batches[0].transactional:
                 return _Done(self._transactions.send(topic, partition, batches))
             if batches and batches[0].producer_id >= 0:
-                return _Done(self._send_sequenced(topic, partition, batches))
+                return self._send_sequenced(topic, partition, batches)
             keys = [k for b in batches for k in b.keys]
             values = [v for b in batches for v in b.values]
             stamps = [t for b in batches for t in b.timestamps]
@@ -136,9 +135,10 @@ class ProduceApis:
         except (LakelogError, InvalidRecordBatchError) as exc:
             return exc
 
-    def _send_sequenced(self, topic: str, partition: int, batches: list[Any]) -> Any:
-        """An idempotent producer's batches for one partition, committed at most once (see
-        :mod:`kafka_endpoint.idempotence`); a duplicate gets the offsets of its first commit."""
+    def _send_sequenced(self, topic: str, partition: int, batches: list[Any]) -> _Sequenced:
+        """An idempotent producer's batches for one partition, handed to the linger to be
+        committed at most once (see :mod:`kafka_endpoint.idempotence`); a duplicate gets the
+        offsets of its first commit."""
         first = batches[0]
         count = sum(len(b) for b in batches)
         expected = first.base_sequence
@@ -160,25 +160,17 @@ class ProduceApis:
             [None if hs is None else [{"key": k, "value": v} for k, v in hs] for b in batches for hs in b.headers],
             [t for b in batches for t in b.timestamps],
         )
-        placed = place_records(state, [table])
-        batch = SequencedBatch(
-            placed,
+        place_records(state, [table])  # refused here, alone, not in the group
+        claim = SequenceClaim(
+            app_id(first.producer_id, meta.topic_id, partition),
             first.producer_id,
             first.producer_epoch,
             first.base_sequence,
-            app_id(first.producer_id, meta.topic_id, partition),
+            count,
         )
-        tp = TopicPartition(topic, partition)
-        try:
-            result = self._writer.append(batch, RETRY_POLICY)
-            start = result.ranges[tp].start
-        except DuplicateSequenceError:
-            start = self._first_commit_of(tp, first.producer_id, first.base_sequence)
-            if start is None:
-                raise
-        return BatchMetadata(topic, np.full(count, partition), np.arange(start, start + count))
+        return _Sequenced(self, TopicPartition(topic, partition), claim, self._linger.submit(table, claim))
 
-    def _first_commit_of(self, tp: TopicPartition, producer_id: int, sequence: int) -> int | None:
+    def first_commit_of(self, tp: TopicPartition, producer_id: int, sequence: int) -> int | None:
         """The offset of the record ``producer_id`` sent with ``sequence`` to ``tp``, if it
         is among the partition's last DUPLICATE_WINDOW records."""
         state = self.store.log.latest()
@@ -189,3 +181,21 @@ class ProduceApis:
             pc.and_(pc.equal(rows.column("producer_id"), producer_id), pc.equal(rows.column("sequence"), sequence))
         )
         return int(mine.column("offset")[0].as_py()) if mine.num_rows else None
+
+
+class _Sequenced:
+    """An idempotent batch handed to the linger; a duplicate is answered with the offsets
+    its first commit got, read back from the partition's rows."""
+
+    def __init__(self, apis: ProduceApis, tp: TopicPartition, claim: SequenceClaim, future: Future) -> None:
+        self._apis, self._tp, self._claim, self._future = apis, tp, claim, future
+
+    def result(self) -> Committed:
+        try:
+            return self._future.result()
+        except DuplicateSequenceError:
+            claim = self._claim
+            start = self._apis.first_commit_of(self._tp, claim.producer_id, claim.base_sequence)
+            if start is None:
+                raise
+            return Committed(np.arange(start, start + claim.count))

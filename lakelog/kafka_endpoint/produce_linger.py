@@ -4,9 +4,11 @@ A broker appends each request to its log segments; a commit per request would ma
 store's commit rate grow with the number of clients. Requests hand their records (one
 table per partition, already checked against the topics) to :class:`ProduceLinger`; its
 thread takes whatever arrived within ``linger_ms`` of the first one, places it all in one
-:class:`engine.produce.placement.PlacedBatch` and commits it through the commit core, then hands
-each request its records' offsets. If the group is refused (a topic changed in between),
-each request's records are committed on their own, so one bad request fails only itself.
+:class:`kafka_endpoint.idempotence.ProduceGroup` and commits it through the commit core, then
+hands each request its records' offsets. Idempotent producers' batches join the same groups,
+their sequences checked in the order they were submitted. If the group is refused (a topic
+changed in between, a batch out of sequence or sent twice), each request's records are
+committed on their own, so one bad request fails only itself.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ import pyarrow as pa
 
 from lakelog.engine.commit import Committer, RetryPolicy
 from lakelog.engine.errors import FatalError
-from lakelog.engine.produce.placement import PlacedBatch, place_records
+from lakelog.engine.produce.placement import place_records
+from lakelog.kafka_endpoint.idempotence import ProduceGroup, SequenceClaim
 
 log = logging.getLogger(__name__)
 
@@ -43,14 +46,17 @@ class ProduceLinger:
 
     def __init__(self, writer: Committer, policy: RetryPolicy, linger_ms: float = 5.0) -> None:
         self._writer, self._policy, self._linger_s = writer, policy, linger_ms / 1000
-        self._queue: queue.Queue[tuple[pa.Table, Future] | None] = queue.Queue()
+        self._queue: queue.Queue[_Item | None] = queue.Queue()
         self._thread = threading.Thread(target=self._run, name="lakelog-serve-group-commit", daemon=True)
         self._thread.start()
 
-    def submit(self, table: pa.Table) -> Future:
-        """A future of :class:`Committed` (or the error that refused the records)."""
+    def submit(self, table: pa.Table, claim: SequenceClaim | None = None) -> Future:
+        """A future of :class:`Committed` (or the error that refused the records). ``claim``:
+        the records are an idempotent producer's batch, committed at most once and after the
+        same producer's batches submitted before it (DuplicateSequenceError,
+        OutOfOrderSequenceError otherwise)."""
         future: Future = Future()
-        self._queue.put((table, future))
+        self._queue.put((table, claim, future))
         return future
 
     def close(self) -> None:
@@ -80,27 +86,33 @@ class ProduceLinger:
                 group.append(item)
             self._commit(group)
 
-    def _commit(self, group: list[tuple[pa.Table, Future]]) -> None:
+    def _commit(self, group: list[_Item]) -> None:
         try:
-            offsets = self._append([table for table, _ in group])
+            offsets = self._append(group)
         except FatalError as exc:
             if len(group) == 1:
-                group[0][1].set_exception(exc)
+                group[0][2].set_exception(exc)
                 return
-            for one in group:  # refused as a whole: each on its own, so only the bad one fails
+            for one in group:  # refused as a whole: each on its own (in order), so only the bad one fails
                 self._commit([one])
             return
         except BaseException as exc:  # conflicts exhausted, unknown outcome, storage: all share it
-            for _, future in group:
+            for _, _, future in group:
                 future.set_exception(exc)
             return
         start = 0
-        for table, future in group:
+        for table, _, future in group:
             future.set_result(Committed(offsets[start : start + table.num_rows]))
             start += table.num_rows
 
-    def _append(self, tables: list[pa.Table]) -> np.ndarray:
-        batch = PlacedBatch(place_records(self._writer.latest(), tables), None, operation="produce")
+    def _append(self, group: list[_Item]) -> np.ndarray:
+        tables = [table for table, _, _ in group]
+        placed = place_records(self._writer.latest(), tables)
+        batch = ProduceGroup(placed, [claim for _, claim, _ in group], [t.num_rows for t in tables])
         self._writer.append(batch, self._policy)
         assert batch.offsets is not None
         return batch.offsets
+
+
+# A request's records for one partition, its idempotent claim (or None) and its future.
+_Item = tuple[pa.Table, SequenceClaim | None, Future]

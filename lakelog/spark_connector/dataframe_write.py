@@ -1,16 +1,20 @@
 """``Store.write(df)``: append a DataFrame with the Kafka sink's columns.
 
-Two Spark jobs and two small commits (:meth:`engine.commit.Committer.append_reserved`),
-no shuffle and no Python worker:
+Two Spark jobs and one commit (:meth:`engine.commit.Committer.append`), or two small
+commits around them (:meth:`engine.commit.Committer.append_reserved`) when other writers
+append to the same partitions; no shuffle and no Python worker:
 
 1. the count job places every row (explicit ``partition`` column, else
    murmur2 of the key with lakelog's JVM function, bit-identical to Kafka's
-   and the producer's, else sticky per Spark task), checks it as ``send()``
-   would (unknown topic or partition, over ``max.message.bytes``, timestamp
-   out of range, null header key: ``raise_error`` fails the job before any
-   file exists, and the driver turns the marked message back into the
-   LakelogError) and counts the rows per (Spark task, partition);
-2. the offsets are reserved (one commit: producers append after them,
+   and the producer's, else sticky per Spark task), refuses unknown topics
+   and partitions, and counts the rows per (Spark task, partition). It reads
+   no more of the input than placing needs -- not the values: computing the
+   input twice was the largest cost of a write. The write job checks every
+   row as ``send()`` would (over ``max.message.bytes``, timestamp out of
+   range, null header key). Either way ``raise_error`` fails the job and the
+   driver turns the marked message back into the LakelogError;
+2. optimistic: the offsets follow the partitions' ends as the count saw them;
+   reserved: one commit takes them first (producers append after them,
    readers wait at them);
 3. the write job numbers the rows without a shuffle: each task sorts its
    rows by (topic, partition, input position) -- the order Delta's writer
@@ -19,12 +23,15 @@ no shuffle and no Python worker:
    array literal in the plan (a broadcast join when the table is large);
    Delta's own writer (``TransactionalWrite.writeFiles``)
    writes the files with Delta's statistics, and the driver receives their
-   ``add`` actions. No Delta transaction commits;
-4. one commit adds the files; it rebases over other appends, so however
-   busy the partitions are, the files are written once.
+   ``add`` actions. No Delta transaction commits. A failed job's files are
+   found by the write's id in their footers and removed;
+4. one commit adds the files. An optimistic one conflicts with any other
+   append to its partitions (its files are then given up once and the write
+   reserves); a reserved one rebases over every other append, so however
+   busy the partitions are, the files are written at most twice.
 
 Both jobs must see the same rows per task: the commit checks the files tile
-the reserved ranges exactly, and a write whose input changed in between (a
+the planned ranges exactly, and a write whose input changed in between (a
 plan that is not deterministic) is aborted and written again from Spark's
 cache (``Store.write``).
 """
@@ -33,6 +40,8 @@ from __future__ import annotations
 
 import json
 import os
+import time
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import unquote
@@ -142,11 +151,17 @@ def _timestamp_refused(shown: str) -> str:
 
 class DataFrameAppend:
     """One ``Store.write`` call, as an :class:`engine.commit.AppendBatch` for
-    :meth:`engine.commit.Committer.append_reserved`: counted by one Spark job, written by
-    another once its offsets are reserved."""
+    :meth:`engine.commit.Committer.append` (optimistic: offsets planned from the ends the
+    count saw) or :meth:`engine.commit.Committer.append_reserved` (offsets reserved first):
+    counted by one Spark job, written by another.
+
+    Rows are placed (and refused for their topic or partition) by the count job and
+    checked as ``send()`` checks them (size, timestamp, header keys) by the write job: a
+    refused optimistic append commits nothing; a refused reserved one aborts its reservation.
+    """
 
     operation = "write"
-    app_transaction = None
+    app_transactions = ()
     commit_when_empty = False
 
     def __init__(self, spark: SparkSession, df: DataFrame, topic: str | None, uri: str) -> None:
@@ -154,6 +169,9 @@ class DataFrameAppend:
         self._uri = uri
         register_functions(spark)
         self._topic = topic
+        # Tags this write's files (a field's metadata in their Parquet footers): the files of a
+        # failed write job are told from other writers' by it and removed.
+        self.write_id = uuid.uuid4().hex
         self._has_headers = "headers" in df.columns
         # Rows with neither key nor partition may go anywhere: each Spark task's
         # rows then fill one partition (the sticky idea at task granularity).
@@ -182,7 +200,7 @@ class DataFrameAppend:
             self._counted = self._count(view, names, shape)
         return self._counted.totals()
 
-    def check(self, committed_app_version: int, view: TableState) -> None:
+    def check(self, committed: Mapping[str, int], view: TableState) -> None:
         """A DataFrame write is never fenced."""
 
     def target_partitions(self, view: TableState) -> list[TopicPartition]:
@@ -196,9 +214,12 @@ class DataFrameAppend:
         (Spark's Parquet writer on the executors); the files' descriptions. Nothing is committed."""
         assert self._counted is not None, "prepare() counts the rows first"
         rows = self.numbered(ends, topics, append_time_ms)
+        started = time.time()
         try:
             return write_delta_files(self._spark, self._uri, rows)
         except Exception as exc:
+            # Tasks that finished before the job failed left their files: only this write's.
+            remove_files_of_write(self._uri, sorted({tp.topic for tp in ends}), self.write_id, since=started)
             message = _spark_message(exc)
             error = error_from_text(message)
             if error is not None:
@@ -212,12 +233,11 @@ class DataFrameAppend:
         # Grouped by one BIGINT per (task, partition): with primitive keys and counts only,
         # Spark's aggregate takes its fast hash map (a string key -- the topic -- does not).
         slots = _Slots({n: view.topics[n].partitions for n in names})
-        # The counts of the checked columns make Spark evaluate every check here: a column
-        # the job did not use would be pruned with the raise_error() inside it. The input is
-        # not cached for the write job: building Spark's cache costs more than computing the
-        # rows again (measured: +1.3 CPU-s per 1M × 100 B rows, against 0.1 CPU-s saved).
-        checked = [F.count(name).alias(f"_{name}") for name in ("value", "timestamp", "headers")]
-        counting = placed.groupBy(F.expr(slots.sql()).alias("_slot")).agg(F.count(F.lit(1)).alias("count"), *checked)
+        # Only the slot is used: Spark prunes the value, timestamp and header columns (and
+        # the checks inside them, which the write job runs), computing what placing needs.
+        # The input is not cached for the write job: building Spark's cache costs as much as
+        # computing the rows again (measured, 1M × 100 B rows).
+        counting = placed.groupBy(F.expr(slots.sql()).alias("_slot")).agg(F.count(F.lit(1)).alias("count"))
         try:
             rows = counting.collect()
         except Exception as exc:
@@ -332,6 +352,8 @@ class DataFrameAppend:
         log_append = [sql_string(n) for n in names if topics[n].log_append_time]
         is_log_append = f"topic IN ({', '.join(log_append)})" if log_append else "false"
         append_ts = f"timestamp_micros({append_time_ms * 1000}L)"
+        tagged = F.col("offset").alias("offset", metadata={WRITE_ID_KEY: self.write_id})
+        numbered = numbered.withColumn("offset", tagged)
         return numbered.selectExpr(
             "topic",
             "partition",
@@ -454,6 +476,47 @@ def write_delta_files(spark: SparkSession, uri: str, rows: DataFrame) -> list[Da
         partitions = {os.path.dirname(f.full_path) for f in files}
         sync_all([f.full_path for f in files], sorted(partitions | {os.path.dirname(d) for d in partitions} | {uri}))
     return files
+
+
+# The key of the ``offset`` field's metadata that names the write in a file's Parquet footer
+# (Spark keeps a field's metadata in ``org.apache.spark.sql.parquet.row.metadata``).
+WRITE_ID_KEY = "lakelog.write"
+_SPARK_SCHEMA_KEY = b"org.apache.spark.sql.parquet.row.metadata"
+# File times on another clock (an object store's) may lag the driver's a little.
+_CLOCK_SLACK_S = 5.0
+
+
+def remove_files_of_write(uri: str, topics: list[str], write_id: str, *, since: float) -> list[str]:
+    """Delete the data files of the topics' partition directories that write ``write_id`` left
+    (written since ``since``, epoch seconds, tagged with it in their footers); their paths.
+
+    A failed Spark job leaves the files of its tasks that finished, as a failed Delta write
+    does; they are referenced by no commit. Other writers' files -- in flight or committed --
+    carry another tag or none and are never touched. Best effort: what cannot be listed or
+    deleted now VACUUM removes later.
+    """
+    import pyarrow.parquet as pq
+
+    fs, root = filesystem(uri)
+    removed = []
+    for topic in topics:
+        try:
+            found = fs.glob(f"{root}/topic={topic}/partition=*/*.parquet")
+        except OSError:
+            continue
+        for path in found:
+            try:
+                if fs.modified(path).timestamp() < since - _CLOCK_SLACK_S:
+                    continue
+                with fs.open(path, "rb") as f:
+                    footer = pq.read_metadata(f).metadata or {}
+                fields = json.loads(footer.get(_SPARK_SCHEMA_KEY, b"{}")).get("fields", [])
+                if any(field.get("metadata", {}).get(WRITE_ID_KEY) == write_id for field in fields):
+                    fs.rm(path)
+                    removed.append(path)
+            except (OSError, ValueError):
+                continue
+    return removed
 
 
 def _topic_lookup(values: Mapping[str, str], value_type: str) -> str:

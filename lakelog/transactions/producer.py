@@ -102,8 +102,12 @@ class _EpochBump:
         self.app_transaction = AppTransaction(app_id, 0, replan=True)
         self.epoch = 0
 
-    def check(self, committed_app_version: int, view: TableState) -> None:
-        self.epoch = epoch_of(committed_app_version) + 1
+    @property
+    def app_transactions(self) -> tuple[AppTransaction, ...]:
+        return (self.app_transaction,)
+
+    def check(self, committed: Mapping[str, int], view: TableState) -> None:
+        self.epoch = epoch_of(committed[self.app_transaction.app_id]) + 1
         self.app_transaction = AppTransaction(self.app_transaction.app_id, self.epoch << _EPOCH_SHIFT, replan=True)
 
     def prepare(self, view: TableState) -> dict[TopicPartition, int]:
@@ -136,7 +140,8 @@ class TransactionBatch(ProducerBatch):
         self._transactional_id = transactional_id
         self._group = group
 
-    def check(self, committed_app_version: int, view: TableState) -> None:
+    def check(self, committed: Mapping[str, int], view: TableState) -> None:
+        committed_app_version = committed[self.app_transaction.app_id]  # type: ignore[union-attr]
         if epoch_of(committed_app_version) != self._epoch:
             raise ProducerFencedError(
                 f"transactional id {self._transactional_id!r} is at epoch {epoch_of(committed_app_version)}, "

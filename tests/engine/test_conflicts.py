@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from lakelog.engine.commit import RetryPolicy
 from lakelog.engine.commit.data_files import DataFileWriter
+from lakelog.engine.commit.info import TAG_OPERATION
 from lakelog.engine.commit.log_files import LogFiles
 from lakelog.engine.commit.partition_reader import PartitionReader
-from lakelog.engine.errors import CommitConflictError, CommitStateUnknownError, RetriableError
+from lakelog.engine.errors import CommitConflictError, CommitStateUnknownError, InvalidRecordError, RetriableError
 from lakelog.engine.topics import TopicPartition
 from lakelog.spark_connector.dataframe_write import DataFrameAppend
 from lakelog.store import Store
@@ -101,6 +104,60 @@ def test_commits_during_the_write_neither_retry_it_nor_rewrite_its_files(store, 
         (0, 3, "rival-2"),
         (0, 4, "rival-3"),
     ]
+
+
+@pytest.mark.spark
+def test_a_write_that_loses_its_optimistic_race_reserves_and_the_next_reserves_first(store, spark, monkeypatch):
+    """Store.write appends optimistically (one commit); when a rival appends to its partitions
+    meanwhile, it reserves and writes its files once more, and this process's next writes to
+    the topic reserve first."""
+    from lakelog.spark_connector import dataframe_write
+
+    store.create_topic("t", partitions=2)
+    rival = rival_writer(store, "t", 0)
+    made = []
+
+    class Raced(DataFrameAppend):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.builds = 0
+            made.append(self)
+
+        def build(self, ends, topics, append_time_ms):
+            self.builds += 1
+            if len(made) == 1 and self.builds == 1:
+                rival(1)
+            return super().build(ends, topics, append_time_ms)
+
+    monkeypatch.setattr(dataframe_write, "DataFrameAppend", Raced)
+    ours = spark.createDataFrame([("ours-0", 0), ("ours-1", 1)], "value string, partition int")
+    first = store.write(ours, topic="t")
+    assert made[0].builds == 2
+    assert _operations(store)[-2:] == ["reserve", "write"]
+    assert {tp.partition: (r.start, r.count) for tp, r in first.ranges.items()} == {0: (1, 1), 1: (0, 1)}
+    store.write(spark.createDataFrame([("next", 0)], "value string, partition int"), topic="t")
+    assert made[1].builds == 1 and _operations(store)[-2:] == ["reserve", "write"]
+    assert values(store, "t") == [(0, 0, "rival-1"), (0, 1, "ours-0"), (0, 2, "next"), (1, 0, "ours-1")]
+    # A row refused by the write job of a reserved write: its offsets become an aborted range.
+    refused = spark.createDataFrame([("bad", 0, -5)], "value string, partition int, timestamp long")
+    with pytest.raises(InvalidRecordError, match="timestamp -5"):
+        store.write(refused, topic="t")
+    assert _operations(store)[-2:] == ["reserve", "abort_reservation"]
+    assert values(store, "t") == [(0, 0, "rival-1"), (0, 1, "ours-0"), (0, 2, "next"), (1, 0, "ours-1")]
+    # No file of the lost attempt is left: every data file is in the table.
+    state = store.log.latest()
+    on_disk = {p.name for p in Path(store.uri.removeprefix("file://")).glob("topic=t/partition=*/*.parquet")}
+    referenced = {f.path.rsplit("/", 1)[-1] for p in range(2) for f in state.files_of(TopicPartition("t", p)).all()}
+    assert on_disk == referenced
+
+
+def _operations(store):
+    """lakelog's operation tag of every commit, oldest first."""
+    found = []
+    for version in range(store.log.latest_version() + 1):
+        info = store.log.read_commit(version).commit_info
+        found.append((info.tags or {}).get(TAG_OPERATION) if info is not None else None)
+    return found
 
 
 @pytest.mark.spark

@@ -214,6 +214,30 @@ def test_files_of_tasks_that_finished_before_a_refusal_are_removed(store, spark)
     assert store.read("t").count() == 0
 
 
+def test_a_refusal_in_the_write_job_removes_only_its_own_files(store, spark):
+    """Another writer's file in flight in the same partition directory -- untagged, or
+    tagged by another write -- is not this write's to remove."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    store.create_topic("t", partitions=1)
+    directory = Path(store.uri.removeprefix("file://")) / "topic=t" / "partition=0"
+    directory.mkdir(parents=True, exist_ok=True)
+    untagged = directory / "part-00000-in-flight.c000.snappy.parquet"
+    pq.write_table(pa.table({"offset": [0]}), untagged)
+    other = directory / "part-00001-other-write.c000.snappy.parquet"
+    spark.createDataFrame([(0,)], "offset long").select(
+        F.col("offset").alias("offset", metadata={dataframe_write.WRITE_ID_KEY: "another-write"})
+    ).coalesce(1).write.parquet(str(directory / "staged"))
+    next((directory / "staged").glob("*.parquet")).rename(other)
+    rows = spark.range(0, 2, numPartitions=1).union(spark.range(2, 300_000, numPartitions=1))
+    df = rows.selectExpr("CAST(id AS STRING) AS value", "CASE WHEN id = 299999 THEN -5L ELSE 1000L END AS timestamp")
+    with pytest.raises(InvalidRecordError, match="timestamp -5"):
+        store.write(df, topic="t")
+    assert sorted(p.name for p in directory.glob("*.parquet")) == sorted([untagged.name, other.name])
+    assert store.read("t").count() == 0
+
+
 def test_keyless_rows_fill_the_least_filled_partitions_one_task_each(store, spark):
     store.create_topic("t", partitions=4)
     store.write(spark.createDataFrame([("x", 0), ("y", 0), ("z", 1)], "value string, partition int"), topic="t")

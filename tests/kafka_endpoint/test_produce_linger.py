@@ -1,5 +1,5 @@
-"""Records of produce requests arriving together share one Delta commit; a refused one fails
-alone (no sockets, no Spark)."""
+"""Records of produce requests arriving together share one Delta commit, idempotent producers' batches
+among them; a refused one fails alone (no sockets, no Spark)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,15 @@ from lakelog.engine.commit import RetryPolicy
 from lakelog.engine.errors import UnknownTopicOrPartitionError
 from lakelog.engine.produce.placement import columns_for_batch
 from lakelog.engine.topics import TopicPartition
+from lakelog.kafka_endpoint.idempotence import (
+    DuplicateSequenceError,
+    OutOfOrderSequenceError,
+    SequenceClaim,
+    app_id,
+    next_sequences,
+)
 from lakelog.kafka_endpoint.produce_linger import ProduceLinger
+from lakelog.store import Store
 
 
 def _table(partition: int, n: int, topic: str = "t"):
@@ -33,3 +41,90 @@ def test_requests_within_the_linger_share_one_commit_and_get_their_own_offsets(p
     finally:
         group.close()
     assert plain_store.log.latest().end_offset(TopicPartition("t", 0)) == 7
+
+
+def _claim(producer_id: int, partition: int, base: int, count: int, topic_id: str):
+    return SequenceClaim(app_id(producer_id, topic_id, partition), producer_id, 0, base, count)
+
+
+def test_in_flight_batches_of_idempotent_producers_share_a_commit_and_are_checked_in_order(plain_store):
+    """Kafka's idempotent producer keeps up to five batches in flight: they join the plain
+    requests' group commit, each checked against the one before it; a batch sent twice or out
+    of order refuses the group and fails alone."""
+    plain_store.create_topic("t", partitions=2)
+    topic_id = plain_store.log.latest().topics["t"].topic_id
+    group = ProduceLinger(plain_store.context.committer("test"), RetryPolicy(), linger_ms=300)
+    try:
+        version = plain_store.log.latest_version()
+        submitted = [
+            (_table(0, 3), _claim(7, 0, 0, 3, topic_id)),
+            (_table(0, 2), None),
+            (_table(0, 2), _claim(7, 0, 3, 2, topic_id)),
+            (_table(0, 1), _claim(8, 0, 0, 1, topic_id)),
+            (_table(1, 2), _claim(7, 1, 0, 2, topic_id)),
+        ]
+        futures = [group.submit(table, claim) for table, claim in submitted]
+        results = [list(f.result(timeout=30).offsets) for f in futures]
+        assert plain_store.log.latest_version() == version + 1  # one Delta commit for all five
+        assert results == [[0, 1, 2], [3, 4], [5, 6], [7], [0, 1]]
+        state = plain_store.log.latest()
+        assert state.app_version(app_id(7, topic_id, 0)) == 5 and state.app_version(app_id(8, topic_id, 0)) == 1
+        assert state.app_version(app_id(7, topic_id, 1)) == 2
+        rows = plain_store.context.records.read(state.files_of(TopicPartition("t", 0)), TopicPartition("t", 0), 0)
+        assert rows.column("producer_id").to_pylist() == [7, 7, 7, -1, -1, 7, 7, 8]
+        assert rows.column("sequence").to_pylist()[:3] == [0, 1, 2] and rows.column("sequence").to_pylist()[5:] == [
+            3,
+            4,
+            0,
+        ]
+
+        # A retry of the first batch beside the next one: the group is refused, each commits alone.
+        again = group.submit(_table(0, 3), _claim(7, 0, 0, 3, topic_id))
+        following = group.submit(_table(0, 1), _claim(7, 0, 5, 1, topic_id))
+        gap = group.submit(_table(0, 1), _claim(8, 0, 4, 1, topic_id))
+        with pytest.raises(DuplicateSequenceError):
+            again.result(timeout=30)
+        assert list(following.result(timeout=30).offsets) == [8]
+        with pytest.raises(OutOfOrderSequenceError):
+            gap.result(timeout=30)
+    finally:
+        group.close()
+    assert plain_store.log.latest().end_offset(TopicPartition("t", 0)) == 9
+
+
+def test_two_agents_racing_with_the_same_idempotent_batch_commit_it_once(plain_store):
+    plain_store.create_topic("t", partitions=1)
+    topic_id = plain_store.log.latest().topics["t"].topic_id
+    other = Store.open(plain_store.uri)  # another agent: its own log and committer
+    lingers = [
+        ProduceLinger(store.context.committer(f"agent-{i}"), RetryPolicy(retries=20, backoff_ms=1), linger_ms=0)
+        for i, store in enumerate([plain_store, other])
+    ]
+    try:
+        for base in range(0, 40, 2):
+            claim = _claim(5, 0, base, 2, topic_id)
+            futures = [linger.submit(_table(0, 2), claim) for linger in lingers]
+            outcomes = []
+            for future in futures:
+                try:
+                    outcomes.append(list(future.result(timeout=30).offsets))
+                except DuplicateSequenceError:
+                    outcomes.append("duplicate")
+            assert sorted(map(str, outcomes)).count("duplicate") == 1
+    finally:
+        for linger in lingers:
+            linger.close()
+    state = plain_store.log.latest()
+    assert state.end_offset(TopicPartition("t", 0)) == 40 and state.app_version(app_id(5, topic_id, 0)) == 40
+
+
+def test_next_sequences_walks_each_producer_and_partition_in_order():
+    a, b = "lakelog.kafka.1.x.0", "lakelog.kafka.2.x.0"
+    claims = [SequenceClaim(a, 1, 0, 0, 3), SequenceClaim(b, 2, 0, 10, 1), SequenceClaim(a, 1, 0, 3, 2)]
+    assert next_sequences(claims, {b: 10}) == {a: 5, b: 11}
+    with pytest.raises(OutOfOrderSequenceError):
+        next_sequences(claims, {})  # b starts at 10 with nothing committed
+    with pytest.raises(DuplicateSequenceError):
+        next_sequences([*claims, SequenceClaim(a, 1, 0, 0, 3)], {b: 10})
+    with pytest.raises(OutOfOrderSequenceError):
+        next_sequences([SequenceClaim(a, 1, 0, 3, 2)], {a: 2})

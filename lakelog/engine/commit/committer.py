@@ -160,8 +160,8 @@ class AppendBatch(Protocol):
     attribute (:data:`engine.commit.data_files.OFFSETS_LABEL`)."""
 
     operation: str
-    # The app transaction the commit sets, or None.
-    app_transaction: AppTransaction | None
+    # The app transactions the commit sets (none for most appends); check() may re-plan them.
+    app_transactions: Sequence[AppTransaction]
     # Commit even with no records (a transaction that only bumps an epoch).
     commit_when_empty: bool
 
@@ -171,12 +171,13 @@ class AppendBatch(Protocol):
         A batch whose counts are only known after its files are written returns None.
         """
 
-    def check(self, committed_app_version: int, view: TableState) -> None:
+    def check(self, committed: Mapping[str, int], view: TableState) -> None:
         """Raise a FatalError if the batch must not commit at ``view`` (fencing).
 
-        ``committed_app_version`` is the table's version of the batch's app
-        transaction (-1 if none). Runs in every attempt; anything it read that
-        a winner changes makes the attempt re-plan (the conflict rules).
+        ``committed`` maps the app id of each of the batch's app transactions
+        to the table's version of it (-1 if none). Runs in every attempt;
+        anything it read that a winner changes makes the attempt re-plan (the
+        conflict rules).
         """
 
     def target_partitions(self, view: TableState) -> list[TopicPartition]:
@@ -194,20 +195,23 @@ class AppendBatch(Protocol):
 
 
 def check_attempt(
-    batch: AppendBatch, committed_app: int, view: TableState
-) -> tuple[AppTransaction | None, Mapping[TopicPartition, int] | None, bool]:
-    """One attempt's checks: the app transaction to set, the expected counts, and
+    batch: AppendBatch, view: TableState
+) -> tuple[tuple[AppTransaction, ...], Mapping[TopicPartition, int] | None, bool]:
+    """One attempt's checks: the app transactions to set, the expected counts, and
     whether there is nothing to commit. Raises what the batch refuses (fencing)."""
-    batch.check(committed_app, view)  # may raise (fenced), may re-plan the app version
-    app = batch.app_transaction
-    if app is not None and not app.replan and committed_app >= app.version:
-        raise InvalidTxnStateError(
-            f"application transaction {app.app_id!r} is already at version {committed_app}; "
-            f"version {app.version} was never committed by this writer"
-        )
+    committed = {app.app_id: view.app_version(app.app_id) for app in batch.app_transactions}
+    batch.check(committed, view)  # may raise (fenced), may re-plan the app versions
+    apps = tuple(batch.app_transactions)
+    for app in apps:
+        now = view.app_version(app.app_id)
+        if not app.replan and now >= app.version:
+            raise InvalidTxnStateError(
+                f"application transaction {app.app_id!r} is already at version {now}; "
+                f"version {app.version} was never committed by this writer"
+            )
     expected = batch.prepare(view)
     nothing = expected is not None and not any(expected.values()) and not batch.commit_when_empty
-    return app, expected, nothing
+    return apps, expected, nothing
 
 
 @dataclass(frozen=True)
@@ -341,9 +345,7 @@ class Committer:
                     return landed
                 pending = None
             check_writable(state.protocol, state.metadata)
-            app = batch.app_transaction
-            committed_app = -1 if app is None else state.app_version(app.app_id)
-            app, expected, nothing = check_attempt(batch, committed_app, state)
+            apps, expected, nothing = check_attempt(batch, state)
             if nothing:
                 return AppendResult(None, {}, 0, failures + 1)
             ends = self._ends_for(state, batch.target_partitions(state))
@@ -364,8 +366,7 @@ class Committer:
                 self._discard(written)
                 raise
             actions: list[Action] = [f.add for f in written]
-            if app is not None:
-                actions.append(Txn(app.app_id, app.version, append_time_ms))
+            actions.extend(Txn(app.app_id, app.version, append_time_ms) for app in apps)
             # Each partition's new end, where plain Delta tools keep it: rows another writer
             # appends then never move it (engine.commit.state).
             actions.extend(
@@ -375,7 +376,7 @@ class Committer:
             tags = append_tags(batch.operation, self.client_id, plan)
             metrics = {"numFiles": len(written), "numOutputRows": sum(counts.values())}
             relied = {tp: r.start for tp, r in plan.items()}
-            app_ids = [] if app is None else [app.app_id]
+            app_ids = [app.app_id for app in apps]
             markers = end_markers(state, relied)
             txn_id = str(uuid.uuid4())
 
@@ -570,9 +571,14 @@ class Committer:
         return self._fill(batch, reservations, written, plan, append_time_ms, policy, started, attempts)
 
     def append_or_reserve(
-        self, batch: AppendBatch, policy: RetryPolicy, *, timeout_ms: int = DEFAULT_TIMEOUT_MS
+        self,
+        batch: AppendBatch,
+        policy: RetryPolicy,
+        *,
+        timeout_ms: int = DEFAULT_TIMEOUT_MS,
+        lost: Callable[[], None] | None = None,
     ) -> AppendResult:
-        """:meth:`append` once; after one conflict, :meth:`append_reserved`.
+        """:meth:`append` once; after one conflict (``lost`` is called), :meth:`append_reserved`.
 
         For batches whose files this process writes quickly (a streaming sink's
         micro-batch): when nothing else commits to their partitions they land in
@@ -585,6 +591,8 @@ class Committer:
             return self.append(batch, once)
         except (CommitConflictError, DeliveryTimeoutError) as exc:
             log.debug("%s: an append lost a race (%s); reserving its offsets", self.client_id, exc)
+        if lost is not None:
+            lost()
         return self.append_reserved(batch, policy, timeout_ms=timeout_ms)
 
     def _reserve(
@@ -599,9 +607,7 @@ class Committer:
             attempts += 1
             state = self._latest(None, policy, started)
             check_writable(state.protocol, state.metadata)
-            app = batch.app_transaction
-            committed_app = -1 if app is None else state.app_version(app.app_id)
-            app, expected, nothing = check_attempt(batch, committed_app, state)
+            apps, expected, nothing = check_attempt(batch, state)
             if expected is None:
                 raise TypeError(f"{type(batch).__name__}.prepare must count its records to reserve offsets")
             if nothing or not any(expected.values()):
@@ -615,8 +621,7 @@ class Committer:
                 raise _Replan(Verdict(Resolution.REPLAN, str(exc))) from None
             relied = {r.tp: r.first for r in reservations}
             app_ids = [a.app_id for a in actions if is_reservation_id(a.app_id)]
-            if app is not None:
-                app_ids.append(app.app_id)
+            app_ids.extend(app.app_id for app in apps)
             markers = end_markers(state, relied)
             # No records yet: the ranges are details, not the ranges an append's history shows.
             tags = {
@@ -660,8 +665,8 @@ class Committer:
         attempts: int,
     ) -> AppendResult:
         """Commit the files of ``reservations`` and resolve them; the files are never rewritten."""
-        app = batch.app_transaction
-        app_ids = [] if app is None else [app.app_id]
+        apps = tuple(batch.app_transactions)
+        app_ids = [app.app_id for app in apps]
         tags = append_tags(batch.operation, self.client_id, plan)
         metrics = {"numFiles": len(written), "numOutputRows": sum(r.count for r in reservations)}
 
@@ -679,13 +684,12 @@ class Committer:
                     f"the reservation of offsets {lost[0].first}..{lost[0].end - 1} of {lost[0].tp} was aborted "
                     "before the write landed (its deadline passed); nothing was committed"
                 )
-            if app is not None and state.app_version(app.app_id) >= app.version:
+            if apps and all(state.app_version(app.app_id) >= app.version for app in apps):
                 raise _AlreadyCommitted()
             now_ms = int(time.time() * 1000)
             actions: list[Action] = [f.add for f in written]
             actions += resolve_actions(reservations, now_ms)
-            if app is not None:
-                actions.append(Txn(app.app_id, app.version, now_ms))
+            actions.extend(Txn(app.app_id, app.version, now_ms) for app in apps)
             txn_id = str(uuid.uuid4())
 
             def info(version: int) -> CommitInfo:
@@ -722,7 +726,8 @@ class Committer:
         except _AlreadyCommitted:
             # Another run of the same batch (a replayed micro-batch) committed it first.
             self._discard(written)
-            self.release(reservations, policy, reason=f"{app.app_id} version {app.version} is already committed")  # type: ignore[union-attr]
+            already = ", ".join(f"{app.app_id} version {app.version}" for app in apps)
+            self.release(reservations, policy, reason=f"{already} is already committed")
             return AppendResult(None, {}, append_time_ms, attempts + replans)
         except (CommitConflictError, DeliveryTimeoutError):
             # Retries ran out (the files were deleted): give the offsets up rather than hold readers.

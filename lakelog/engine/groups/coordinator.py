@@ -130,7 +130,7 @@ class GroupRecordsBatch:
     (raising a FatalError to refuse), and may set ``self.outcome`` for the caller.
     """
 
-    app_transaction = None
+    app_transactions = ()
     commit_when_empty = False
 
     def __init__(
@@ -158,7 +158,7 @@ class GroupRecordsBatch:
         self._records = self._plan(self._log.latest(view, offsets=self._reads_offsets), view, self._now_ms)
         return {self._log.tp: len(self._records)} if self._records else {}
 
-    def check(self, committed_app_version: int, view: TableState) -> None:
+    def check(self, committed: Mapping[str, int], view: TableState) -> None:
         """Checks run in ``plan``, against the group's records."""
 
     def target_partitions(self, view: TableState) -> list[TopicPartition]:

@@ -314,15 +314,16 @@ def log_rows(
     values: pa.Array,
     headers: pa.Array,
     sequences: pa.Array,
-    producer_id: int,
-    producer_epoch: int,
+    producer_id: int | np.ndarray,
+    producer_epoch: int | np.ndarray,
     topics: Mapping[str, TopicMetadata],
     append_time_ms: int,
 ) -> tuple[pa.Table, dict[str, int]]:
     """Numbered records as rows of the log table (``LOG_ARROW_SCHEMA``), in the given order.
 
     Row i is in partition ``tps[row_tps[i]]`` at ``offsets[i]``; the columns
-    are already in row order. Records of topics with
+    are already in row order (``producer_id``/``producer_epoch``: one for all
+    rows, or one per row). Records of topics with
     ``message.timestamp.type=LogAppendTime`` get ``append_time_ms`` and that
     timestamp type, as a broker stamps them. Returns the table and the append
     time of each such topic (what the records' metadata reports).
@@ -350,8 +351,8 @@ def log_rows(
             "key": keys,
             "value": values,
             "headers": headers,
-            "producer_id": pa.array(np.full(len(row_tps), producer_id, dtype=np.int64)),
-            "producer_epoch": pa.array(np.full(len(row_tps), producer_epoch, dtype=np.int32)),
+            "producer_id": pa.array(np.broadcast_to(np.asarray(producer_id, dtype=np.int64), len(row_tps))),
+            "producer_epoch": pa.array(np.broadcast_to(np.asarray(producer_epoch, dtype=np.int32), len(row_tps))),
             "sequence": sequences,
         },
         schema=LOG_ARROW_SCHEMA,
@@ -402,7 +403,11 @@ class ProducerBatch:
         counts = np.bincount(self._tp_ids[self._accepted], minlength=len(records.tps))
         return {tp: int(counts[i]) for i, tp in enumerate(records.tps) if counts[i]}
 
-    def check(self, committed_app_version: int, view: TableState) -> None:
+    @property
+    def app_transactions(self) -> tuple[AppTransaction, ...]:
+        return () if self.app_transaction is None else (self.app_transaction,)
+
+    def check(self, committed: Mapping[str, int], view: TableState) -> None:
         """A plain producer batch is never fenced."""
 
     def target_partitions(self, view: TableState) -> list[TopicPartition]:

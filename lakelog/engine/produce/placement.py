@@ -69,6 +69,16 @@ class PlacedRecords:
         return len(self.tp_ids)
 
 
+@dataclass(frozen=True, eq=False)
+class RecordProducers:
+    """Per record (in record order), the producer fields its row keeps: producer id (-1:
+    none), epoch and sequence -- for records of several producers in one commit."""
+
+    producer_ids: np.ndarray  # int64
+    epochs: np.ndarray  # int32
+    sequences: np.ndarray  # int32
+
+
 class PlacedBatch:
     """Placed records as one :class:`engine.commit.AppendBatch`: refused as a whole if the
     topics refuse any record; rows built from the placed Arrow columns."""
@@ -84,14 +94,17 @@ class PlacedBatch:
         producer_id: int = -1,
         producer_epoch: int = 0,
         base_sequence: int = 0,
+        producers: RecordProducers | None = None,
     ) -> None:
         self.records = records
         self.app_transaction = app_transaction
         self.operation = operation
         self.producer_id = producer_id
         self.producer_epoch = producer_epoch
-        # Record i's sequence is base_sequence + i (Kafka's producer sequence, for one partition).
+        # Record i's sequence is base_sequence + i (Kafka's producer sequence, for one partition),
+        # unless ``producers`` gives each record its own producer fields.
         self.base_sequence = base_sequence
+        self.producers = producers
         self.offsets: np.ndarray | None = None  # each record's offset, once built
         self.log_append_time_ms: dict[str, int] = {}
 
@@ -117,7 +130,11 @@ class PlacedBatch:
         counts = np.bincount(records.tp_ids, minlength=len(records.tps))
         return {tp: int(counts[i]) for i, tp in enumerate(records.tps)}
 
-    def check(self, committed_app_version: int, view: TableState) -> None:
+    @property
+    def app_transactions(self) -> tuple[AppTransaction, ...]:
+        return () if self.app_transaction is None else (self.app_transaction,)
+
+    def check(self, committed: Mapping[str, int], view: TableState) -> None:
         """A sink batch is never fenced: its app transaction only makes replays no-ops."""
 
     def target_partitions(self, view: TableState) -> list[TopicPartition]:
@@ -146,6 +163,7 @@ class PlacedBatch:
             keys, values = records.keys.take(take), records.values.take(take)
             headers = headers if headers.null_count == n else headers.take(take)
             timestamps, row_tps = records.timestamps_ms[order], records.tp_ids[order]
+        producers = self.producers
         table, _ = log_rows(
             records.tps,
             row_tps,
@@ -154,9 +172,11 @@ class PlacedBatch:
             keys=keys,
             values=values,
             headers=pa.nulls(n, HEADERS_ARROW) if headers.null_count == n else headers,
-            sequences=pa.array(order + self.base_sequence, pa.int32()),
-            producer_id=self.producer_id,
-            producer_epoch=self.producer_epoch,
+            sequences=pa.array(
+                order + self.base_sequence if producers is None else producers.sequences[order], pa.int32()
+            ),
+            producer_id=self.producer_id if producers is None else producers.producer_ids[order],
+            producer_epoch=self.producer_epoch if producers is None else producers.epochs[order],
             topics=topics,
             append_time_ms=append_time_ms,
         )
