@@ -1,0 +1,189 @@
+"""Confluent's REST API of ``lakelog serve --schema-registry-listen``, through confluent-kafka's
+SchemaRegistryClient and by hand (status codes, error codes, response bodies)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from confluent_kafka.schema_registry import Schema, SchemaReference, SchemaRegistryClient
+
+
+def avro(*fields: tuple[str, object]) -> str:
+    return json.dumps({"type": "record", "name": "User", "fields": [{"name": n, "type": t} for n, t in fields]})
+
+
+V1 = avro(("id", "long"))
+V2 = json.dumps(
+    {
+        "type": "record",
+        "name": "User",
+        "fields": [{"name": "id", "type": "long"}, {"name": "email", "type": "string", "default": ""}],
+    }
+)
+BAD = avro(("id", "string"))
+
+
+def test_register_is_idempotent_and_ids_are_shared_across_subjects(registry) -> None:
+    url, http = registry
+    client = SchemaRegistryClient({"url": url})
+    first = client.register_schema("users-value", Schema(V1, "AVRO"))
+    # Another client (no cache), the same text with other spacing: the same id and version.
+    again = http("POST", "subjects/users-value/versions", {"schema": json.dumps(json.loads(V1), indent=2)})
+    assert again == (200, {"id": first})
+    assert http("GET", "subjects/users-value/versions") == (200, [1])
+    # The same schema under another subject keeps its id; a new one gets the next.
+    assert SchemaRegistryClient({"url": url}).register_schema("audit-value", Schema(V1, "AVRO")) == first
+    second = client.register_schema("users-value", Schema(V2, "AVRO"))
+    assert second == first + 1
+    latest = client.get_latest_version("users-value")
+    assert (latest.version, latest.schema_id, json.loads(latest.schema.schema_str)) == (2, second, json.loads(V2))
+    assert http("GET", f"schemas/ids/{first}") == (200, {"schema": V1})
+    assert http("GET", f"schemas/ids/{first}/subjects") == (200, ["audit-value", "users-value"])
+    assert http("GET", f"schemas/ids/{first}/versions") == (
+        200,
+        [{"subject": "audit-value", "version": 1}, {"subject": "users-value", "version": 1}],
+    )
+    assert http("GET", "subjects/users-value/versions/1")[1] == {
+        "subject": "users-value",
+        "version": 1,
+        "id": first,
+        "schema": V1,
+    }
+    assert http("GET", "subjects/users-value/versions/latest/schema") == (200, json.loads(V2))
+    assert http("GET", "subjects") == (200, ["audit-value", "users-value"])
+    assert http("GET", "schemas/types") == (200, ["JSON", "PROTOBUF", "AVRO"])
+    looked_up = client.lookup_schema("users-value", Schema(V1, "AVRO"))
+    assert (looked_up.schema_id, looked_up.version) == (first, 1)
+
+
+def test_an_incompatible_schema_is_refused_with_409_and_nothing_is_registered(registry) -> None:
+    url, http = registry
+    http("POST", "subjects/s/versions", {"schema": V1})
+    status, body = http("POST", "subjects/s/versions", {"schema": BAD})
+    assert status == 409 and body["error_code"] == 409, body
+    assert "incompatible" in body["message"]
+    assert http("GET", "subjects/s/versions") == (200, [1])
+    assert http("POST", "compatibility/subjects/s/versions/latest", {"schema": BAD}) == (200, {"is_compatible": False})
+    assert http("POST", "compatibility/subjects/s/versions/1?verbose=true", {"schema": V2})[1] == {
+        "is_compatible": True,
+        "messages": [],
+    }
+    # Under NONE for the subject alone, the same change registers.
+    assert http("PUT", "config/s", {"compatibility": "NONE"}) == (200, {"compatibility": "NONE"})
+    assert http("GET", "config/s") == (200, {"compatibilityLevel": "NONE"})
+    assert http("GET", "config") == (200, {"compatibilityLevel": "BACKWARD"})
+    assert http("POST", "subjects/s/versions", {"schema": BAD}) == (200, {"id": 2})
+    assert http("DELETE", "config/s") == (200, {"compatibilityLevel": "NONE"})
+    status, body = http("GET", "config/s")
+    assert (status, body["error_code"]) == (404, 40408)
+    assert SchemaRegistryClient({"url": url}).get_compatibility() == "BACKWARD"
+
+
+def test_global_config_and_mode(registry) -> None:
+    url, http = registry
+    client = SchemaRegistryClient({"url": url})
+    # The client hands back the response body (its docstring says the level).
+    assert client.set_compatibility(level="FULL_TRANSITIVE") == {"compatibility": "FULL_TRANSITIVE"}
+    assert client.get_compatibility() == "FULL_TRANSITIVE"
+    status, body = http("PUT", "config", {"compatibility": "SIDEWAYS"})
+    assert (status, body["error_code"]) == (422, 42203)
+    assert http("GET", "mode") == (200, {"mode": "READWRITE"})
+    assert http("PUT", "mode", {"mode": "READONLY"}) == (200, {"mode": "READONLY"})
+    status, body = http("POST", "subjects/s/versions", {"schema": V1})
+    assert (status, body["error_code"]) == (422, 42205)
+    status, body = http("PUT", "mode", {"mode": "SOMETIMES"})
+    assert (status, body["error_code"]) == (422, 42204)
+    assert http("PUT", "mode", {"mode": "READWRITE"}) == (200, {"mode": "READWRITE"})
+    assert http("POST", "subjects/s/versions", {"schema": V1}) == (200, {"id": 1})
+
+
+def test_soft_and_hard_deletes_follow_confluents_rules(registry) -> None:
+    _url, http = registry
+    http("POST", "subjects/s/versions", {"schema": V1})
+    http("POST", "subjects/s/versions", {"schema": V2})
+    # A hard delete needs a soft one first.
+    status, body = http("DELETE", "subjects/s/versions/1?permanent=true")
+    assert (status, body["error_code"]) == (404, 40407)
+    assert http("DELETE", "subjects/s/versions/1") == (200, 1)
+    status, body = http("DELETE", "subjects/s/versions/1")
+    assert (status, body["error_code"]) == (404, 40406)
+    assert http("GET", "subjects/s/versions") == (200, [2])
+    assert http("GET", "subjects/s/versions?deleted=true") == (200, [1, 2])
+    status, body = http("GET", "subjects/s/versions/1")
+    assert (status, body["error_code"]) == (404, 40402)
+    assert http("GET", "subjects/s/versions/1?deleted=true")[1]["id"] == 1
+    # The id still answers; a soft-deleted version is found by lookup only with deleted=true.
+    assert http("GET", "schemas/ids/1")[0] == 200
+    assert http("POST", "subjects/s", {"schema": V1})[1]["error_code"] == 40403
+    assert http("POST", "subjects/s?deleted=true", {"schema": V1})[1]["version"] == 1
+    assert http("DELETE", "subjects/s/versions/1?permanent=true") == (200, 1)
+    status, body = http("GET", "subjects/s/versions/1?deleted=true")
+    assert (status, body["error_code"]) == (404, 40402)
+    status, body = http("GET", "schemas/ids/1")
+    assert (status, body["error_code"]) == (404, 40403)
+    # The subject: permanent only after soft; then gone, and its ids are never given again.
+    status, body = http("DELETE", "subjects/s?permanent=true")
+    assert (status, body["error_code"]) == (404, 40405)
+    assert http("DELETE", "subjects/s") == (200, [2])
+    status, body = http("DELETE", "subjects/s")
+    assert (status, body["error_code"]) == (404, 40404)
+    assert http("GET", "subjects") == (200, [])
+    assert http("GET", "subjects?deleted=true") == (200, ["s"])
+    assert http("DELETE", "subjects/s?permanent=true") == (200, [2])
+    status, body = http("GET", "subjects/s/versions")
+    assert (status, body["error_code"]) == (404, 40401)
+    assert http("POST", "subjects/s/versions", {"schema": avro(("x", "int"))}) == (200, {"id": 3})
+    assert http("GET", "subjects/s/versions") == (200, [1])
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "status", "code"),
+    [
+        ("POST", "subjects/s/versions", {"schema": '{"type": "recrd"}'}, 422, 42201),
+        ("POST", "subjects/s/versions", {"schema": "{", "schemaType": "AVRO"}, 422, 42201),
+        ("POST", "subjects/s/versions", {"schema": '{"type": 5}', "schemaType": "JSON"}, 422, 42201),
+        ("POST", "subjects/s/versions", {"schema": "message {", "schemaType": "PROTOBUF"}, 422, 42201),
+        ("POST", "subjects/s/versions", {"schema": '"string"', "schemaType": "XML"}, 422, 42201),
+        ("POST", "subjects/s/versions", {"schema": V1, "references": [{"name": "x"}]}, 422, 42201),
+        ("GET", "subjects/nobody/versions", None, 404, 40401),
+        ("GET", "subjects/nobody/versions/latest", None, 404, 40401),
+        ("GET", "subjects/known/versions/7", None, 404, 40402),
+        ("GET", "subjects/known/versions/0", None, 422, 42202),
+        ("GET", "subjects/known/versions/one", None, 422, 42202),
+        ("GET", "schemas/ids/999", None, 404, 40403),
+        ("POST", "subjects/nobody", {"schema": V1}, 404, 40401),
+        ("PUT", "config/known", {"compatibility": "MOSTLY"}, 422, 42203),
+        ("GET", "nowhere", None, 404, 404),
+    ],
+)
+def test_bad_input_gets_confluents_error_codes(registry, method, path, body, status, code) -> None:
+    _, http = registry
+    http("POST", "subjects/known/versions", {"schema": V1})
+    answered, error = http(method, path, body)
+    assert (answered, error["error_code"]) == (status, code), error
+    assert isinstance(error["message"], str) and error["message"]
+    assert http("GET", "subjects") == (200, ["known"])  # nothing else was registered
+
+
+def test_schema_references(registry) -> None:
+    url, http = registry
+    client = SchemaRegistryClient({"url": url})
+    address = json.dumps(
+        {"type": "record", "name": "Address", "namespace": "shop", "fields": [{"name": "city", "type": "string"}]}
+    )
+    order = json.dumps(
+        {"type": "record", "name": "Order", "namespace": "shop", "fields": [{"name": "ship_to", "type": "Address"}]}
+    )
+    address_id = client.register_schema("address", Schema(address, "AVRO"))
+    status, body = http("POST", "subjects/order/versions", {"schema": order})
+    assert (status, body["error_code"]) == (422, 42201)  # Address unknown without the reference
+    ref = SchemaReference("shop.Address", "address", 1)
+    order_id = client.register_schema("order", Schema(order, "AVRO", [ref]))
+    assert order_id != address_id
+    assert http("GET", f"schemas/ids/{order_id}")[1]["references"] == [
+        {"name": "shop.Address", "subject": "address", "version": 1}
+    ]
+    assert http("GET", "subjects/address/versions/1/referencedby") == (200, [order_id])
+    status, body = http("DELETE", "subjects/address")
+    assert (status, body["error_code"]) == (422, 42206)
