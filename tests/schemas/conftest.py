@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,19 +38,34 @@ class Http:
             return error.code, json.loads(error.read())
 
 
-@pytest.fixture
-def registry(tmp_path):
-    """``(url, Http)`` of a registry served in this process over a fresh store."""
+@contextlib.contextmanager
+def served_registry(path: Path) -> Iterator[tuple[str, Http]]:
+    """``(url, Http)`` of a registry served in this process over a fresh store at ``path``."""
     from lakelog.schemas.rest import start_registry
     from lakelog.store import Store
 
-    store = Store.open(tmp_path / "store")
+    store = Store.open(path)
     server = start_registry(store.context, "127.0.0.1:0")
     url = f"http://127.0.0.1:{server.port}"
-    yield url, Http(url)
-    server.shutdown()
-    server.server_close()
-    store.close()
+    try:
+        yield url, Http(url)
+    finally:
+        server.shutdown()
+        server.server_close()
+        store.close()
+
+
+@pytest.fixture
+def registry(tmp_path):
+    with served_registry(tmp_path / "store") as served:
+        yield served
+
+
+@pytest.fixture(scope="module")
+def module_registry(tmp_path_factory):
+    """One registry for a whole module (tests keep to subjects of their own)."""
+    with served_registry(tmp_path_factory.mktemp("registry") / "store") as served:
+        yield served
 
 
 class RegistryAgent(Agent):

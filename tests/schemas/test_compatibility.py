@@ -89,6 +89,12 @@ CHANGES = {
         _json({"id": {"type": "string"}}),
         set(),
     ),
+    "json: a description added": (
+        "JSON",
+        _json({"id": {"type": "integer"}}),
+        _json({"id": {"type": "integer", "description": "the user's id"}}),
+        {"backward", "forward"},
+    ),
     "json: enum extended": (
         "JSON",
         json.dumps({"enum": ["a", "b"]}),
@@ -140,7 +146,7 @@ CHANGES = {
 }
 
 
-def _allowed(level: str, keeps: set[str]) -> bool:
+def allowed(level: str, keeps: set[str]) -> bool:
     needs = {"NONE": set(), "BACKWARD": {"backward"}, "FORWARD": {"forward"}, "FULL": {"backward", "forward"}}
     return needs[level.removesuffix("_TRANSITIVE")] <= keeps
 
@@ -154,7 +160,7 @@ def test_each_change_is_refused_exactly_where_its_level_demands(change: str, lev
     problems = incompatibilities(
         level, parse_schema(schema_type, new), previous, lambda r, w: fmt.reader_problems(r.parsed, w.parsed)
     )
-    assert (not problems) == _allowed(level, keeps), problems
+    assert (not problems) == allowed(level, keeps), problems
 
 
 @pytest.mark.parametrize("level", ["BACKWARD", "FORWARD", "FULL"])

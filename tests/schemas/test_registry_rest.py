@@ -8,6 +8,9 @@ import json
 import pytest
 from confluent_kafka.schema_registry import Schema, SchemaReference, SchemaRegistryClient
 
+from lakelog.schemas.compatibility_levels import LEVELS
+from tests.schemas.test_compatibility import CHANGES, allowed
+
 
 def avro(*fields: tuple[str, object]) -> str:
     return json.dumps({"type": "record", "name": "User", "fields": [{"name": n, "type": t} for n, t in fields]})
@@ -157,13 +160,15 @@ def test_soft_and_hard_deletes_follow_confluents_rules(registry) -> None:
         ("GET", "nowhere", None, 404, 404),
     ],
 )
-def test_bad_input_gets_confluents_error_codes(registry, method, path, body, status, code) -> None:
-    _, http = registry
-    http("POST", "subjects/known/versions", {"schema": V1})
+def test_bad_input_gets_confluents_error_codes(module_registry, method, path, body, status, code) -> None:
+    _, http = module_registry
+    assert http("POST", "subjects/known/versions", {"schema": V1})[0] == 200
     answered, error = http(method, path, body)
     assert (answered, error["error_code"]) == (status, code), error
     assert isinstance(error["message"], str) and error["message"]
-    assert http("GET", "subjects") == (200, ["known"])  # nothing else was registered
+    # Nothing was registered, and the known subject is as it was.
+    assert http("GET", "subjects/s/versions")[1]["error_code"] == 40401
+    assert http("GET", "subjects/known/versions") == (200, [1])
 
 
 def test_schema_references(registry) -> None:
@@ -187,3 +192,33 @@ def test_schema_references(registry) -> None:
     assert http("GET", "subjects/address/versions/1/referencedby") == (200, [order_id])
     status, body = http("DELETE", "subjects/address")
     assert (status, body["error_code"]) == (422, 42206)
+
+
+@pytest.mark.parametrize("schema_type", ["AVRO", "JSON", "PROTOBUF"])
+@pytest.mark.parametrize("level", LEVELS)
+def test_each_level_refuses_an_incompatible_change_with_409_and_keeps_a_compatible_one(
+    module_registry, schema_type: str, level: str
+) -> None:
+    _, http = module_registry
+    changes = {
+        refused: [
+            (old, new)
+            for name, (kind, old, new, keeps) in sorted(CHANGES.items())
+            if kind == schema_type and allowed(level, keeps) != refused
+        ]
+        for refused in (True, False)
+    }
+    assert changes[False], "every level keeps some change"
+    for refused, (old, new) in [(True, c) for c in changes[True][:1]] + [(False, c) for c in changes[False][:1]]:
+        subject = f"{schema_type}-{level}-{'refused' if refused else 'kept'}"
+        assert http("PUT", f"config/{subject}", {"compatibility": level})[0] == 200
+        assert http("POST", f"subjects/{subject}/versions", {"schema": old, "schemaType": schema_type})[0] == 200
+        status, body = http("POST", f"subjects/{subject}/versions", {"schema": new, "schemaType": schema_type})
+        if refused:
+            assert (status, body["error_code"]) == (409, 409), body
+            assert http("GET", f"subjects/{subject}/versions") == (200, [1])
+        else:
+            assert status == 200, body
+            assert http("GET", f"subjects/{subject}/versions") == (200, [1, 2])
+    if level == "NONE":
+        assert not changes[True]
