@@ -47,10 +47,13 @@ class Registry:
         self._committer = context.committer(client_id)
         self._lock = threading.Lock()
         self._state = RegistryState()
+        # What readers get: a copy made after each fold that changed something, never mutated
+        # afterwards (the plans and answers only read it), so a request costs no copy.
+        self._snapshot = RegistryState()
         self._topic_id: str | None = None
 
     def state(self) -> RegistryState:
-        """A copy of the state folded up to the table's latest version."""
+        """The state folded up to the table's latest version; callers must not change it."""
         return self._state_at(self._context.log.latest())
 
     def _state_at(self, view: TableState) -> RegistryState:
@@ -59,7 +62,7 @@ class Registry:
             if topic is None:
                 return RegistryState()
             if topic.topic_id != self._topic_id:  # created, or deleted and created again
-                self._state, self._topic_id = RegistryState(), topic.topic_id
+                self._state, self._snapshot, self._topic_id = RegistryState(), RegistryState(), topic.topic_id
             table = self._context.records.read(view.files_of(TP), TP, self._state.next_offset)
             if table.num_rows:
                 self._state.fold(
@@ -70,7 +73,8 @@ class Registry:
                         strict=True,
                     )
                 )
-            return deepcopy(self._state)
+                self._snapshot = deepcopy(self._state)
+            return self._snapshot
 
     def read(self, answer: Callable[[RegistryState], T]) -> T:
         """``answer`` of the latest state. Raises what it raises, StoreUnavailableError (50002) when

@@ -14,8 +14,11 @@ the topic reads the same as theirs from any Delta reader:
 * ``{"keytype":"DELETE_SUBJECT","subject":S,"magic":0}`` -> ``{"subject":S,"version":V}``
   (Karapace, older Confluent: every version up to V is soft-deleted); ``NOOP`` keys are skipped.
 
-A schema id is never handed out twice: the next id is one past the largest id any record
-ever folded carried, tombstoned versions' ids included (:attr:`RegistryState.max_id`).
+The next id is one past the largest id any folded record carried, hard-deleted versions'
+included (:attr:`RegistryState.max_id`), so an id is not handed out twice while the topic holds
+a record naming it. As in Confluent and Karapace (whose id generators also start from the
+largest id in the topic), an id whose versions were all hard-deleted can come back once log
+compaction has dropped their tombstones (``delete.retention.ms`` after the delete).
 """
 
 from __future__ import annotations

@@ -222,3 +222,23 @@ def test_each_level_refuses_an_incompatible_change_with_409_and_keeps_a_compatib
             assert http("GET", f"subjects/{subject}/versions") == (200, [1, 2])
     if level == "NONE":
         assert not changes[True]
+
+
+def test_a_proto_text_schema_is_served_as_confluent_kafkas_serialized_descriptor(module_registry) -> None:
+    import base64
+
+    from google.protobuf import descriptor_pb2
+
+    _, http = module_registry
+    text = 'syntax = "proto3";\npackage shop;\nmessage Order { int64 id = 1; repeated string items = 2; }\n'
+    status, body = http("POST", "subjects/proto-text/versions", {"schema": text, "schemaType": "PROTOBUF"})
+    assert status == 200, body
+    assert http("GET", f"schemas/ids/{body['id']}")[1] == {"schemaType": "PROTOBUF", "schema": text}
+    serialized = http("GET", f"schemas/ids/{body['id']}?format=serialized")[1]["schema"]
+    descriptor = descriptor_pb2.FileDescriptorProto.FromString(base64.standard_b64decode(serialized))
+    assert descriptor.package == "shop"
+    assert [(f.name, f.number) for f in descriptor.message_type[0].field] == [("id", 1), ("items", 2)]
+    # The descriptor registered again is the same schema: the same id, no new version.
+    again = http("POST", "subjects/proto-text/versions", {"schema": serialized, "schemaType": "PROTOBUF"})
+    assert again == (200, {"id": body["id"]})
+    assert http("GET", "subjects/proto-text/versions") == (200, [1])
