@@ -14,6 +14,10 @@ the topic reads the same as theirs from any Delta reader:
 * ``{"keytype":"DELETE_SUBJECT","subject":S,"magic":0}`` -> ``{"subject":S,"version":V}``
   (Karapace, older Confluent: every version up to V is soft-deleted); ``NOOP`` keys are skipped.
 
+Keys are compact JSON with their fields in that order, the order Confluent writes and Karapace
+calls canonical (``karapace/core/key_format.py``: keytype, subject, version, magic), so a key this
+registry writes is byte-equal to theirs and compaction keeps one record per key across them.
+
 The next id is one past the largest id any folded record carried, hard-deleted versions'
 included (:attr:`RegistryState.max_id`), so an id is not handed out twice while the topic holds
 a record naming it. As in Confluent and Karapace (whose id generators also start from the
