@@ -196,9 +196,8 @@ class RegistryApi:
 
     def get_by_id(self, q, b, i: str) -> dict[str, Any]:
         def answer(st: RegistryState) -> dict[str, Any]:
-            body = _version_json(self._by_id(st, i, q), None)
             sv = self._by_id(st, i, q)
-            body["schema"] = _text(st, sv, q)
+            body = _version_json(sv, _text(st, sv, q))
             for key in ("subject", "version", "id"):
                 body.pop(key)
             return body

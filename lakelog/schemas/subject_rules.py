@@ -190,13 +190,13 @@ def plan_register(state: RegistryState, subject: str, body: Any) -> tuple[Schema
 
 
 def get_version(state: RegistryState, subject: str, version: Any, *, deleted: bool = False) -> SchemaVersion:
-    """The subject's ``version`` (``latest``: the newest live one). 40401, 40402, 42202."""
+    """The subject's ``version`` (``latest``: the newest live one); soft-deleted versions only with
+    ``deleted``. Raises SubjectNotFoundError (40401: no such version at all), VersionNotFoundError
+    (40402), InvalidVersionError (42202)."""
     number = parse_version(version)
-    versions = state.versions(subject, deleted=deleted)
-    if not state.versions(subject, deleted=True) or (not versions and number is None):
-        raise SubjectNotFoundError(f"Subject '{subject}' not found.")
+    versions = require_subject(state, subject, deleted=deleted)
     if number is None:
-        return state.versions(subject)[-1] if state.versions(subject) else versions[-1]
+        return (state.versions(subject) or versions)[-1]
     for sv in versions:
         if sv.version == number:
             return sv
