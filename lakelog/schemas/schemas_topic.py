@@ -28,9 +28,12 @@ compaction has dropped their tombstones (``delete.retention.ms`` after the delet
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 SCHEMAS_TOPIC = "_schemas"
 # One partition, compacted: Confluent's kafkastore.topic defaults.
@@ -71,7 +74,15 @@ class RegistryState:
     next_offset: int = 0
 
     def apply(self, key: bytes | None, value: bytes | None) -> None:
-        """Fold one record; keys this registry does not know (NOOP, future types) are skipped."""
+        """Fold one record; keys this registry does not know (NOOP, future types) are skipped, and so
+        is a record that is not the layout's JSON (another writer's; logged), as Karapace skips it:
+        one stray record must not take the registry down."""
+        try:
+            self._apply(key, value)
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            log.warning("%s: skipping a record that is not a registry record (%s): key %r", SCHEMAS_TOPIC, exc, key)
+
+    def _apply(self, key: bytes | None, value: bytes | None) -> None:
         if key is None:
             return
         k = json.loads(key)

@@ -55,3 +55,18 @@ def test_a_topic_written_by_karapace_folds_into_what_it_serves() -> None:
     assert state.versions("b")[0].references == (Reference("x.proto", "x", 1),)
     assert state.max_id == 3
     assert [v.subject for v in state.with_id(2)] == ["a"]
+
+
+def test_a_record_of_another_writer_is_skipped_not_fatal(caplog) -> None:
+    state = RegistryState()
+    good = schema_record(SchemaVersion("s", 1, 1, '"int"'))
+    stray = [
+        (b"not json", b"{}"),
+        (b'{"keytype":"SCHEMA","subject":"s","version":2,"magic":1}', b"[1, 2]"),
+        (b'{"keytype":"SCHEMA","subject":"s","version":3,"magic":1}', b'{"subject": "s"}'),
+        (b"[]", None),
+    ]
+    state.fold((offset, key, value) for offset, (key, value) in enumerate([*stray, good]))
+    assert [v.version for v in state.versions("s")] == [1]
+    assert state.next_offset == 5
+    assert caplog.text.count("skipping a record") == 4
