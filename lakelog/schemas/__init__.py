@@ -9,5 +9,11 @@
   Karapace's key/value layout) and the registry state folded from them (pure);
 * :mod:`registry` -- the registry over a store: reads ``_schemas`` and appends to it through
   the commit core, so that agents racing on one store never hand out one id twice;
-* :mod:`rest` -- Confluent's REST API over HTTP (``lakelog serve --schema-registry-listen``).
+* :mod:`rest` -- Confluent's REST API over HTTP (``lakelog serve --schema-registry-listen``);
+* :mod:`validation` -- broker-side validation (``confluent.value.schema.validation``), used by
+  ``lakelog serve``'s Produce;
+* :mod:`decoding` -- records in Confluent's wire format decoded with the registry, without Spark.
+
+The package sits below ``lakelog.kafka_endpoint`` and above ``lakelog.store`` (import-linter's
+layers in ``pyproject.toml``); the engine knows nothing of it.
 """
