@@ -123,7 +123,12 @@ def cmd_serve(args: argparse.Namespace, out: Out) -> None:
             out(f"lakelog serve: Schema Registry on http://{registry.host}:{registry.port}")
         sys.stdout.flush()
 
-    serve(store, args.listen, ready)
+    try:
+        serve(store, args.listen, ready)
+    finally:
+        if registry is not None:  # take no request once the Kafka listener stopped
+            registry.shutdown()
+            registry.server_close()
 
 
 def cmd_config(args: argparse.Namespace, out: Out) -> None:
