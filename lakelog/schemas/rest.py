@@ -19,7 +19,6 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from lakelog.engine.context import StoreContext
-from lakelog.schemas.compatibility_levels import DEFAULT_LEVEL
 from lakelog.schemas.formats import SCHEMA_TYPES, ParsedSchema, formatted
 from lakelog.schemas.registry import Registry
 from lakelog.schemas.registry_errors import (
@@ -27,9 +26,8 @@ from lakelog.schemas.registry_errors import (
     SchemaRegistryError,
     SubjectLevelCompatibilityNotConfiguredError,
     SubjectLevelModeNotConfiguredError,
-    SubjectNotFoundError,
 )
-from lakelog.schemas.schemas_topic import RegistryState, SchemaVersion, config_record, mode_record
+from lakelog.schemas.schemas_topic import RegistryState, SchemaVersion
 from lakelog.schemas.subject_rules import (
     compatibility_problems,
     find_schema,
@@ -37,6 +35,8 @@ from lakelog.schemas.subject_rules import (
     parse_request_schema,
     parse_version_schema,
     plan_config,
+    plan_delete_config,
+    plan_delete_mode,
     plan_delete_subject,
     plan_delete_version,
     plan_mode,
@@ -240,17 +240,7 @@ class RegistryApi:
         return {"compatibility": self.registry.write(lambda st: plan_config(st, s, b))}
 
     def delete_config(self, q, b, s: str | None = None) -> dict[str, Any]:
-        def plan(st: RegistryState) -> tuple[dict[str, Any], list]:
-            if s is not None and s not in st.configs:
-                if not st.versions(s, deleted=True):
-                    raise SubjectNotFoundError(f"Subject '{s}' not found.")
-                raise SubjectLevelCompatibilityNotConfiguredError(
-                    f"Subject '{s}' does not have subject-level compatibility configured"
-                )
-            previous = st.configs.get(s, DEFAULT_LEVEL)
-            return {"compatibilityLevel": previous}, [config_record(s, None)] if s in st.configs else []
-
-        return self.registry.write(plan)
+        return {"compatibilityLevel": self.registry.write(lambda st: plan_delete_config(st, s))}
 
     def compatibility(self, q, b, s: str, v: str | None = None) -> dict[str, Any]:
         def answer(st: RegistryState) -> dict[str, Any]:
@@ -282,10 +272,7 @@ class RegistryApi:
         return {"mode": self.registry.write(lambda st: plan_mode(st, s, b))}
 
     def delete_mode(self, q, b, s: str | None = None) -> dict[str, Any]:
-        def plan(st: RegistryState) -> tuple[dict[str, Any], list]:
-            return {"mode": subject_mode(st, s)}, [mode_record(s, None)] if s in st.modes else []
-
-        return self.registry.write(plan)
+        return {"mode": self.registry.write(lambda st: plan_delete_mode(st, s))}
 
 
 class _Handler(BaseHTTPRequestHandler):

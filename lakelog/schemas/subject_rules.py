@@ -23,6 +23,7 @@ from lakelog.schemas.registry_errors import (
     InvalidVersionError,
     OperationNotPermittedError,
     ReferenceExistsError,
+    SubjectLevelCompatibilityNotConfiguredError,
     SubjectNotFoundError,
     SubjectNotSoftDeletedError,
     SubjectSoftDeletedError,
@@ -280,6 +281,24 @@ def plan_config(state: RegistryState, subject: str | None, body: Any) -> tuple[s
     """Set the global (``subject`` None) or a subject's level. 42203 for a level Confluent lacks."""
     level = check_level(body.get("compatibility") if isinstance(body, dict) else None)
     return level, [config_record(subject, level)]
+
+
+def plan_delete_config(state: RegistryState, subject: str | None) -> tuple[str, Records]:
+    """Drop the global (``subject`` None: back to BACKWARD) or a subject's level; the level it had.
+    40401 for an unknown subject, 40408 for a subject without a level of its own."""
+    if subject is not None and subject not in state.configs:
+        if not state.versions(subject, deleted=True):
+            raise SubjectNotFoundError(f"Subject '{subject}' not found.")
+        raise SubjectLevelCompatibilityNotConfiguredError(
+            f"Subject '{subject}' does not have subject-level compatibility configured"
+        )
+    previous = subject_level(state, subject)
+    return previous, [config_record(subject, None)] if subject in state.configs else []
+
+
+def plan_delete_mode(state: RegistryState, subject: str | None) -> tuple[str, Records]:
+    """Drop the global or a subject's mode; the mode it had (READWRITE when none was set)."""
+    return subject_mode(state, subject), [mode_record(subject, None)] if subject in state.modes else []
 
 
 def check_mode(mode: Any) -> str:

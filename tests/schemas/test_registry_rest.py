@@ -242,3 +242,23 @@ def test_a_proto_text_schema_is_served_as_confluent_kafkas_serialized_descriptor
     again = http("POST", "subjects/proto-text/versions", {"schema": serialized, "schemaType": "PROTOBUF"})
     assert again == (200, {"id": body["id"]})
     assert http("GET", "subjects/proto-text/versions") == (200, [1])
+
+
+def test_deleting_levels_and_modes(module_registry) -> None:
+    _, http = module_registry
+    assert http("POST", "subjects/levels/versions", {"schema": V1})[0] == 200
+    status, body = http("DELETE", "config/levels")
+    assert (status, body["error_code"]) == (404, 40408)
+    status, body = http("DELETE", "config/nobody-at-all")
+    assert (status, body["error_code"]) == (404, 40401)
+    assert http("PUT", "config/levels", {"compatibility": "FORWARD"})[0] == 200
+    assert http("DELETE", "config/levels") == (200, {"compatibilityLevel": "FORWARD"})
+    assert http("GET", "config/levels?defaultToGlobal=true") == (200, {"compatibilityLevel": "BACKWARD"})
+    assert http("PUT", "mode/levels", {"mode": "READONLY"}) == (200, {"mode": "READONLY"})
+    assert http("GET", "mode/levels") == (200, {"mode": "READONLY"})
+    status, body = http("DELETE", "subjects/levels")
+    assert (status, body["error_code"]) == (422, 42205)
+    assert http("DELETE", "mode/levels") == (200, {"mode": "READONLY"})
+    status, body = http("GET", "mode/levels")
+    assert (status, body["error_code"]) == (404, 40409)
+    assert http("DELETE", "subjects/levels") == (200, [1])
