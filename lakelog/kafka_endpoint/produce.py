@@ -120,7 +120,10 @@ class ProduceApis:
     def _send(self, topic: str, partition: int, records: bytes | None) -> Any:
         try:
             batches = decode_batches(records)
-            self._schemas.check(self.store.log.latest().topics.get(topic), batches)
+            # The state known, without a look at the log per request, unless it lacks the topic (one
+            # created by another agent must be validated from its first record).
+            known = self.store.log.current().topics.get(topic) or self.store.log.latest().topics.get(topic)
+            self._schemas.check(known, batches)
             if batches and batches[0].transactional:
                 return _Done(self._transactions.send(topic, partition, batches))
             if batches and batches[0].producer_id >= 0:

@@ -68,3 +68,12 @@ def test_a_validating_topic_takes_registered_ids_and_refuses_the_rest(agent) -> 
     assert produce(agent, "open", [b"not avro", framed(999)]) == [None, None]
     with Store.open(agent.store) as store:
         assert store.end_offsets("checked") == {0: 2}  # nothing of a refused request was committed
+
+
+def test_a_topic_created_elsewhere_is_validated_from_its_first_record(agent) -> None:
+    with Store.open(agent.store) as store:
+        store.create_topic("late", partitions=1, config={"confluent.value.schema.validation": "true"})
+    errors = produce(agent, "late", [framed(999)])
+    assert [e.code() if e else None for e in errors] == [KafkaError.INVALID_RECORD]
+    with Store.open(agent.store) as store:
+        assert store.end_offsets("late") == {0: 0}
