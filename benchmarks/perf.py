@@ -366,6 +366,16 @@ def cmd_perf_serve(args: argparse.Namespace, out: Out) -> None:
     )
 
 
+def cmd_perf_schemas(args: argparse.Namespace, out: Out) -> None:
+    from benchmarks.schemas import perf_schemas
+    from benchmarks.scratch import check_work_dir
+
+    check_work_dir(args.work_dir, s3=False)
+    perf_schemas(
+        schemas=args.num_schemas, subjects=args.subjects, lookups=args.lookups, work_dir=args.work_dir, out=out
+    )
+
+
 def cmd_perf_producer_perf(args: argparse.Namespace, out: Out) -> None:
     from benchmarks.producer_perf import perf_producer_performance
     from benchmarks.scratch import check_work_dir

@@ -17,7 +17,8 @@ How they run, each with this venv's Python (``sys.executable``) in a subprocess:
 * Every other block runs in a subprocess of its own, a fresh interpreter.
 * A block addressed to a Kafka client at ``127.0.0.1:9092`` gets what the README puts before it:
   ``lakelog serve`` over a store ``my-store`` in the block's directory (created empty), here on a
-  free port, whose address replaces ``127.0.0.1:9092`` in the block's text.
+  free port, whose address replaces ``127.0.0.1:9092`` in the block's text; one that also names
+  the Schema Registry at ``http://127.0.0.1:8081`` gets it served too (``--schema-registry-listen``).
 * A block must not leave a streaming query running when it ends: as a script it would exit at once
   and stop the query with it. A streaming example bounds its run as a user would
   (``trigger(availableNow=True)``, ``awaitTermination(timeout)``, ``stop()``).
@@ -47,6 +48,7 @@ README = Path(__file__).resolve().parent.parent / "README.md"
 # Names whose presence means a block starts Spark (DataFrames, streaming, time travel, value_at).
 SPARK_HINTS = ("spark", ".read(", ".history(", ".value_at(", ".write(", ".show(")
 KAFKA_BOOTSTRAP = "127.0.0.1:9092"
+SCHEMA_REGISTRY = "http://127.0.0.1:8081"
 SKIP_MARKER = re.compile(r"<!--\s*readme-test:\s*skip\s*\((?P<reason>[^)]*\S[^)]*)\)\s*-->")
 ANY_MARKER = re.compile(r"<!--\s*readme-test:")
 FENCE = re.compile(r"^```(?P<info>[^\s`]*)")  # the info string's first word: ```python title -> python
@@ -210,7 +212,13 @@ def test_block_runs_alone(block: Block, tmp_path: Path) -> None:
         from tests.kafka_endpoint.conftest import Agent
 
         Store.open(workdir / "my-store")
-        agent = Agent(workdir / "my-store")
+        if SCHEMA_REGISTRY in code:
+            from tests.schemas.conftest import RegistryAgent
+
+            agent = RegistryAgent(workdir / "my-store", tmp_path / "agent.log")
+            code = code.replace(SCHEMA_REGISTRY, agent.url)
+        else:
+            agent = Agent(workdir / "my-store")
         code = code.replace(KAFKA_BOOTSTRAP, agent.bootstrap)
     try:
         returncode, output, _ = run_blocks([(block.name, code, workdir)], workdir, BLOCK_TIMEOUT_S)

@@ -105,13 +105,30 @@ def cmd_serve(args: argparse.Namespace, out: Out) -> None:
     _, sep, port = args.listen.rpartition(":")
     if not sep or not port.isdigit() or int(port) > 65535:
         raise InvalidConfigError(f"--listen must be HOST:PORT, got {args.listen!r}")
+    registry_listen = getattr(args, "schema_registry_listen", None)
+    if registry_listen is not None:
+        _, sep, port = registry_listen.rpartition(":")
+        if not sep or not port.isdigit() or int(port) > 65535:
+            raise InvalidConfigError(f"--schema-registry-listen must be HOST:PORT, got {registry_listen!r}")
     store = open_store(args)
+    registry = None
+    if registry_listen is not None:
+        from lakelog.schemas.rest import start_registry
+
+        registry = start_registry(store.context, registry_listen)
 
     def ready(server: Any) -> None:
         out(f"lakelog serve: Kafka protocol on {server.host}:{server.port} for store {store.uri}")
+        if registry is not None:
+            out(f"lakelog serve: Schema Registry on http://{registry.host}:{registry.port}")
         sys.stdout.flush()
 
-    serve(store, args.listen, ready)
+    try:
+        serve(store, args.listen, ready)
+    finally:
+        if registry is not None:  # take no request once the Kafka listener stopped
+            registry.shutdown()
+            registry.server_close()
 
 
 def cmd_config(args: argparse.Namespace, out: Out) -> None:
@@ -196,6 +213,12 @@ def add_parsers(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
         "group admin work as on a broker. Stop with SIGTERM or Ctrl-C (requests in flight finish).",
     )
     p.add_argument("--listen", default="127.0.0.1:9092", help="HOST:PORT to listen on (port 0: any free port)")
+    p.add_argument(
+        "--schema-registry-listen",
+        metavar="HOST:PORT",
+        help="also serve a Confluent-compatible Schema Registry (REST, schema.registry.url=http://HOST:PORT) "
+        "whose schemas live in the store's _schemas topic (port 0: any free port; off unless given)",
+    )
     p.set_defaults(func=cmd_serve)
 
     p = commands.add_parser("config", parents=parents, help="the settings in effect and where each came from")

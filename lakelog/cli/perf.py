@@ -201,6 +201,19 @@ def add_parser(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
     p.add_argument("--no-kafka", action="store_true", help="skip the Apache Kafka broker side")
     p.add_argument("--work-dir", help="where the temporary stores go (default: the system's temp directory)")
     p.set_defaults(func=_driver("producer_perf"))
+    p = psub.add_parser(
+        "schemas",
+        parents=parents,
+        help="the Schema Registry: register, lookups by id and by subject (p50/p99) from a warm client",
+        description="Registers --num-schemas Avro schemas under --subjects subjects in a registry served over a "
+        "fresh temporary store, then makes --lookups lookups of each kind by id and by subject through one kept-"
+        "open HTTP connection, printing p50, p99 and requests/s per kind.",
+    )
+    p.add_argument("--num-schemas", type=COUNT, default=200)
+    p.add_argument("--subjects", type=COUNT, default=20)
+    p.add_argument("--lookups", type=COUNT, default=2000)
+    p.add_argument("--work-dir", help="where the temporary store goes (default: the system's temp directory)")
+    p.set_defaults(func=_driver("schemas"))
     p = psub.add_parser("stream", parents=parents, help="streaming copy topic -> topic vs a plain Delta stream copy")
     p.add_argument("--num-records", type=COUNT, default=200_000)
     p.add_argument("--record-size", type=COUNT, default=100)

@@ -118,6 +118,21 @@ TOPIC_CONFIG_KEYS = key_table(
             minimum=1024,
             maximum=INT_MAX,
         ),
+        # Confluent Server's broker-side schema validation, enforced by lakelog serve's Produce.
+        ConfigKey(
+            "confluent.key.schema.validation",
+            "bool",
+            False,
+            "lakelog serve refuses (INVALID_RECORD) a record whose non-null key does not carry the id "
+            "of a schema registered under the subject TOPIC-key.",
+        ),
+        ConfigKey(
+            "confluent.value.schema.validation",
+            "bool",
+            False,
+            "lakelog serve refuses (INVALID_RECORD) a record whose non-null value does not carry the id "
+            "of a schema registered under the subject TOPIC-value.",
+        ),
     ]
 )
 

@@ -34,6 +34,7 @@ from lakelog.kafka_endpoint.messages import Request, api_key, build, response_cl
 from lakelog.kafka_endpoint.produce_linger import Committed, ProduceLinger
 from lakelog.kafka_endpoint.record_batches import InvalidRecordBatchError, decode_batches
 from lakelog.kafka_endpoint.transactions import TransactionApis
+from lakelog.schemas.validation import SchemaValidation
 from lakelog.store import Store
 
 log = logging.getLogger(__name__)
@@ -65,6 +66,7 @@ class ProduceApis:
         self._transactions = transactions
         self._linger = ProduceLinger(store.context.committer("lakelog-serve"), RETRY_POLICY, linger_ms)
         self._reader = store.context.records
+        self._schemas = SchemaValidation(store.context)
 
     def handlers(self) -> dict[int, Callable[[Request], Any]]:
         return {PRODUCE: self.produce}
@@ -117,6 +119,10 @@ class ProduceApis:
     def _send(self, topic: str, partition: int, records: bytes | None) -> Any:
         try:
             batches = decode_batches(records)
+            # The state known, without a look at the log per request, unless it lacks the topic (one
+            # created by another agent must be validated from its first record).
+            known = self.store.log.current().topics.get(topic) or self.store.log.latest().topics.get(topic)
+            self._schemas.check(known, batches)
             if batches and batches[0].transactional:
                 return _Done(self._transactions.send(topic, partition, batches))
             if batches and batches[0].producer_id >= 0:

@@ -17,9 +17,10 @@ ROOT = Path(__file__).resolve().parents[2]
 
 class Agent:
     """``lakelog serve`` over ``store`` on ``port`` (0: a free one); its log (stderr) goes to
-    ``log`` when given (an agent that lives long and logs much must not fill a pipe nobody reads)."""
+    ``log`` when given (an agent that lives long and logs much must not fill a pipe nobody reads);
+    ``args``: more ``lakelog serve`` arguments."""
 
-    def __init__(self, store: Path, port: int = 0, log: Path | None = None) -> None:
+    def __init__(self, store: Path, port: int = 0, log: Path | None = None, args: tuple[str, ...] = ()) -> None:
         self.store = store
         self.log = log
         stderr = subprocess.PIPE if log is None else open(log, "w")  # noqa: SIM115 -- the child's
@@ -33,6 +34,7 @@ class Agent:
                 "serve",
                 "--listen",
                 f"127.0.0.1:{port}",
+                *args,
             ],
             cwd=ROOT,
             env={**os.environ, "PYTHONPATH": str(ROOT)},

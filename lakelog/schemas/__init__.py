@@ -1,0 +1,19 @@
+"""A Confluent-compatible Schema Registry kept in the store (issue 28).
+
+* :mod:`registry_errors` -- the registry's errors, each with Confluent's ``error_code``;
+* :mod:`avro_schemas`, :mod:`json_schemas`, :mod:`protobuf_schemas` -- parsing one format's
+  schema text and deciding whether a reader schema can read a writer schema's data (pure);
+* :mod:`formats` -- the three behind one interface, by Confluent's ``schemaType``;
+* :mod:`compatibility_levels` -- BACKWARD, FORWARD, FULL (and transitive), NONE over those checks;
+* :mod:`schemas_topic` -- the records of the compacted ``_schemas`` topic (Confluent's and
+  Karapace's key/value layout) and the registry state folded from them (pure);
+* :mod:`registry` -- the registry over a store: reads ``_schemas`` and appends to it through
+  the commit core, so that agents racing on one store never hand out one id twice;
+* :mod:`rest` -- Confluent's REST API over HTTP (``lakelog serve --schema-registry-listen``);
+* :mod:`validation` -- broker-side validation (``confluent.value.schema.validation``), used by
+  ``lakelog serve``'s Produce;
+* :mod:`decoding` -- records in Confluent's wire format decoded with the registry, without Spark.
+
+The package sits below ``lakelog.kafka_endpoint`` and above ``lakelog.store`` (import-linter's
+layers in ``pyproject.toml``); the engine knows nothing of it.
+"""
