@@ -100,18 +100,20 @@ def cmd_check(args: argparse.Namespace, out: Out) -> int:
 
 
 def cmd_serve(args: argparse.Namespace, out: Out) -> None:
+    from lakelog.kafka_endpoint.listeners import parse_listeners
     from lakelog.kafka_endpoint.server import serve
 
-    _, sep, port = args.listen.rpartition(":")
-    if not sep or not port.isdigit() or int(port) > 65535:
-        raise InvalidConfigError(f"--listen must be HOST:PORT, got {args.listen!r}")
+    listen = args.listen or ["127.0.0.1:9092"]
+    parse_listeners(listen)  # a wrong listener fails before the store is opened
     store = open_store(args)
 
     def ready(server: Any) -> None:
-        out(f"lakelog serve: Kafka protocol on {server.host}:{server.port} for store {store.uri}")
+        for listener in server.listeners:
+            shown = "" if listener.protocol == "PLAINTEXT" else f" ({listener.protocol})"
+            out(f"lakelog serve: Kafka protocol on {listener.host}:{listener.port}{shown} for store {store.uri}")
         sys.stdout.flush()
 
-    serve(store, args.listen, ready)
+    serve(store, listen, ready)
 
 
 def cmd_config(args: argparse.Namespace, out: Out) -> None:
@@ -195,7 +197,13 @@ def add_parsers(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
         "Delta commit; idempotent and transactional producers, consumer groups (subscribe), offsets, topic and "
         "group admin work as on a broker. Stop with SIGTERM or Ctrl-C (requests in flight finish).",
     )
-    p.add_argument("--listen", default="127.0.0.1:9092", help="HOST:PORT to listen on (port 0: any free port)")
+    p.add_argument(
+        "--listen",
+        action="append",
+        help="[PROTOCOL://]HOST:PORT to listen on, as Kafka's listeners (PLAINTEXT, SSL, SASL_PLAINTEXT, "
+        "SASL_SSL; repeatable or comma-separated; port 0: any free port; default 127.0.0.1:9092). TLS and SASL "
+        "take Kafka's broker settings (ssl.keystore.location, sasl.enabled.mechanisms, ...) from --conf",
+    )
     p.set_defaults(func=cmd_serve)
 
     p = commands.add_parser("config", parents=parents, help="the settings in effect and where each came from")

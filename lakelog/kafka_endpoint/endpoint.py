@@ -19,12 +19,13 @@ from typing import Any
 from kio.schema.api_versions.v0.request import ApiVersionsRequest
 from kio.schema.errors import ErrorCode
 
-from lakelog.kafka_endpoint import admin, fetch, groups, produce, transaction_states, transactions
+from lakelog.kafka_endpoint import admin, fetch, groups, produce, sasl, transaction_states, transactions
 from lakelog.kafka_endpoint.admin import AdminApis
 from lakelog.kafka_endpoint.fetch import FETCH, FetchApis
 from lakelog.kafka_endpoint.groups import GroupApis
 from lakelog.kafka_endpoint.messages import Request, api_key, build, response_class
 from lakelog.kafka_endpoint.produce import ProduceApis
+from lakelog.kafka_endpoint.sasl import SaslApis
 from lakelog.kafka_endpoint.transaction_states import TransactionStateApis
 from lakelog.kafka_endpoint.transactions import TransactionApis
 from lakelog.store import Store
@@ -40,6 +41,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     **transactions.VERSIONS,
     **transaction_states.VERSIONS,
     **admin.VERSIONS,
+    **sasl.VERSIONS,
 }
 
 
@@ -68,6 +70,7 @@ class Endpoint:
         self.groups = GroupApis(self.store, self.host, self.port)
         self.admin = AdminApis(self.store, self.host, self.port, self.cluster_id)
         self.transaction_states = TransactionStateApis(self.store, self.transactions.held)
+        self.sasl = SaslApis(self.store.uri, self.store.settings.serve["sasl.enabled.mechanisms"])
         self._handlers: dict[int, Callable[[Request], Any]] = {
             API_VERSIONS: lambda request: api_versions_body(request.api_version),
             **self.produce.handlers(),
@@ -76,6 +79,7 @@ class Endpoint:
             **self.transactions.handlers(),
             **self.transaction_states.handlers(),
             **self.admin.handlers(),
+            **self.sasl.handlers(),
         }
 
     def close(self) -> None:

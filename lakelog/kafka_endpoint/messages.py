@@ -49,6 +49,8 @@ class Request:
     correlation_id: int
     client_id: str | None
     body: Any  # the kio request entity
+    # The connection's security state (kafka_endpoint.sasl.Session); None outside a listener (tests).
+    session: Any = None
 
 
 def parse_request(frame: bytes, supported: Mapping[int, tuple[int, int]]) -> Request | tuple[int, int, int]:

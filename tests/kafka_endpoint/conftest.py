@@ -19,7 +19,16 @@ class Agent:
     """``lakelog serve`` over ``store`` on ``port`` (0: a free one); its log (stderr) goes to
     ``log`` when given (an agent that lives long and logs much must not fill a pipe nobody reads)."""
 
-    def __init__(self, store: Path, port: int = 0, log: Path | None = None) -> None:
+    def __init__(
+        self,
+        store: Path,
+        port: int = 0,
+        log: Path | None = None,
+        listen: list[str] | None = None,
+        conf: Path | None = None,
+    ) -> None:
+        """``listen``: listeners in Kafka's syntax instead of PLAINTEXT on ``port``; their bound
+        addresses are :attr:`listeners` (protocol -> ``host:port``). ``conf``: a settings file."""
         self.store = store
         self.log = log
         stderr = subprocess.PIPE if log is None else open(log, "w")  # noqa: SIM115 -- the child's
@@ -30,9 +39,9 @@ class Agent:
                 "lakelog.cli",
                 "--store",
                 str(store),
+                *(["--conf", str(conf)] if conf is not None else []),
                 "serve",
-                "--listen",
-                f"127.0.0.1:{port}",
+                *[arg for spec in listen or [f"127.0.0.1:{port}"] for arg in ("--listen", spec)],
             ],
             cwd=ROOT,
             env={**os.environ, "PYTHONPATH": str(ROOT)},
@@ -42,14 +51,17 @@ class Agent:
         )
         if log is not None:
             stderr.close()  # the child has its own copy
-        line = self.proc.stdout.readline()
-        found = re.search(r"on (127\.0\.0\.1):(\d+) ", line)
-        if found is None:
-            self.proc.kill()
-            said = self.proc.stderr.read() if log is None else log.read_text()
-            raise AssertionError(f"the agent did not start: {line!r} {said}")
-        self.bootstrap = f"{found.group(1)}:{found.group(2)}"
-        self.port = int(found.group(2))
+        self.listeners: dict[str, str] = {}
+        for _ in listen or [None]:
+            line = self.proc.stdout.readline()
+            found = re.search(r"on (127\.0\.0\.1):(\d+)(?: \((\w+)\))? ", line)
+            if found is None:
+                self.proc.kill()
+                said = self.proc.stderr.read() if log is None else log.read_text()
+                raise AssertionError(f"the agent did not start: {line!r} {said}")
+            self.listeners[found.group(3) or "PLAINTEXT"] = f"{found.group(1)}:{found.group(2)}"
+        self.bootstrap = next(iter(self.listeners.values()))
+        self.port = int(self.bootstrap.rsplit(":", 1)[1])
 
     def kill(self) -> None:
         self.proc.kill()
