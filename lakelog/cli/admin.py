@@ -111,9 +111,12 @@ def cmd_serve(args: argparse.Namespace, out: Out) -> None:
         for listener in server.listeners:
             shown = "" if listener.protocol == "PLAINTEXT" else f" ({listener.protocol})"
             out(f"lakelog serve: Kafka protocol on {listener.host}:{listener.port}{shown} for store {store.uri}")
+        if server.metrics_address is not None:
+            host, port = server.metrics_address
+            out(f"lakelog serve: Prometheus metrics on http://{host}:{port}/metrics")
         sys.stdout.flush()
 
-    serve(store, listen, ready)
+    serve(store, listen, ready, args.metrics_listen)
 
 
 def cmd_config(args: argparse.Namespace, out: Out) -> None:
@@ -203,6 +206,10 @@ def add_parsers(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
         help="[PROTOCOL://]HOST:PORT to listen on, as Kafka's listeners (PLAINTEXT, SSL, SASL_PLAINTEXT, "
         "SASL_SSL; repeatable or comma-separated; port 0: any free port; default 127.0.0.1:9092). TLS and SASL "
         "take Kafka's broker settings (ssl.keystore.location, sasl.enabled.mechanisms, ...) from --conf",
+    )
+    p.add_argument(
+        "--metrics-listen",
+        help="HOST:PORT serving Prometheus metrics at /metrics and a /health check (port 0: any free port)",
     )
     p.set_defaults(func=cmd_serve)
 

@@ -122,6 +122,12 @@ def nested_class(response: type, name: str) -> type:
     return getattr(sys.modules[response.__module__], name)
 
 
+def item_class(cls: type, name: str) -> type:
+    """The entity class of the items of ``cls``'s list field ``name`` (``ProduceResponse``,
+    ``"responses"`` -> ``TopicProduceResponse``)."""
+    return typing.get_args(_hints(cls)[name])[0]
+
+
 @cache
 def _hints(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)

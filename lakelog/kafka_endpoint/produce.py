@@ -14,6 +14,7 @@ partition; Kafka's Produce never creates a topic.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -60,10 +61,17 @@ class ProduceApis:
     """Produce over one store: plain batches lingered into shared commits, idempotent ones
     committed at most once, transactional ones handed to their transaction."""
 
-    def __init__(self, store: Store, transactions: TransactionApis, linger_ms: float) -> None:
+    def __init__(
+        self,
+        store: Store,
+        transactions: TransactionApis,
+        linger_ms: float,
+        observe: Callable[[float, int, int], None] | None = None,
+    ) -> None:
         self.store = store
         self._transactions = transactions
-        self._linger = ProduceLinger(store.context.committer("lakelog-serve"), RETRY_POLICY, linger_ms)
+        self._linger = ProduceLinger(store.context.committer("lakelog-serve"), RETRY_POLICY, linger_ms, observe)
+        self._observe = observe
         self._reader = store.context.records
         self._writer = store.context.committer("lakelog-serve-idempotent")
 
@@ -170,7 +178,10 @@ class ProduceApis:
         )
         tp = TopicPartition(topic, partition)
         try:
+            started = time.monotonic()
             result = self._writer.append(batch, RETRY_POLICY)
+            if self._observe is not None:
+                self._observe(time.monotonic() - started, result.attempts, 1)
             start = result.ranges[tp].start
         except DuplicateSequenceError:
             start = self._first_commit_of(tp, first.producer_id, first.base_sequence)

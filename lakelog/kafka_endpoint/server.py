@@ -24,6 +24,7 @@ import logging
 import signal
 import struct
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -31,11 +32,13 @@ from typing import Any
 from kio.index import load_response_schema
 from kio.schema.errors import ErrorCode
 
+from lakelog.engine.errors import InvalidConfigError
 from lakelog.kafka_endpoint.endpoint import API_VERSIONS, SUPPORTED, Endpoint, api_versions_body
 from lakelog.kafka_endpoint.listeners import (
     Listener,
     advertised,
     certificate_principal,
+    parse_listener,
     parse_listeners,
     server_ssl_context,
 )
@@ -49,6 +52,7 @@ from lakelog.kafka_endpoint.messages import (
     known_fields,
     parse_request,
 )
+from lakelog.kafka_endpoint.metrics import Metrics
 from lakelog.kafka_endpoint.produce import PRODUCE
 from lakelog.kafka_endpoint.sasl import SASL_AUTHENTICATE, SASL_HANDSHAKE
 from lakelog.kafka_endpoint.session import Session
@@ -131,13 +135,16 @@ class Server:
         endpoint_factory: Callable[[int], Endpoint],
         listeners: list[Listener],
         serve_settings: dict[str, Any] | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self._factory = endpoint_factory
+        self.metrics = metrics
         self.listeners = list(listeners)
         self.host, self.port = self.listeners[0].host, self.listeners[0].port
         self._settings = serve_settings or {}
         self._advertised: dict[str, tuple[str, int]] = {}
         self.endpoint: Endpoint | None = None
+        self.metrics_address: tuple[str, int] | None = None
         self._servers: list[asyncio.base_events.Server] = []
         self._pool = ThreadPoolExecutor(max_workers=32, thread_name_prefix="lakelog-serve")
         self._stopping = False
@@ -193,6 +200,9 @@ class Server:
             str(peer[0]) if peer else "",
             certificate_principal(writer.get_extra_info("peercert")),
         )
+        if self.metrics is not None:
+            self.metrics.connections.labels(listener.protocol).inc()
+            self.metrics.connections_total.labels(listener.protocol).inc()
         loop = asyncio.get_running_loop()
         answers: asyncio.Queue[asyncio.Future | None] = asyncio.Queue(maxsize=MAX_IN_FLIGHT)
         sender = asyncio.create_task(self._send_in_order(answers, writer))
@@ -203,6 +213,8 @@ class Server:
                     if not 0 < size <= MAX_FRAME_BYTES:
                         raise MalformedRequestError(f"a frame of {size} bytes")
                     frame = await reader.readexactly(size)
+                    if self.metrics is not None:
+                        self.metrics.bytes_in.inc(4 + size)
                 except asyncio.IncompleteReadError:
                     return
                 if session.raw_tokens and not session.authenticated:
@@ -254,6 +266,8 @@ class Server:
                 await _quietly(answers.put(None))
             await _quietly(sender)
             self._connections.discard(task)
+            if self.metrics is not None:
+                self.metrics.connections.labels(listener.protocol).dec()
             with contextlib.suppress(Exception):
                 writer.close()
 
@@ -261,6 +275,8 @@ class Server:
         while (done := await answers.get()) is not None:
             frame = await done
             if frame:
+                if self.metrics is not None:
+                    self.metrics.bytes_out.inc(len(frame))
                 writer.write(frame)
                 await writer.drain()
 
@@ -281,6 +297,7 @@ class Server:
         logged and answered with UNKNOWN_SERVER_ERROR (None: close the connection). Error codes
         the answer carries that are not routine for its API are logged (:attr:`_unexpected`)."""
         assert self.endpoint is not None
+        started = time.monotonic()
         try:
             body = handler() if handler is not None else self.endpoint.handle(request, lambda: self._stopping)
         except Exception:
@@ -288,6 +305,8 @@ class Server:
             return error_response(
                 request.api_key, request.api_version, request.correlation_id, ErrorCode.unknown_server_error
             )
+        if self.metrics is not None:
+            self.metrics.answered(api_name(request.api_key, request.api_version), body, time.monotonic() - started)
         if body is None:
             return b""
         try:
@@ -297,10 +316,20 @@ class Server:
         return encode_response(request.api_key, request.api_version, request.correlation_id, body)
 
 
-async def _serve(store: Store, listeners: list[Listener], ready: Callable[[Server], None] | None = None) -> None:
+async def _serve(
+    store: Store,
+    listeners: list[Listener],
+    ready: Callable[[Server], None] | None = None,
+    metrics_listen: tuple[str, int] | None = None,
+) -> None:
     first = listeners[0]
-    server = Server(lambda bound: Endpoint(store, first.host, bound), listeners, store.settings.serve)
+    metrics = Metrics(store.context) if metrics_listen is not None else None
+    server = Server(
+        lambda bound: Endpoint(store, first.host, bound, metrics=metrics), listeners, store.settings.serve, metrics
+    )
     await server.start()
+    if metrics is not None and metrics_listen is not None:
+        server.metrics_address = metrics.serve(*metrics_listen)
     done = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -310,11 +339,25 @@ async def _serve(store: Store, listeners: list[Listener], ready: Callable[[Serve
     await done.wait()
     log.warning("lakelog serve: stopping")
     await server.stop()
+    if metrics is not None:
+        metrics.close()
 
 
-def serve(store: Store, listen: str | list[str], ready: Callable[[Server], None] | None = None) -> None:
+def serve(
+    store: Store,
+    listen: str | list[str],
+    ready: Callable[[Server], None] | None = None,
+    metrics_listen: str | None = None,
+) -> None:
     """Serve ``store`` on the listeners of ``listen`` (``[PROTOCOL://]HOST:PORT``, comma-separated
-    or a list; port 0 picks a free one; :mod:`kafka_endpoint.listeners`) until SIGTERM/SIGINT.
+    or a list; port 0 picks a free one; :mod:`kafka_endpoint.listeners`) until SIGTERM/SIGINT,
+    and Prometheus metrics on ``metrics_listen`` (``HOST:PORT``; :mod:`kafka_endpoint.metrics`).
     Raises InvalidConfigError for a listener or TLS setting that is wrong."""
     listeners = parse_listeners([listen] if isinstance(listen, str) else listen)
-    asyncio.run(_serve(store, listeners, ready))
+    metrics_at = None
+    if metrics_listen is not None:
+        address = parse_listener(metrics_listen)
+        if address.protocol != "PLAINTEXT":
+            raise InvalidConfigError(f"--metrics-listen is HOST:PORT (plain HTTP), not {metrics_listen!r}")
+        metrics_at = (address.host, address.port)
+    asyncio.run(_serve(store, listeners, ready, metrics_at))

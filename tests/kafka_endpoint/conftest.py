@@ -26,9 +26,11 @@ class Agent:
         log: Path | None = None,
         listen: list[str] | None = None,
         conf: Path | None = None,
+        metrics_listen: str | None = None,
     ) -> None:
         """``listen``: listeners in Kafka's syntax instead of PLAINTEXT on ``port``; their bound
-        addresses are :attr:`listeners` (protocol -> ``host:port``). ``conf``: a settings file."""
+        addresses are :attr:`listeners` (protocol -> ``host:port``). ``conf``: a settings file.
+        ``metrics_listen``: where to serve Prometheus metrics (:attr:`metrics`: their URL)."""
         self.store = store
         self.log = log
         stderr = subprocess.PIPE if log is None else open(log, "w")  # noqa: SIM115 -- the child's
@@ -42,6 +44,7 @@ class Agent:
                 *(["--conf", str(conf)] if conf is not None else []),
                 "serve",
                 *[arg for spec in listen or [f"127.0.0.1:{port}"] for arg in ("--listen", spec)],
+                *(["--metrics-listen", metrics_listen] if metrics_listen is not None else []),
             ],
             cwd=ROOT,
             env={**os.environ, "PYTHONPATH": str(ROOT)},
@@ -61,6 +64,9 @@ class Agent:
                 raise AssertionError(f"the agent did not start: {line!r} {said}")
             self.listeners[found.group(3) or "PLAINTEXT"] = f"{found.group(1)}:{found.group(2)}"
         self.bootstrap = next(iter(self.listeners.values()))
+        self.metrics = None
+        if metrics_listen is not None:
+            self.metrics = re.search(r"(http://\S+)", self.proc.stdout.readline()).group(1)
         self.port = int(self.bootstrap.rsplit(":", 1)[1])
 
     def kill(self) -> None:

@@ -24,6 +24,8 @@ from tests.kafka_endpoint.conftest import ROOT, Agent
 
 ALICE_PASSWORD = "alice-" + uuid.uuid4().hex  # SCRAM-SHA-512
 BOB_PASSWORD = "bob-" + uuid.uuid4().hex  # SCRAM-SHA-256, used over PLAIN
+CAROL_PASSWORD = "carol-" + uuid.uuid4().hex  # SCRAM-SHA-512, may only read topic t in group carol-group
+DAVE_PASSWORD = "dave-" + uuid.uuid4().hex  # added through the agent (AlterUserScramCredentials)
 KEYSTORE_PASSWORD = "keystore-" + uuid.uuid4().hex
 CLIENT_PRINCIPAL = "User:CN=client,O=lakelog-tests"
 
@@ -66,6 +68,8 @@ def network(tmp_path_factory):
                 f"ssl.truststore.location {work / 'ca.pem'}",
                 "ssl.client.auth required",
                 "sasl.enabled.mechanisms PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+                "authorizer.class.name org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+                f"super.users User:alice;{CLIENT_PRINCIPAL}",
             ]
         )
         + "\n"
@@ -92,9 +96,46 @@ def network(tmp_path_factory):
         "--add-config",
         f"SCRAM-SHA-256=[password={BOB_PASSWORD}]",
     )
+    lakelog(
+        store_dir,
+        "configs",
+        "--alter",
+        "--entity-type",
+        "users",
+        "--entity-name",
+        "carol",
+        "--add-config",
+        f"SCRAM-SHA-512=[password={CAROL_PASSWORD}]",
+    )
+    lakelog(
+        store_dir,
+        "acls",
+        "--add",
+        "--allow-principal",
+        "User:bob",
+        "--operation",
+        "Read",
+        "--operation",
+        "Write",
+        "--topic",
+        "t",
+    )
+    lakelog(
+        store_dir,
+        "acls",
+        "--add",
+        "--allow-principal",
+        "User:carol",
+        "--operation",
+        "Read",
+        "--topic",
+        "t",
+        "--group",
+        "carol-group",
+    )
     log = work / "agent.log"
     listen = ["PLAINTEXT://127.0.0.1:0", "SSL://127.0.0.1:0", "SASL_PLAINTEXT://127.0.0.1:0", "SASL_SSL://127.0.0.1:0"]
-    agent = Agent(store_dir, log=log, listen=listen, conf=conf)
+    agent = Agent(store_dir, log=log, listen=listen, conf=conf, metrics_listen="127.0.0.1:0")
     yield {
         "agent": agent,
         "store": store_dir,
@@ -107,7 +148,7 @@ def network(tmp_path_factory):
     agent.stop()
 
 
-def scram_config(network, user: str = "alice", password: str = ALICE_PASSWORD) -> dict:
+def scram_config(network, user: str = "alice", password: str = ALICE_PASSWORD) -> dict[str, str]:
     return {
         "bootstrap.servers": network["agent"].listeners["SASL_SSL"],
         "security.protocol": "SASL_SSL",
@@ -250,10 +291,233 @@ def test_a_request_before_sasl_authentication_closes_the_connection(network):
         assert sock.recv(4) == b""
 
 
+def store_ends(store: Path) -> dict:
+    from lakelog.store import Store
+
+    opened = Store.open(str(store))
+    topics = opened.context.latest_topics()
+    return {name: opened.end_offsets(name) for name in ("t", "other") if name in topics} | {"topics": sorted(topics)}
+
+
+def test_a_principal_with_only_read_on_one_topic_can_do_nothing_else(network):
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import NewTopic
+
+    carol = scram_config(network, "carol", CAROL_PASSWORD)
+    produce_and_consume(scram_config(network), "t", b"for carol")  # alice is a super user
+    before = store_ends(network["store"])
+    admin = AdminClient(carol)
+    assert sorted(admin.list_topics(timeout=30).topics) == ["t"]  # Metadata lists what carol may describe
+
+    reports = []
+    producer = Producer({**carol, "enable.idempotence": False, "retries": 0})
+    for topic in ("t", "other"):
+        producer.produce(topic, b"refused", on_delivery=lambda err, msg: reports.append(err))
+    producer.flush(30)
+    assert sorted(err.code() for err in reports) == [KafkaError.TOPIC_AUTHORIZATION_FAILED] * 2
+
+    for future in admin.create_topics([NewTopic("new", 1, 1)]).values():
+        with pytest.raises(KafkaException) as created:
+            future.result(30)
+        assert created.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    for future in admin.delete_topics(["other"]).values():
+        with pytest.raises(KafkaException) as deleted:
+            future.result(30)
+        assert deleted.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+
+    def first_error(config: dict, subscribe: str) -> int:
+        consumer = Consumer({**config, "auto.offset.reset": "earliest", "enable.auto.commit": False})
+        consumer.subscribe([subscribe])
+        deadline = time.monotonic() + 30
+        try:
+            while time.monotonic() < deadline:
+                message = consumer.poll(0.5)
+                if message is not None and message.error() is not None:
+                    return message.error().code()
+                assert message is None, f"read {message.value()!r}"
+            raise AssertionError("no error")
+        finally:
+            consumer.close()
+
+    assert first_error({**carol, "group.id": "carol-group"}, subscribe="other") == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert first_error({**carol, "group.id": "other-group"}, subscribe="t") == KafkaError.GROUP_AUTHORIZATION_FAILED
+    # What carol may do she can.
+    consumer = Consumer({**carol, "group.id": "carol-group", "auto.offset.reset": "earliest"})
+    consumer.subscribe(["t"])
+    seen = []
+    deadline = time.monotonic() + 30
+    while b"for carol" not in seen and time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is not None and message.error() is None:
+            seen.append(message.value())
+    consumer.close()
+    assert b"for carol" in seen
+    assert store_ends(network["store"]) == before  # nothing refused was committed
+
+
+def test_plaintext_clients_are_user_anonymous(network):
+    admin = AdminClient({"bootstrap.servers": network["agent"].listeners["PLAINTEXT"]})
+    assert admin.list_topics(timeout=30).topics == {}
+
+
+def test_users_and_acls_added_through_one_agent_apply_on_another(network):
+    from confluent_kafka.admin import (
+        AclBinding,
+        AclBindingFilter,
+        AclOperation,
+        AclPermissionType,
+        ResourcePatternType,
+        ResourceType,
+        ScramCredentialInfo,
+        ScramMechanism,
+        UserScramCredentialUpsertion,
+    )
+
+    admin = AdminClient(scram_config(network))  # alice, a super user, through the first agent
+    upsert = UserScramCredentialUpsertion(
+        "dave", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), DAVE_PASSWORD.encode()
+    )
+    for future in admin.alter_user_scram_credentials([upsert]).values():
+        future.result(30)
+    described = admin.describe_user_scram_credentials(["dave"])["dave"].result(30)
+    assert [i.mechanism for i in described.scram_credential_infos] == [ScramMechanism.SCRAM_SHA_256]
+    second = Agent(
+        network["store"],
+        log=network["work"] / "second.log",
+        listen=["SASL_PLAINTEXT://127.0.0.1:0"],
+        conf=network["conf"],
+    )
+    try:
+        dave = {
+            "bootstrap.servers": second.listeners["SASL_PLAINTEXT"],
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanisms": "SCRAM-SHA-256",
+            "sasl.username": "dave",
+            "sasl.password": DAVE_PASSWORD,
+        }
+        assert AdminClient(dave).list_topics(timeout=30).topics == {}  # authenticated, no ACL yet
+        binding = AclBinding(
+            ResourceType.TOPIC,
+            "t",
+            ResourcePatternType.LITERAL,
+            "User:dave",
+            "*",
+            AclOperation.DESCRIBE,
+            AclPermissionType.ALLOW,
+        )
+        for future in admin.create_acls([binding]).values():
+            future.result(30)
+        deadline = time.monotonic() + 10
+        while "t" not in AdminClient(dave).list_topics(timeout=30).topics:
+            assert time.monotonic() < deadline, "the ACL did not reach the second agent"
+            time.sleep(0.3)
+        dave_acls = AclBindingFilter(
+            ResourceType.TOPIC,
+            "t",
+            ResourcePatternType.MATCH,
+            "User:dave",
+            None,
+            AclOperation.ANY,
+            AclPermissionType.ANY,
+        )
+        assert admin.describe_acls(dave_acls).result(30) == [binding]
+        for future in admin.delete_acls([dave_acls]).values():
+            assert future.result(30) == [binding]
+        assert admin.describe_acls(dave_acls).result(30) == []
+    finally:
+        second.stop()
+    for secret in (DAVE_PASSWORD, CAROL_PASSWORD):
+        assert secret not in (network["work"] / "second.log").read_text()
+
+
+def read_frame(sock: socket.socket) -> bytes:
+    size = b""
+    while len(size) < 4:
+        chunk = sock.recv(4 - len(size))
+        if not chunk:
+            return b""
+        size += chunk
+    rest, body = struct.unpack(">i", size)[0], b""
+    while len(body) < rest:
+        body += sock.recv(rest - len(body))
+    return size + body
+
+
+def test_a_v0_sasl_handshake_takes_the_token_as_a_bare_frame(network):
+    host, port = network["agent"].listeners["SASL_PLAINTEXT"].rsplit(":", 1)
+
+    def handshake(sock: socket.socket) -> None:
+        header = struct.pack(">hhih", 17, 0, 9, 1) + b"p" + struct.pack(">h", 5) + b"PLAIN"
+        sock.sendall(struct.pack(">i", len(header)) + header)
+        answer = read_frame(sock)
+        assert struct.unpack(">ih", answer[4:10]) == (9, 0)  # correlation id, error NONE
+
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        handshake(sock)
+        token = b"\0bob\0" + BOB_PASSWORD.encode()
+        sock.sendall(struct.pack(">i", len(token)) + token)
+        assert read_frame(sock) == struct.pack(">i", 0)  # PLAIN's empty server token
+        metadata = struct.pack(">hhih", 3, 1, 10, 0) + struct.pack(">i", -1)
+        sock.sendall(struct.pack(">i", len(metadata)) + metadata)
+        assert b"\x00\x01t" in read_frame(sock)  # bob may describe t
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        handshake(sock)
+        token = b"\0bob\0wrong"
+        sock.sendall(struct.pack(">i", len(token)) + token)
+        assert read_frame(sock) == b""  # refused: the connection is closed
+
+
+def scraped(url: str) -> dict[tuple[str, tuple], float]:
+    from urllib.request import urlopen
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = urlopen(url, timeout=30).read().decode()
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+def test_the_metrics_endpoint_shows_what_was_served(network):
+    from urllib.request import urlopen
+
+    url = network["agent"].metrics
+    assert urlopen(url.replace("/metrics", "/health"), timeout=10).read() == b"ok\n"
+    before = scraped(url)
+    produce_and_consume(scram_config(network), "t", b"counted")
+    after = scraped(url)
+
+    def grew(name: str, **labels: str) -> float:
+        key = (name, tuple(sorted(labels.items())))
+        return after.get(key, 0) - before.get(key, 0)
+
+    assert grew("lakelog_requests_total", api="produce", error="none") >= 1
+    assert grew("lakelog_requests_total", api="fetch", error="none") >= 1
+    assert grew("lakelog_requests_total", api="sasl_authenticate", error="none") >= 2
+    assert grew("lakelog_request_latency_seconds_count", api="produce") >= 1
+    assert grew("lakelog_commit_latency_seconds_count") >= 1
+    assert grew("lakelog_commit_batch_requests_count") >= 1
+    assert grew("lakelog_bytes_in_total") > len(b"counted")
+    assert grew("lakelog_bytes_out_total") > len(b"counted")
+    assert grew("lakelog_connections_total", listener="SASL_SSL") >= 2
+    assert after[("lakelog_open_connections", (("listener", "SASL_SSL"),))] >= 0
+    refused = [k for k in after if k[0] == "lakelog_requests_total" and ("error", "topic_authorization_failed") in k[1]]
+    assert refused  # carol's refused requests above
+    # Lag from the store: carol-group committed what it read of t, and t grew since.
+    lag = after[("lakelog_consumer_group_lag", (("group", "carol-group"), ("partition", "0"), ("topic", "t")))]
+    committed = after[
+        ("lakelog_consumer_group_committed_offset", (("group", "carol-group"), ("partition", "0"), ("topic", "t")))
+    ]
+    ends = store_ends(network["store"])["t"]
+    assert committed + lag == ends[0] and lag >= 1
+
+
 def test_no_secret_in_the_agents_log(network):
     text = network["log"].read_text()
     assert "authentication of 'alice'" in text  # the wrong password above was logged, by name
-    for secret in (ALICE_PASSWORD, BOB_PASSWORD, KEYSTORE_PASSWORD, "not-" + ALICE_PASSWORD):
+    for secret in (ALICE_PASSWORD, BOB_PASSWORD, CAROL_PASSWORD, DAVE_PASSWORD, KEYSTORE_PASSWORD):
         assert secret not in text
     shown = lakelog(network["store"], "--conf", str(network["conf"]), "config")
     assert KEYSTORE_PASSWORD not in shown and "ssl.keystore.password" in shown

@@ -175,3 +175,20 @@ class CredentialStore:
     def authenticate_plain(self, user: str, password: str) -> bool:
         """Whether ``password`` matches one of the user's SCRAM credentials (PLAIN's check)."""
         return any(verify_password(c, password) for c in self.credentials(user).values())
+
+
+def credential_from_salted_password(
+    mechanism: str, salt: bytes, salted_password: bytes, iterations: int
+) -> ScramCredential:
+    """The credential AlterUserScramCredentials carries (the client sends the salt and
+    ``SaltedPassword := Hi(password, salt, i)``, never the password; Kafka's
+    ``ScramCredentialUpsertion``): StoredKey and ServerKey as RFC 5802 section 3 derives them.
+    Raises InvalidConfigError for an unknown mechanism or iterations outside Kafka's range."""
+    digest = MECHANISMS[check_mechanism(mechanism)]
+    if not MIN_ITERATIONS <= iterations <= MAX_ITERATIONS:
+        raise InvalidConfigError(f"{mechanism}: iterations {iterations} outside {MIN_ITERATIONS}-{MAX_ITERATIONS}")
+    if not salt or not salted_password:
+        raise InvalidConfigError(f"{mechanism}: an empty salt or salted password")
+    client_key = hmac.new(salted_password, b"Client Key", digest).digest()
+    server_key = hmac.new(salted_password, b"Server Key", digest).digest()
+    return ScramCredential(mechanism, salt, hashlib.new(digest, client_key).digest(), server_key, iterations)
