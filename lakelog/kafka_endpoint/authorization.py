@@ -277,7 +277,7 @@ class RequestAuthorizer:
             elif not self._may_write_somewhere(request):
                 return CLUSTER_REFUSED
         if key == FIND_COORDINATOR:
-            resource = "TRANSACTIONAL_ID" if body.key_type == 1 else "GROUP"
+            resource = "TRANSACTIONAL_ID" if getattr(body, "key_type", 0) == 1 else "GROUP"  # v0: groups only
             keys = body.coordinator_keys if request.api_version >= 4 else (body.key,)
             if not all(self.allowed(request, "DESCRIBE", resource, k) for k in keys):
                 return TXN_REFUSED if resource == "TRANSACTIONAL_ID" else GROUP_REFUSED

@@ -44,16 +44,16 @@ VERSIONS: dict[int, tuple[int, int]] = {
 _MECHANISM_NAMES = {code: name for name, code in MECHANISM_CODES.items()}
 
 
-def _filter(f: Any, prefix: str = "") -> AclFilter:
+def _filter(f: Any) -> AclFilter:
     """Kafka's ACL binding filter of a DescribeAcls request or DeleteAcls filter entry."""
 
     def named(table: dict[str, int], code: int) -> str:
         return next((name for name, c in table.items() if c == code), "UNKNOWN")
 
     return AclFilter(
-        resource_type=named(RESOURCE_TYPES, int(getattr(f, f"{prefix}resource_type_filter"))),
-        name=getattr(f, f"{prefix}resource_name_filter"),
-        pattern_type=named(PATTERN_TYPES, int(getattr(f, f"{prefix}pattern_type_filter"))),
+        resource_type=named(RESOURCE_TYPES, int(f.resource_type_filter)),
+        name=f.resource_name_filter,
+        pattern_type=named(PATTERN_TYPES, int(f.pattern_type_filter)),
         principal=f.principal_filter,
         host=f.host_filter,
         operation=named(OPERATIONS, int(f.operation)),

@@ -5,6 +5,7 @@ at once); a second agent on the same store shows that users and ACLs are shared.
 
 from __future__ import annotations
 
+import shutil
 import socket
 import ssl
 import struct
@@ -512,6 +513,66 @@ def test_the_metrics_endpoint_shows_what_was_served(network):
     ]
     ends = store_ends(network["store"])["t"]
     assert committed + lag == ends[0] and lag >= 1
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("java") is None, reason="needs Java 17+")
+def test_kafkas_console_tools_over_sasl_ssl_with_scram_sha_512(network):
+    from benchmarks.kafka_reference import ensure_kafka_jars
+
+    config = network["work"] / "alice.properties"
+    config.write_text(
+        "security.protocol=SASL_SSL\n"
+        "sasl.mechanism=SCRAM-SHA-512\n"
+        "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
+        f'username="alice" password="{ALICE_PASSWORD}";\n'
+        "ssl.truststore.type=PEM\n"
+        f"ssl.truststore.location={network['work'] / 'ca.pem'}\n"
+    )
+    jars = ensure_kafka_jars()
+
+    def tool(main: str, *args: str, stdin: str = "") -> subprocess.CompletedProcess:
+        return subprocess.run(
+            ["java", "-cp", f"{jars / 'tools'}/*:{jars}/*", main, *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
+
+    bootstrap = network["agent"].listeners["SASL_SSL"]
+    before = store_ends(network["store"])["other"][0]
+    produced = tool(
+        "org.apache.kafka.tools.ConsoleProducer",
+        "--bootstrap-server",
+        bootstrap,
+        "--topic",
+        "other",
+        "--producer.config",
+        str(config),
+        stdin="from java one\nfrom java two\n",
+    )
+    assert produced.returncode == 0, produced.stderr
+    assert store_ends(network["store"])["other"][0] == before + 2
+    consumed = tool(
+        "org.apache.kafka.tools.consumer.ConsoleConsumer",
+        "--bootstrap-server",
+        bootstrap,
+        "--topic",
+        "other",
+        "--partition",
+        "0",
+        "--offset",
+        str(before),
+        "--max-messages",
+        "2",
+        "--consumer.config",
+        str(config),
+    )
+    assert consumed.returncode == 0, consumed.stderr
+    # Kafka 4.1+ prints a note on --consumer.config (renamed --command-config) to stdout first.
+    assert consumed.stdout.splitlines()[-2:] == ["from java one", "from java two"]
+    config.unlink()
 
 
 def test_no_secret_in_the_agents_log(network):
