@@ -183,8 +183,19 @@ class Decision:
 class RequestAuthorizer:
     """The authorization of one agent's requests (see the module docstring). Thread-safe."""
 
-    def __init__(self, store_uri: str, serve_settings: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        store_uri: str,
+        serve_settings: dict[str, Any],
+        existing_topics: Callable[[], Any] = dict,
+        auto_create: bool = False,
+    ) -> None:
+        """``existing_topics()`` names the store's topics and ``auto_create`` is the store's
+        ``auto.create.topics.enable``: a Metadata request naming a missing topic creates it only
+        for a principal that may CREATE it (on the cluster or the topic), as Kafka checks."""
         self.enabled = bool(serve_settings.get("authorizer.class.name"))
+        self._existing_topics = existing_topics
+        self._auto_create = auto_create
         self.super_users = frozenset(
             p.strip() for p in str(serve_settings.get("super.users", "")).split(";") if p.strip()
         )
@@ -341,6 +352,19 @@ class RequestAuthorizer:
                 ),
             )
         refused = [t for t in wanted if t.name is not None and not self.allowed(request, "DESCRIBE", "TOPIC", t.name)]
+        if self._auto_create and getattr(request.body, "allow_auto_topic_creation", True):
+            # KafkaApis.handleTopicMetadataRequest: a missing topic the principal may not create
+            # (CREATE on the cluster or the topic) is answered TOPIC_AUTHORIZATION_FAILED, not created.
+            existing = self._existing_topics()
+            if not self.allowed(request, "CREATE", "CLUSTER", CLUSTER_NAME):
+                refused += [
+                    t
+                    for t in wanted
+                    if t.name is not None
+                    and t not in refused
+                    and t.name not in existing
+                    and not self.allowed(request, "CREATE", "TOPIC", t.name)
+                ]
         if not refused:
             return Decision(request)
         body = dataclasses.replace(request.body, topics=tuple(t for t in wanted if t not in refused))

@@ -88,7 +88,12 @@ class Endpoint:
         serve_settings = self.store.settings.serve
         self.sasl = SaslApis(self.store.uri, serve_settings["sasl.enabled.mechanisms"])
         self.security = SecurityApis(self.store.uri)
-        self.authorizer = RequestAuthorizer(self.store.uri, serve_settings)
+        self.authorizer = RequestAuthorizer(
+            self.store.uri,
+            serve_settings,
+            self.store.context.latest_topics,
+            self.store.settings.auto_create_topics_enable,
+        )
         self._handlers: dict[int, Callable[[Request], Any]] = {
             API_VERSIONS: lambda request: api_versions_body(request.api_version),
             **self.produce.handlers(),

@@ -74,6 +74,26 @@ def test_a_group_not_granted_refuses_the_whole_request(authorizer):
     assert authorizer.decide(request(JOIN_GROUP, 5, "User:root", **join)).answer is None  # a super user
 
 
+def test_metadata_creates_a_missing_topic_only_for_a_principal_that_may_create_it(tmp_path):
+    from lakelog.kafka_endpoint.admin import METADATA
+
+    AclStore(str(tmp_path)).add(
+        [
+            AclBinding.of("TOPIC", "new-", "PREFIXED", "User:carol", "*", "DESCRIBE", "ALLOW"),
+            AclBinding.of("TOPIC", "new-ok", "LITERAL", "User:carol", "*", "CREATE", "ALLOW"),
+        ]
+    )
+    authorizer = RequestAuthorizer(str(tmp_path), ON, lambda: {"new-there": None}, auto_create=True)
+    names = ["new-ok", "new-no", "new-there"]
+    asked = request(METADATA, 12, topics=[{"name": n} for n in names], allow_auto_topic_creation=True)
+    decision = authorizer.decide(asked)
+    assert [t.name for t in decision.request.body.topics] == ["new-ok", "new-there"]
+    answer = decision.complete(build(response_class(METADATA, 12), topics=[]))
+    assert [(t.name, t.error_code) for t in answer.topics] == [("new-no", ErrorCode.topic_authorization_failed)]
+    without = RequestAuthorizer(str(tmp_path), ON, lambda: {}, auto_create=False)
+    assert without.decide(asked).request is asked  # nothing is created anyway: describing is enough
+
+
 def test_without_an_authorizer_or_a_listener_nothing_changes(tmp_path):
     off = RequestAuthorizer(str(tmp_path), {})
     fetch = request(FETCH, 12, topics=fetch_topics("other"))
