@@ -40,7 +40,8 @@ One module per tool: :mod:`.topics` (kafka-topics), :mod:`.produce`
 :mod:`.dump` (kafka-dump-log), :mod:`.security` (kafka-configs for users, kafka-acls),
 :mod:`.perf` (the perf tests' arguments; their drivers are the
 checkout's ``benchmarks/``), :mod:`.admin` (the store's own commands), :mod:`.quickstart` (the
-README's first command); :mod:`.setup` (the jars Spark sessions use); :mod:`.arguments` and
+README's first command); :mod:`.setup` (the jars Spark sessions use); :mod:`.log_format` (``serve
+--log-format json``); :mod:`.arguments` and
 :mod:`.tables` hold what they share. The top of the package: it may import any of lakelog.
 """
 

@@ -105,6 +105,10 @@ def cmd_serve(args: argparse.Namespace, out: Out) -> None:
 
     listen = args.listen or ["127.0.0.1:9092"]
     parse_listeners(listen)  # a wrong listener fails before the store is opened
+    if args.log_format == "json":
+        from lakelog.cli.log_format import use_json_logs
+
+        use_json_logs()
     store = open_store(args)
 
     def ready(server: Any) -> None:
@@ -210,6 +214,12 @@ def add_parsers(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--metrics-listen",
         help="HOST:PORT serving Prometheus metrics at /metrics and a /health check (port 0: any free port)",
+    )
+    p.add_argument(
+        "--log-format",
+        choices=["text", "json"],
+        default="text",
+        help="json: one JSON object per log line, with the client id and host, principal and listener",
     )
     p.set_defaults(func=cmd_serve)
 

@@ -86,6 +86,7 @@ class SaslApis:
                     session.client_host,
                     session.listener,
                     session.mechanism,
+                    extra=session.log_context(),
                 )
                 return (
                     b"",
@@ -137,6 +138,7 @@ class SaslApis:
             session.client_host,
             session.listener,
             session.mechanism,
+            extra=session.log_context(),
         )
 
 

@@ -237,6 +237,7 @@ class Server:
                         peer,
                         listener,
                         api_name(key, version),
+                        extra=session.log_context(header_client_id(frame)),
                     )
                     return
                 if not isinstance(parsed, Request):
@@ -301,7 +302,8 @@ class Server:
         try:
             body = handler() if handler is not None else self.endpoint.handle(request, lambda: self._stopping)
         except Exception:
-            log.exception("api %s v%s failed", request.api_key, request.api_version)
+            context = request.session.log_context(request.client_id) if request.session is not None else {}
+            log.exception("api %s v%s failed", request.api_key, request.api_version, extra=context)
             return error_response(
                 request.api_key, request.api_version, request.correlation_id, ErrorCode.unknown_server_error
             )

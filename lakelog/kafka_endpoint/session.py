@@ -38,6 +38,15 @@ class Session:
             session.principal = cert_principal
         return session
 
+    def log_context(self, client_id: str | None = None) -> dict[str, str | None]:
+        """The fields a log line about this connection carries (``extra=``; JSON logs show them)."""
+        return {
+            "client_id": client_id,
+            "client_host": self.client_host,
+            "principal": self.principal,
+            "listener": str(self.listener),
+        }
+
 
 def advertised_address(request: Request, default: tuple[str, int]) -> tuple[str, int]:
     """The address to tell the client of ``request`` this agent is at: the advertised address of

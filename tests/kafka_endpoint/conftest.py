@@ -27,6 +27,7 @@ class Agent:
         listen: list[str] | None = None,
         conf: Path | None = None,
         metrics_listen: str | None = None,
+        serve_args: tuple[str, ...] = (),
     ) -> None:
         """``listen``: listeners in Kafka's syntax instead of PLAINTEXT on ``port``; their bound
         addresses are :attr:`listeners` (protocol -> ``host:port``). ``conf``: a settings file.
@@ -45,6 +46,7 @@ class Agent:
                 "serve",
                 *[arg for spec in listen or [f"127.0.0.1:{port}"] for arg in ("--listen", spec)],
                 *(["--metrics-listen", metrics_listen] if metrics_listen is not None else []),
+                *serve_args,
             ],
             cwd=ROOT,
             env={**os.environ, "PYTHONPATH": str(ROOT)},

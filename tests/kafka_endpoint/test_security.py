@@ -5,6 +5,7 @@ at once); a second agent on the same store shows that users and ACLs are shared.
 
 from __future__ import annotations
 
+import json
 import shutil
 import socket
 import ssl
@@ -136,7 +137,9 @@ def network(tmp_path_factory):
     )
     log = work / "agent.log"
     listen = ["PLAINTEXT://127.0.0.1:0", "SSL://127.0.0.1:0", "SASL_PLAINTEXT://127.0.0.1:0", "SASL_SSL://127.0.0.1:0"]
-    agent = Agent(store_dir, log=log, listen=listen, conf=conf, metrics_listen="127.0.0.1:0")
+    agent = Agent(
+        store_dir, log=log, listen=listen, conf=conf, metrics_listen="127.0.0.1:0", serve_args=("--log-format", "json")
+    )
     yield {
         "agent": agent,
         "store": store_dir,
@@ -578,6 +581,9 @@ def test_kafkas_console_tools_over_sasl_ssl_with_scram_sha_512(network):
 def test_no_secret_in_the_agents_log(network):
     text = network["log"].read_text()
     assert "authentication of 'alice'" in text  # the wrong password above was logged, by name
+    failures = [json.loads(line) for line in text.splitlines() if "authentication of 'alice'" in line]
+    assert failures[0]["level"] == "WARNING" and failures[0]["principal"] == "User:ANONYMOUS"
+    assert failures[0]["listener"].startswith("SASL_SSL://") and failures[0]["client_host"] == "127.0.0.1"
     for secret in (ALICE_PASSWORD, BOB_PASSWORD, CAROL_PASSWORD, DAVE_PASSWORD, KEYSTORE_PASSWORD):
         assert secret not in text
     shown = lakelog(network["store"], "--conf", str(network["conf"]), "config")
