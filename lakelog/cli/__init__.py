@@ -37,9 +37,11 @@ the store, and are deleted afterwards.
 One module per tool: :mod:`.topics` (kafka-topics), :mod:`.produce`
 (kafka-console-producer), :mod:`.consume` (kafka-console-consumer),
 :mod:`.groups` (kafka-consumer-groups), :mod:`.offsets` (GetOffsetShell),
-:mod:`.dump` (kafka-dump-log), :mod:`.perf` (the perf tests' arguments; their drivers are the
+:mod:`.dump` (kafka-dump-log), :mod:`.security` (kafka-configs for users, kafka-acls),
+:mod:`.perf` (the perf tests' arguments; their drivers are the
 checkout's ``benchmarks/``), :mod:`.admin` (the store's own commands), :mod:`.quickstart` (the
-README's first command); :mod:`.setup` (the jars Spark sessions use); :mod:`.arguments` and
+README's first command); :mod:`.setup` (the jars Spark sessions use); :mod:`.log_format` (``serve
+--log-format json``); :mod:`.arguments` and
 :mod:`.tables` hold what they share. The top of the package: it may import any of lakelog.
 """
 
@@ -52,7 +54,7 @@ import sys
 import traceback
 from collections.abc import Sequence
 
-from lakelog.cli import admin, consume, dump, groups, offsets, perf, produce, setup, topics
+from lakelog.cli import admin, consume, dump, groups, offsets, perf, produce, security, setup, topics
 from lakelog.cli.arguments import STORE_ENV, store_options, verbose_option
 from lakelog.engine.errors import InvalidConfigError, LakelogError, UnexpectedError, error_for_exception
 from lakelog.engine.settings import load_settings, redact_logs, redact_text
@@ -70,6 +72,8 @@ COMMANDS = (
     "check",
     "serve",
     "config",
+    "configs",
+    "acls",
     "quickstart",
     "setup",
 )
@@ -100,6 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
     groups.add_parser(commands, [store, verbose_option(long=False)])
     perf.add_parser(commands, everywhere)
     admin.add_parsers(commands, everywhere)
+    security.add_parsers(commands, everywhere)
     setup.add_parser(commands, everywhere)
     return parser
 

@@ -100,16 +100,20 @@ def cmd_check(args: argparse.Namespace, out: Out) -> int:
 
 
 def cmd_serve(args: argparse.Namespace, out: Out) -> None:
+    from lakelog.kafka_endpoint.listeners import parse_listeners
     from lakelog.kafka_endpoint.server import serve
 
-    _, sep, port = args.listen.rpartition(":")
-    if not sep or not port.isdigit() or int(port) > 65535:
-        raise InvalidConfigError(f"--listen must be HOST:PORT, got {args.listen!r}")
+    listen = args.listen or ["127.0.0.1:9092"]
+    parse_listeners(listen)  # a wrong listener fails before the store is opened
     registry_listen = getattr(args, "schema_registry_listen", None)
     if registry_listen is not None:
         _, sep, port = registry_listen.rpartition(":")
         if not sep or not port.isdigit() or int(port) > 65535:
             raise InvalidConfigError(f"--schema-registry-listen must be HOST:PORT, got {registry_listen!r}")
+    if args.log_format == "json":
+        from lakelog.cli.log_format import use_json_logs
+
+        use_json_logs()
     store = open_store(args)
     registry = None
     if registry_listen is not None:
@@ -118,13 +122,18 @@ def cmd_serve(args: argparse.Namespace, out: Out) -> None:
         registry = start_registry(store.context, registry_listen)
 
     def ready(server: Any) -> None:
-        out(f"lakelog serve: Kafka protocol on {server.host}:{server.port} for store {store.uri}")
+        for listener in server.listeners:
+            shown = "" if listener.protocol == "PLAINTEXT" else f" ({listener.protocol})"
+            out(f"lakelog serve: Kafka protocol on {listener.host}:{listener.port}{shown} for store {store.uri}")
         if registry is not None:
             out(f"lakelog serve: Schema Registry on http://{registry.host}:{registry.port}")
+        if server.metrics_address is not None:
+            host, port = server.metrics_address
+            out(f"lakelog serve: Prometheus metrics on http://{host}:{port}/metrics")
         sys.stdout.flush()
 
     try:
-        serve(store, args.listen, ready)
+        serve(store, listen, ready, args.metrics_listen)
     finally:
         if registry is not None:  # take no request once the Kafka listener stopped
             registry.shutdown()
@@ -212,12 +221,28 @@ def add_parsers(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
         "Delta commit; idempotent and transactional producers, consumer groups (subscribe), offsets, topic and "
         "group admin work as on a broker. Stop with SIGTERM or Ctrl-C (requests in flight finish).",
     )
-    p.add_argument("--listen", default="127.0.0.1:9092", help="HOST:PORT to listen on (port 0: any free port)")
     p.add_argument(
         "--schema-registry-listen",
         metavar="HOST:PORT",
         help="also serve a Confluent-compatible Schema Registry (REST, schema.registry.url=http://HOST:PORT) "
         "whose schemas live in the store's _schemas topic (port 0: any free port; off unless given)",
+    )
+    p.add_argument(
+        "--listen",
+        action="append",
+        help="[PROTOCOL://]HOST:PORT to listen on, as Kafka's listeners (PLAINTEXT, SSL, SASL_PLAINTEXT, "
+        "SASL_SSL; repeatable or comma-separated; port 0: any free port; default 127.0.0.1:9092). TLS and SASL "
+        "take Kafka's broker settings (ssl.keystore.location, sasl.enabled.mechanisms, ...) from --conf",
+    )
+    p.add_argument(
+        "--metrics-listen",
+        help="HOST:PORT serving Prometheus metrics at /metrics and a /health check (port 0: any free port)",
+    )
+    p.add_argument(
+        "--log-format",
+        choices=["text", "json"],
+        default="text",
+        help="json: one JSON object per log line, with the client id and host, principal and listener",
     )
     p.set_defaults(func=cmd_serve)
 

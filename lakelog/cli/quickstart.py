@@ -16,6 +16,7 @@ import threading
 from collections.abc import Callable
 
 from lakelog.kafka_endpoint.endpoint import Endpoint
+from lakelog.kafka_endpoint.listeners import Listener
 from lakelog.kafka_endpoint.server import Server
 from lakelog.store import Store
 
@@ -77,7 +78,7 @@ class _Agent:
 
     def __init__(self, store: Store) -> None:
         self.loop = asyncio.new_event_loop()
-        self.server = Server(lambda port: Endpoint(store, "127.0.0.1", port), "127.0.0.1", 0)
+        self.server = Server(lambda port: Endpoint(store, "127.0.0.1", port), [Listener("PLAINTEXT", "127.0.0.1", 0)])
         self.loop.run_until_complete(self.server.start())
         self.thread = threading.Thread(target=self.loop.run_forever, name="lakelog-quickstart-serve", daemon=True)
         self.thread.start()

@@ -83,6 +83,94 @@ STORE_KEYS = key_table(
     ]
 )
 
+# `lakelog serve`'s network security, with Kafka's broker names (KafkaConfig / BrokerSecurityConfigs).
+SERVE_KEYS = key_table(
+    [
+        ConfigKey(
+            "ssl.keystore.type",
+            "enum",
+            "PEM",
+            "Format of ssl.keystore.location for SSL and SASL_SSL listeners: PEM (the private key and the "
+            "certificate chain in one file) or PKCS12 (with ssl.keystore.password). Kafka's JKS is not read.",
+            choices=("PEM", "PKCS12"),
+        ),
+        ConfigKey(
+            "ssl.keystore.location",
+            "string",
+            "",
+            "The agent's private key and certificate chain (needed by SSL and SASL_SSL listeners).",
+        ),
+        ConfigKey("ssl.keystore.password", "string", "", "Password of a PKCS12 keystore (never shown or logged)."),
+        ConfigKey("ssl.key.password", "string", "", "Password of an encrypted PEM private key (never shown)."),
+        ConfigKey(
+            "ssl.truststore.type",
+            "enum",
+            "PEM",
+            "Format of ssl.truststore.location: PEM (CA certificates) or PKCS12.",
+            choices=("PEM", "PKCS12"),
+        ),
+        ConfigKey(
+            "ssl.truststore.location",
+            "string",
+            "",
+            "CA certificates that client certificates are checked against (empty: the system's).",
+        ),
+        ConfigKey("ssl.truststore.password", "string", "", "Password of a PKCS12 truststore (never shown or logged)."),
+        ConfigKey(
+            "ssl.client.auth",
+            "enum",
+            "none",
+            "Client certificates on SSL listeners, as Kafka's broker: required (refused without a valid one), "
+            "requested (checked when given) or none. A client certificate's subject is the principal "
+            "(User:CN=...,O=...) on SSL listeners.",
+            choices=("required", "requested", "none"),
+        ),
+        ConfigKey(
+            "sasl.enabled.mechanisms",
+            "list",
+            ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"),
+            "SASL mechanisms of SASL_PLAINTEXT and SASL_SSL listeners. PLAIN checks the password against the "
+            "user's SCRAM credentials kept in the store (lakelog configs --alter --entity-type users).",
+            choices=("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"),
+        ),
+        ConfigKey(
+            "advertised.listeners",
+            "string",
+            "",
+            "Addresses clients are told to reach each listener at, in --listen's syntax "
+            "(SASL_SSL://agent1.example.com:9093,...; matched to a listener by its security protocol). "
+            "Empty: each listener's own address.",
+        ),
+        ConfigKey(
+            "authorizer.class.name",
+            "string",
+            "",
+            "Set to org.apache.kafka.metadata.authorizer.StandardAuthorizer (Kafka's name; lakelog's own "
+            "implementation of it) to authorize every request of an authenticated (SSL or SASL) listener against "
+            "the ACLs in the store. Empty: no authorization, as a broker without an authorizer. PLAINTEXT "
+            "listeners are authorized as User:ANONYMOUS when it is set.",
+            check=lambda v: (
+                None
+                if v in ("", AUTHORIZER_CLASS, "kafka.security.authorizer.AclAuthorizer")
+                else f"must be empty or {AUTHORIZER_CLASS}"
+            ),
+        ),
+        ConfigKey(
+            "super.users",
+            "string",
+            "",
+            "Principals allowed everything whatever the ACLs, separated by ';' (User:admin;User:CN=ops).",
+        ),
+        ConfigKey(
+            "allow.everyone.if.no.acl.found",
+            "bool",
+            False,
+            "Whether a resource no ACL matches is open to everyone (Kafka's default, and lakelog's: false).",
+        ),
+    ]
+)
+AUTHORIZER_CLASS = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+
 # prefix -> (keys, what the keys configure)
 PREFIXED_KEYS: dict[str, tuple[Mapping[str, ConfigKey], str]] = {
     "topic.": (TOPIC_CONFIG_KEYS, "new topics"),
@@ -106,15 +194,20 @@ _SECRET_ENV = re.compile(r"(?i)secret|password|token|access[._]key")
 _SECRET_ASSIGNMENT = re.compile(
     r"(?i)([\w.\-]*(?:secret|password|token|access[.]key)[\w.\-]*[\"']?\s*[=:]\s*[\"']?)([^\s\"',;}]+)"
 )
+# The password of a URI's user info (RFC 3986 section 3.2.1; "s3a://KEY:SECRET@bucket/path", which
+# Hadoop once accepted and warns about): the user (an access key id) stays, the secret goes.
+_URI_SECRET = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://[^/\s:@]+:)([^@\s]+)(@)")
 _secret_values: set[str] = set()
 _factory_installed = False
 
 
 def redact_text(text: str) -> str:
-    """``text`` with every secret value :func:`redact_logs` was told of, and the value of every
-    ``<secret key>=value`` / ``<secret key>: value`` in it, replaced by :data:`REDACTED`."""
+    """``text`` with every secret value :func:`redact_logs` was told of, the value of every
+    ``<secret key>=value`` / ``<secret key>: value`` and the password of every
+    ``scheme://user:password@...`` in it replaced by :data:`REDACTED`."""
     for value in sorted(_secret_values, key=len, reverse=True):
         text = text.replace(value, REDACTED)
+    text = _URI_SECRET.sub(lambda m: m.group(1) + REDACTED + m.group(3), text)
     return _SECRET_ASSIGNMENT.sub(lambda m: m.group(1) + REDACTED, text)
 
 
@@ -157,6 +250,8 @@ class Settings:
     producer: dict[str, Any] = field(default_factory=dict)
     consumer: dict[str, Any] = field(default_factory=dict)
     spark: dict[str, str] = field(default_factory=dict)
+    # `lakelog serve`'s security settings (SERVE_KEYS), every key with its value or default.
+    serve: dict[str, Any] = field(default_factory=lambda: {k.name: k.default for k in SERVE_KEYS.values()})
     origins: dict[str, str] = field(default_factory=dict)
 
     def values(self) -> dict[str, Any]:
@@ -169,6 +264,7 @@ class Settings:
         }
         for prefix, group in (("topic.", self.topic), ("producer.", self.producer), ("consumer.", self.consumer)):
             flat.update({prefix + k: v for k, v in group.items()})
+        flat.update(self.serve)
         flat.update(self.spark)
         return flat
 
@@ -222,11 +318,18 @@ def _resolve(raw: Mapping[str, tuple[Any, str]]) -> Settings:
     store: dict[str, Any] = {k.name: k.default for k in STORE_KEYS.values()}
     groups: dict[str, dict[str, Any]] = {prefix: {} for prefix in PREFIXED_KEYS}
     spark: dict[str, str] = {}
+    serve: dict[str, Any] = {k.name: k.default for k in SERVE_KEYS.values()}
     origins = {key: origin for key, (_, origin) in raw.items()}
     for key, (value, origin) in raw.items():
         prefix = next((p for p in PREFIXED_KEYS if key.startswith(p)), None)
         group = PREFIXED_KEYS[prefix][0] if prefix is not None else {}
         name = key.removeprefix(prefix) if prefix is not None else key
+        if key in SERVE_KEYS:
+            try:
+                serve[key] = SERVE_KEYS[key].parse(value)
+            except InvalidConfigError as exc:
+                raise InvalidConfigError(f"{exc} (from {origin})") from None
+            continue
         if key not in STORE_KEYS and not key.startswith(SPARK_PREFIX) and name not in group:
             hint = ", ".join(f"{prefix}{k}" for k in sorted(group)) if prefix is not None else _known_summary()
             raise InvalidConfigError(f"unknown setting {key!r} (from {origin}); known: {hint}")
@@ -248,18 +351,22 @@ def _resolve(raw: Mapping[str, tuple[Any, str]]) -> Settings:
         producer=groups["producer."],
         consumer=groups["consumer."],
         spark=spark,
+        serve=serve,
         origins=origins,
     )
 
 
 def _known_summary() -> str:
     prefixed = ", ".join(f"{p}<{what} key>" for p, (_, what) in PREFIXED_KEYS.items())
-    return f"{', '.join(STORE_KEYS)}, {prefixed}, {SPARK_PREFIX}<Spark key>"
+    return f"{', '.join(STORE_KEYS)}, {', '.join(SERVE_KEYS)}, {prefixed}, {SPARK_PREFIX}<Spark key>"
 
 
 def reference_rows() -> list[tuple[str, str, str]]:
     """(key, default, meaning) of every setting, in the order of the reference table."""
-    rows = [(k.name, k.render(k.default) if k.default != "" else "", k.doc) for k in STORE_KEYS.values()]
+    rows = [
+        (k.name, k.render(k.default) if k.default != "" else "", k.doc)
+        for k in (*STORE_KEYS.values(), *SERVE_KEYS.values())
+    ]
     rows.append(
         (f"{SPARK_PREFIX}*", "lakelog/conf/spark-defaults.conf", "Any Spark setting of the session lakelog builds.")
     )

@@ -39,6 +39,7 @@ from lakelog.engine.topics import TOPIC_CONFIG_KEYS, TopicMetadata, TopicPartiti
 from lakelog.kafka_endpoint.error_codes import error_code, outcome
 from lakelog.kafka_endpoint.messages import Request, api_key, build, response_class
 from lakelog.kafka_endpoint.record_batches import LEADER_EPOCH
+from lakelog.kafka_endpoint.session import advertised_address
 from lakelog.store import Store
 
 METADATA = api_key(MetadataRequest)
@@ -221,6 +222,7 @@ class AdminApis:
                     "partitions": partitions,
                 }
             )
+        host, port = advertised_address(request, (self.host, self.port))
         out += [
             {"error_code": ErrorCode.unknown_topic_id, "name": None, "topic_id": topic_id, "partitions": []}
             for topic_id in unknown_ids
@@ -228,7 +230,7 @@ class AdminApis:
         return build(
             cls,
             error_code=ErrorCode.none,
-            brokers=[{"node_id": 0, "host": self.host, "port": self.port}],
+            brokers=[{"node_id": 0, "host": host, "port": port}],
             cluster_id=self.cluster_id,
             controller_id=0,
             topics=out,
@@ -248,7 +250,8 @@ class AdminApis:
                 error_message=f"this broker serves endpoint type {BROKERS_ENDPOINT} (brokers), not {endpoint_type}",
             )
         else:
-            answer["brokers"] = [{"broker_id": 0, "host": self.host, "port": self.port, "rack": None}]
+            host, port = advertised_address(request, (self.host, self.port))
+            answer["brokers"] = [{"broker_id": 0, "host": host, "port": port, "rack": None}]
         operations = NOT_REQUESTED
         if body.include_cluster_authorized_operations:
             operations = sum(1 << op for op in CLUSTER_OPERATIONS)

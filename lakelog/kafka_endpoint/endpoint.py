@@ -19,12 +19,24 @@ from typing import Any
 from kio.schema.api_versions.v0.request import ApiVersionsRequest
 from kio.schema.errors import ErrorCode
 
-from lakelog.kafka_endpoint import admin, fetch, groups, produce, transaction_states, transactions
+from lakelog.kafka_endpoint import (
+    admin,
+    fetch,
+    groups,
+    produce,
+    sasl,
+    security_apis,
+    transaction_states,
+    transactions,
+)
 from lakelog.kafka_endpoint.admin import AdminApis
+from lakelog.kafka_endpoint.authorization import RequestAuthorizer
 from lakelog.kafka_endpoint.fetch import FETCH, FetchApis
 from lakelog.kafka_endpoint.groups import GroupApis
 from lakelog.kafka_endpoint.messages import Request, api_key, build, response_class
 from lakelog.kafka_endpoint.produce import ProduceApis
+from lakelog.kafka_endpoint.sasl import SaslApis
+from lakelog.kafka_endpoint.security_apis import SecurityApis
 from lakelog.kafka_endpoint.transaction_states import TransactionStateApis
 from lakelog.kafka_endpoint.transactions import TransactionApis
 from lakelog.store import Store
@@ -40,6 +52,8 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     **transactions.VERSIONS,
     **transaction_states.VERSIONS,
     **admin.VERSIONS,
+    **sasl.VERSIONS,
+    **security_apis.VERSIONS,
 }
 
 
@@ -60,14 +74,26 @@ class Endpoint:
     cluster_id: str = "lakelog"
     # Produce requests arriving within this long of each other share one Delta commit.
     linger_ms: float = 5.0
+    # The agent's metrics (kafka_endpoint.metrics.Metrics), told of every Produce commit; None: none kept.
+    metrics: Any = None
 
     def __post_init__(self) -> None:
         self.transactions = TransactionApis(self.store)
-        self.produce = ProduceApis(self.store, self.transactions, self.linger_ms)
+        observe = self.metrics.committed if self.metrics is not None else None
+        self.produce = ProduceApis(self.store, self.transactions, self.linger_ms, observe)
         self.fetch = FetchApis(self.store)
         self.groups = GroupApis(self.store, self.host, self.port)
         self.admin = AdminApis(self.store, self.host, self.port, self.cluster_id)
         self.transaction_states = TransactionStateApis(self.store, self.transactions.held)
+        serve_settings = self.store.settings.serve
+        self.sasl = SaslApis(self.store.uri, serve_settings["sasl.enabled.mechanisms"])
+        self.security = SecurityApis(self.store.uri)
+        self.authorizer = RequestAuthorizer(
+            self.store.uri,
+            serve_settings,
+            self.store.context.latest_topics,
+            self.store.settings.auto_create_topics_enable,
+        )
         self._handlers: dict[int, Callable[[Request], Any]] = {
             API_VERSIONS: lambda request: api_versions_body(request.api_version),
             **self.produce.handlers(),
@@ -76,6 +102,8 @@ class Endpoint:
             **self.transactions.handlers(),
             **self.transaction_states.handlers(),
             **self.admin.handlers(),
+            **self.sasl.handlers(),
+            **self.security.handlers(),
         }
 
     def close(self) -> None:
@@ -85,12 +113,23 @@ class Endpoint:
 
     def start_produce(self, request: Request) -> Callable[[], Any | None]:
         """A Produce request handed to its commits; what waits for them (see
-        :meth:`kafka_endpoint.produce.ProduceApis.start`)."""
-        return self.produce.start(request)
+        :meth:`kafka_endpoint.produce.ProduceApis.start`). Topics the connection's principal may
+        not write are taken out before (:mod:`kafka_endpoint.authorization`) and answered refused."""
+        decision = self.authorizer.decide(request)
+        if decision.answer is not None:
+            return lambda: decision.answer
+        finish = self.produce.start(decision.request)
+        return lambda: decision.complete(finish())
 
     def handle(self, request: Request, stopping: Callable[[], bool] = lambda: False) -> Any | None:
         """The response body for ``request``; None when none is sent (Produce with acks=0). A
-        Fetch waiting for records (long polling) returns early once ``stopping()``."""
+        Fetch waiting for records (long polling) returns early once ``stopping()``. With an
+        authorizer set, what the connection's principal may not do is answered refused and
+        not handled (:mod:`kafka_endpoint.authorization`)."""
+        decision = self.authorizer.decide(request)
+        if decision.answer is not None:
+            return decision.answer
+        request = decision.request
         if request.api_key == FETCH:
-            return self.fetch.fetch(request, stopping)
-        return self._handlers[request.api_key](request)
+            return decision.complete(self.fetch.fetch(request, stopping))
+        return decision.complete(self._handlers[request.api_key](request))

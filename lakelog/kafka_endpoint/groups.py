@@ -43,6 +43,7 @@ from lakelog.engine.groups.offsets_topic import MAX_OFFSET, OffsetAndMetadata
 from lakelog.engine.topics import TopicPartition
 from lakelog.kafka_endpoint.error_codes import error_code, outcome
 from lakelog.kafka_endpoint.messages import Request, api_key, build, response_class
+from lakelog.kafka_endpoint.session import advertised_address
 from lakelog.store import Store
 
 log = logging.getLogger(__name__)
@@ -119,7 +120,8 @@ class GroupApis:
 
     def find_coordinator(self, request: Request) -> Any:
         """This agent coordinates every group (groups live in the store, not in an agent)."""
-        me = {"node_id": 0, "host": self.host, "port": self.port, "error_code": ErrorCode.none}
+        host, port = advertised_address(request, (self.host, self.port))
+        me = {"node_id": 0, "host": host, "port": port, "error_code": ErrorCode.none}
         cls = response_class(FIND_COORDINATOR, request.api_version)
         if request.api_version >= 4:
             return build(cls, coordinators=[{"key": key, **me} for key in request.body.coordinator_keys])

@@ -49,6 +49,8 @@ class Request:
     correlation_id: int
     client_id: str | None
     body: Any  # the kio request entity
+    # The connection's security state (kafka_endpoint.sasl.Session); None outside a listener (tests).
+    session: Any = None
 
 
 def parse_request(frame: bytes, supported: Mapping[int, tuple[int, int]]) -> Request | tuple[int, int, int]:
@@ -118,6 +120,12 @@ def response_class(api_key: int, api_version: int) -> type:
 def nested_class(response: type, name: str) -> type:
     """A nested entity class of the module ``response`` was generated in."""
     return getattr(sys.modules[response.__module__], name)
+
+
+def item_class(cls: type, name: str) -> type:
+    """The entity class of the items of ``cls``'s list field ``name`` (``ProduceResponse``,
+    ``"responses"`` -> ``TopicProduceResponse``)."""
+    return typing.get_args(_hints(cls)[name])[0]
 
 
 @cache

@@ -61,10 +61,16 @@ class ProduceApis:
     """Produce over one store: plain and idempotent batches lingered into shared commits
     (idempotent ones committed at most once), transactional ones handed to their transaction."""
 
-    def __init__(self, store: Store, transactions: TransactionApis, linger_ms: float) -> None:
+    def __init__(
+        self,
+        store: Store,
+        transactions: TransactionApis,
+        linger_ms: float,
+        observe: Callable[[float, int, int], None] | None = None,
+    ) -> None:
         self.store = store
         self._transactions = transactions
-        self._linger = ProduceLinger(store.context.committer("lakelog-serve"), RETRY_POLICY, linger_ms)
+        self._linger = ProduceLinger(store.context.committer("lakelog-serve"), RETRY_POLICY, linger_ms, observe)
         self._reader = store.context.records
         self._schemas = SchemaValidation(store.context)
 

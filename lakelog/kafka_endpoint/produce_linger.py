@@ -17,6 +17,7 @@ import logging
 import queue
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
 
@@ -44,8 +45,16 @@ class Committed:
 class ProduceLinger:
     """Commits record tables (RECORD_SCHEMA, one partition each) in groups. Thread-safe."""
 
-    def __init__(self, writer: Committer, policy: RetryPolicy, linger_ms: float = 5.0) -> None:
+    def __init__(
+        self,
+        writer: Committer,
+        policy: RetryPolicy,
+        linger_ms: float = 5.0,
+        observe: Callable[[float, int, int], None] | None = None,
+    ) -> None:
+        """``observe(seconds, attempts, requests)`` is told of every commit (metrics)."""
         self._writer, self._policy, self._linger_s = writer, policy, linger_ms / 1000
+        self._observe = observe
         self._queue: queue.Queue[_Item | None] = queue.Queue()
         self._thread = threading.Thread(target=self._run, name="lakelog-serve-group-commit", daemon=True)
         self._thread.start()
@@ -109,7 +118,10 @@ class ProduceLinger:
         tables = [table for table, _, _ in group]
         placed = place_records(self._writer.latest(), tables)
         batch = ProduceGroup(placed, [claim for _, claim, _ in group], [t.num_rows for t in tables])
-        self._writer.append(batch, self._policy)
+        started = time.monotonic()
+        result = self._writer.append(batch, self._policy)
+        if self._observe is not None:
+            self._observe(time.monotonic() - started, result.attempts, len(tables))
         assert batch.offsets is not None
         return batch.offsets
 

@@ -18,10 +18,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
+import functools
 import logging
 import signal
 import struct
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -29,7 +32,16 @@ from typing import Any
 from kio.index import load_response_schema
 from kio.schema.errors import ErrorCode
 
+from lakelog.engine.errors import InvalidConfigError
 from lakelog.kafka_endpoint.endpoint import API_VERSIONS, SUPPORTED, Endpoint, api_versions_body
+from lakelog.kafka_endpoint.listeners import (
+    Listener,
+    advertised,
+    certificate_principal,
+    parse_listener,
+    parse_listeners,
+    server_ssl_context,
+)
 from lakelog.kafka_endpoint.messages import (
     MalformedRequestError,
     Request,
@@ -40,7 +52,10 @@ from lakelog.kafka_endpoint.messages import (
     known_fields,
     parse_request,
 )
+from lakelog.kafka_endpoint.metrics import Metrics
 from lakelog.kafka_endpoint.produce import PRODUCE
+from lakelog.kafka_endpoint.sasl import SASL_AUTHENTICATE, SASL_HANDSHAKE
+from lakelog.kafka_endpoint.session import Session
 from lakelog.kafka_endpoint.unexpected_errors import UnexpectedErrors
 from lakelog.store import Store
 
@@ -112,13 +127,25 @@ class UnsupportedRequests:
 
 
 class Server:
-    """One listener over one :class:`Endpoint`."""
+    """The listeners of one agent over one :class:`Endpoint` (each listener's clients are told
+    its advertised address; ``host``/``port`` are the first listener's)."""
 
-    def __init__(self, endpoint_factory: Callable[[int], Endpoint], host: str, port: int) -> None:
+    def __init__(
+        self,
+        endpoint_factory: Callable[[int], Endpoint],
+        listeners: list[Listener],
+        serve_settings: dict[str, Any] | None = None,
+        metrics: Metrics | None = None,
+    ) -> None:
         self._factory = endpoint_factory
-        self.host, self.port = host, port
+        self.metrics = metrics
+        self.listeners = list(listeners)
+        self.host, self.port = self.listeners[0].host, self.listeners[0].port
+        self._settings = serve_settings or {}
+        self._advertised: dict[str, tuple[str, int]] = {}
         self.endpoint: Endpoint | None = None
-        self._server: asyncio.base_events.Server | None = None
+        self.metrics_address: tuple[str, int] | None = None
+        self._servers: list[asyncio.base_events.Server] = []
         self._pool = ThreadPoolExecutor(max_workers=32, thread_name_prefix="lakelog-serve")
         self._stopping = False
         self._connections: set[asyncio.Task] = set()
@@ -126,16 +153,29 @@ class Server:
         self._unexpected = UnexpectedErrors()
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(self._connection, self.host, self.port)
-        self.port = self._server.sockets[0].getsockname()[1]
+        """Bind every listener (raises InvalidConfigError for TLS settings that do not load)."""
+        bound = []
+        for listener in self.listeners:
+            server = await asyncio.start_server(
+                functools.partial(self._connection, listener),
+                listener.host,
+                listener.port,
+                ssl=server_ssl_context(self._settings, listener) if listener.tls else None,
+            )
+            self._servers.append(server)
+            bound.append(dataclasses.replace(listener, port=server.sockets[0].getsockname()[1]))
+        self.listeners = bound
+        self.host, self.port = bound[0].host, bound[0].port
+        self._advertised = advertised(bound, self._settings.get("advertised.listeners", ""))
         self.endpoint = self._factory(self.port)
-        log.info("lakelog serve: listening on %s:%d (Kafka protocol)", self.host, self.port)
+        for listener in bound:
+            log.info("lakelog serve: listening on %s (Kafka protocol)", listener)
 
     async def stop(self) -> None:
         self._stopping = True
-        if self._server is not None:
-            self._server.close()
-            await self._server.wait_closed()
+        for server in self._servers:
+            server.close()
+            await server.wait_closed()
         for task in list(self._connections):
             task.cancel()
         await asyncio.gather(*self._connections, return_exceptions=True)
@@ -143,15 +183,26 @@ class Server:
         if self.endpoint is not None:
             self.endpoint.close()
 
-    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _connection(self, listener: Listener, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         """Read a connection's requests and answer them in order. Produce requests are
         pipelined (a client keeps up to max.in.flight of them outstanding): each is handed
         to the produce linger as it is read, so requests in flight share commits and keep
-        their order; the others are answered one at a time."""
+        their order; the others are answered one at a time. On a SASL listener, a request
+        other than ApiVersions and the SASL APIs before authentication closes the connection,
+        as does a failed authentication (after its answer), as with Kafka's broker."""
         task = asyncio.current_task()
         assert task is not None
         self._connections.add(task)
         peer = writer.get_extra_info("peername")
+        session = Session.open(
+            listener,
+            self._advertised[listener.protocol],
+            str(peer[0]) if peer else "",
+            certificate_principal(writer.get_extra_info("peercert")),
+        )
+        if self.metrics is not None:
+            self.metrics.connections.labels(listener.protocol).inc()
+            self.metrics.connections_total.labels(listener.protocol).inc()
         loop = asyncio.get_running_loop()
         answers: asyncio.Queue[asyncio.Future | None] = asyncio.Queue(maxsize=MAX_IN_FLIGHT)
         sender = asyncio.create_task(self._send_in_order(answers, writer))
@@ -162,9 +213,33 @@ class Server:
                     if not 0 < size <= MAX_FRAME_BYTES:
                         raise MalformedRequestError(f"a frame of {size} bytes")
                     frame = await reader.readexactly(size)
+                    if self.metrics is not None:
+                        self.metrics.bytes_in.inc(4 + size)
                 except asyncio.IncompleteReadError:
                     return
+                if session.raw_tokens and not session.authenticated:
+                    # After a v0 SaslHandshake the tokens are bare frames (Kafka's SaslServerAuthenticator).
+                    assert self.endpoint is not None
+                    reply, _ = await loop.run_in_executor(self._pool, self.endpoint.sasl.step, session, frame)
+                    done = loop.create_future()
+                    done.set_result(b"" if session.closing else _SIZE.pack(len(reply)) + reply)
+                    await answers.put(done)
+                    if session.closing:
+                        return
+                    continue
                 parsed = parse_request(frame, SUPPORTED)
+                key, version = (
+                    (parsed[0], parsed[1]) if not isinstance(parsed, Request) else (parsed.api_key, parsed.api_version)
+                )
+                if not session.authenticated and key not in (API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE):
+                    log.warning(
+                        "closing the connection from %s on %s: %s before SASL authentication",
+                        peer,
+                        listener,
+                        api_name(key, version),
+                        extra=session.log_context(header_client_id(frame)),
+                    )
+                    return
                 if not isinstance(parsed, Request):
                     self._unsupported.note(frame, parsed[0], parsed[1], peer)
                     answer = error_response(*parsed)
@@ -173,12 +248,16 @@ class Server:
                     done = loop.create_future()
                     done.set_result(answer)
                 elif parsed.api_key == PRODUCE:
+                    parsed = dataclasses.replace(parsed, session=session)
                     finish = await loop.run_in_executor(self._pool, self._start_produce, parsed, peer)
                     done = loop.run_in_executor(self._pool, finish)
                 else:
+                    parsed = dataclasses.replace(parsed, session=session)
                     done = loop.run_in_executor(self._pool, self._answer, parsed, None, peer)
                     await asyncio.wait([done])
                 await answers.put(done)
+                if session.closing:
+                    return
         except MalformedRequestError as exc:
             log.warning("closing the connection from %s: %s", peer, exc)
         except (ConnectionError, asyncio.CancelledError):
@@ -188,6 +267,8 @@ class Server:
                 await _quietly(answers.put(None))
             await _quietly(sender)
             self._connections.discard(task)
+            if self.metrics is not None:
+                self.metrics.connections.labels(listener.protocol).dec()
             with contextlib.suppress(Exception):
                 writer.close()
 
@@ -195,6 +276,8 @@ class Server:
         while (done := await answers.get()) is not None:
             frame = await done
             if frame:
+                if self.metrics is not None:
+                    self.metrics.bytes_out.inc(len(frame))
                 writer.write(frame)
                 await writer.drain()
 
@@ -215,13 +298,17 @@ class Server:
         logged and answered with UNKNOWN_SERVER_ERROR (None: close the connection). Error codes
         the answer carries that are not routine for its API are logged (:attr:`_unexpected`)."""
         assert self.endpoint is not None
+        started = time.monotonic()
         try:
             body = handler() if handler is not None else self.endpoint.handle(request, lambda: self._stopping)
         except Exception:
-            log.exception("api %s v%s failed", request.api_key, request.api_version)
+            context = request.session.log_context(request.client_id) if request.session is not None else {}
+            log.exception("api %s v%s failed", request.api_key, request.api_version, extra=context)
             return error_response(
                 request.api_key, request.api_version, request.correlation_id, ErrorCode.unknown_server_error
             )
+        if self.metrics is not None:
+            self.metrics.answered(api_name(request.api_key, request.api_version), body, time.monotonic() - started)
         if body is None:
             return b""
         try:
@@ -231,9 +318,20 @@ class Server:
         return encode_response(request.api_key, request.api_version, request.correlation_id, body)
 
 
-async def _serve(store: Store, host: str, port: int, ready: Callable[[Server], None] | None = None) -> None:
-    server = Server(lambda bound: Endpoint(store, host, bound), host, port)
+async def _serve(
+    store: Store,
+    listeners: list[Listener],
+    ready: Callable[[Server], None] | None = None,
+    metrics_listen: tuple[str, int] | None = None,
+) -> None:
+    first = listeners[0]
+    metrics = Metrics(store.context) if metrics_listen is not None else None
+    server = Server(
+        lambda bound: Endpoint(store, first.host, bound, metrics=metrics), listeners, store.settings.serve, metrics
+    )
     await server.start()
+    if metrics is not None and metrics_listen is not None:
+        server.metrics_address = metrics.serve(*metrics_listen)
     done = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -243,9 +341,25 @@ async def _serve(store: Store, host: str, port: int, ready: Callable[[Server], N
     await done.wait()
     log.warning("lakelog serve: stopping")
     await server.stop()
+    if metrics is not None:
+        metrics.close()
 
 
-def serve(store: Store, listen: str, ready: Callable[[Server], None] | None = None) -> None:
-    """Serve ``store`` on ``listen`` (``host:port``; port 0 picks a free one) until SIGTERM/SIGINT."""
-    host, _, port = listen.rpartition(":")
-    asyncio.run(_serve(store, host or "127.0.0.1", int(port), ready))
+def serve(
+    store: Store,
+    listen: str | list[str],
+    ready: Callable[[Server], None] | None = None,
+    metrics_listen: str | None = None,
+) -> None:
+    """Serve ``store`` on the listeners of ``listen`` (``[PROTOCOL://]HOST:PORT``, comma-separated
+    or a list; port 0 picks a free one; :mod:`kafka_endpoint.listeners`) until SIGTERM/SIGINT,
+    and Prometheus metrics on ``metrics_listen`` (``HOST:PORT``; :mod:`kafka_endpoint.metrics`).
+    Raises InvalidConfigError for a listener or TLS setting that is wrong."""
+    listeners = parse_listeners([listen] if isinstance(listen, str) else listen)
+    metrics_at = None
+    if metrics_listen is not None:
+        address = parse_listener(metrics_listen)
+        if address.protocol != "PLAINTEXT":
+            raise InvalidConfigError(f"--metrics-listen is HOST:PORT (plain HTTP), not {metrics_listen!r}")
+        metrics_at = (address.host, address.port)
+    asyncio.run(_serve(store, listeners, ready, metrics_at))

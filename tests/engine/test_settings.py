@@ -11,7 +11,7 @@ import pytest
 from lakelog.cli import main as cli_main
 from lakelog.conf import conf_path, parse_properties
 from lakelog.engine.errors import InvalidConfigError
-from lakelog.engine.settings import PREFIXED_KEYS, STORE_KEYS, load_settings, reference_table
+from lakelog.engine.settings import PREFIXED_KEYS, STORE_KEYS, load_settings, redact_logs, reference_table
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 
@@ -135,6 +135,21 @@ def test_no_log_line_of_a_cli_run_shows_a_secret(tmp_path, capsys, caplog, monke
     assert "s3a://b/t" in text and "fs.s3a.secret.key=*********(redacted)" in text
     for secret in ("SECRET-VALUE-5", "TOKEN-VALUE-6", "inline-one", "inline-two"):
         assert secret not in text
+
+
+def test_a_store_uri_with_credentials_is_shown_with_the_secret_masked(caplog):
+    from lakelog.engine.settings import redact_text
+
+    uri = "s3a://AKIDEXAMPLE:wJalrXUtn/K7MDENG+bPx@bucket/store"
+    shown = redact_text(f"no lakelog store at {uri} (create one with `lakelog --store {uri} ...`)")
+    assert "wJalrXUtn" not in shown and shown.count("s3a://AKIDEXAMPLE:*********(redacted)@bucket/store") == 2
+    assert (
+        redact_text("http://127.0.0.1:9000/bucket and s3a://bucket/key")
+        == "http://127.0.0.1:9000/bucket and s3a://bucket/key"
+    )
+    redact_logs(load_settings(environ={}), environ={})
+    logging.getLogger("lakelog.engine.commit").warning("opening %s", uri)
+    assert "wJalrXUtn" not in caplog.records[-1].getMessage()
 
 
 @pytest.mark.spark

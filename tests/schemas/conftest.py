@@ -72,7 +72,7 @@ class RegistryAgent(Agent):
     """``lakelog serve --schema-registry-listen 127.0.0.1:0`` over ``store`` in a process of its own."""
 
     def __init__(self, store: Path, log: Path) -> None:
-        super().__init__(store, log=log, args=("--schema-registry-listen", "127.0.0.1:0"))
+        super().__init__(store, log=log, serve_args=("--schema-registry-listen", "127.0.0.1:0"))
         line = self.proc.stdout.readline()
         found = re.search(r"Schema Registry on (http://127\.0\.0\.1:\d+)", line)
         if found is None:

@@ -23,16 +23,14 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import os
 import re
 import time
-import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import quote, unquote
 
 from lakelog.engine.errors import error_for_os_error
-from lakelog.engine.storage.object_store import filesystem, is_s3
+from lakelog.engine.storage.object_store import filesystem, replace_file
 
 LEASES_DIR = "_lakelog/groups"
 # Group and member ids name directories and files. A path component may be 255 bytes on POSIX file
@@ -76,7 +74,6 @@ class LeaseStore:
         self.uri = uri
         self.group_id = group_id
         self._fs, root = filesystem(uri)
-        self._local = not is_s3(uri) and "://" not in uri
         self.group_directory = f"{root}/{LEASES_DIR}/{file_name(group_id)}"
         self.directory = f"{self.group_directory}/members"
 
@@ -85,23 +82,8 @@ class LeaseStore:
 
     def _put(self, directory: str, member_id: str, document: Mapping, what: str) -> None:
         body = json.dumps(document).encode()
-        path = self._path(member_id, directory)
         try:
-            if self._local:
-                os.makedirs(directory, exist_ok=True)
-                temp = f"{directory}/.{uuid.uuid4().hex}.tmp"
-                try:
-                    with open(temp, "wb") as handle:
-                        handle.write(body)
-                    os.replace(temp, path)  # atomic: a reader sees the old object or the new one
-                except BaseException:
-                    # A full disk fails the write after the file was created: leave nothing behind.
-                    with contextlib.suppress(OSError):
-                        os.unlink(temp)
-                    raise
-            else:
-                with self._fs.open(path, "wb") as handle:
-                    handle.write(body)
+            replace_file(self._fs, directory, f"{file_name(member_id)}.json", body)
         except OSError as exc:
             raise error_for_os_error(
                 exc, f"writing {what} of member {_shown(member_id)} of group {_shown(self.group_id)}"

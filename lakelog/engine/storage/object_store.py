@@ -247,6 +247,33 @@ def filesystem(uri: str) -> tuple[fsspec.AbstractFileSystem, str]:
     return fs, root.rstrip("/")
 
 
+def replace_file(fs: fsspec.AbstractFileSystem, directory: str, name: str, body: bytes) -> None:
+    """Write ``directory/name`` whole, over whatever was there: a reader sees the old object or
+    the new one, never a part. Locally a temporary file renamed over it (``os.replace``), on S3 a
+    plain PUT (atomic per object). Raises OSError; then no temporary file is left and the old
+    object is unchanged."""
+    path = f"{directory}/{name}"
+    if not _is_local(fs):
+        with fs.open(path, "wb") as handle:
+            handle.write(body)
+        return
+    os.makedirs(directory, exist_ok=True)
+    temp = f"{directory}/.{uuid.uuid4().hex}.tmp"
+    try:
+        with open(temp, "wb") as handle:
+            handle.write(body)
+        os.replace(temp, path)
+    except BaseException:
+        # A full disk fails the write after the file was created: leave nothing behind.
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        raise
+
+
+def _is_local(fs: fsspec.AbstractFileSystem) -> bool:
+    return "file" in (fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,))
+
+
 def remove_tree(uri: str) -> None:
     """Delete everything under ``uri`` (a local directory or an S3 prefix); nothing if absent."""
     fs, root = filesystem(uri)
