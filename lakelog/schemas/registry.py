@@ -110,7 +110,7 @@ class Registry:
 class _SchemaRecordsBatch:
     """The records of one registry write, planned in each attempt on the state at that attempt's view."""
 
-    app_transaction = None
+    app_transactions = ()
     commit_when_empty = False
     operation = "schema_registry"
 
@@ -126,7 +126,7 @@ class _SchemaRecordsBatch:
         self.answer, self._records = self._plan(self._registry._state_at(view))
         return {TP: len(self._records)} if self._records else {}
 
-    def check(self, committed_app_version: int, view: TableState) -> None:
+    def check(self, committed: Mapping[str, int], view: TableState) -> None:
         """The plan checks, against the records at ``view``."""
 
     def target_partitions(self, view: TableState) -> list[TopicPartition]:
