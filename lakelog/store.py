@@ -373,7 +373,9 @@ class Store:
         row order. All rows become visible at once or none do, and the write
         lands however busy the partitions are: one Spark job counts the rows
         per partition, a second writes the files (Delta's writer) numbered
-        from the partitions' ends, and one commit adds them. When another
+        from the partitions' ends, and one commit adds them (keyless rows of
+        no more Spark tasks than the topic has partitions skip the count: each
+        task fills a partition of its own). When another
         writer appended to the same partitions meanwhile, the offsets are
         reserved in one small commit and the files written once more inside
         the reservation; this process then reserves first for that topic for a
@@ -402,12 +404,13 @@ class Store:
                 f"transaction_timeout_ms must be a positive int (ms), got {transaction_timeout_ms!r}"
             )
         reserve_first = self._contended_writes.get(topic, 0.0) > time.monotonic()
-        batch = DataFrameAppend(self.spark, df, topic, self.uri)
+        batch = DataFrameAppend(self.spark, df, topic, self.uri, optimistic=not reserve_first)
         policy = RetryPolicy(retries=retries)
         admin = self.context.admin
 
         def contended() -> None:
             self._contended_writes[topic] = time.monotonic() + CONTENDED_WRITE_S
+            batch.count_first()
 
         def land() -> AppendResult:
             if reserve_first:

@@ -7,7 +7,10 @@ append to the same partitions; no shuffle and no Python worker:
 1. the count job places every row (explicit ``partition`` column, else
    murmur2 of the key with lakelog's JVM function, bit-identical to Kafka's
    and the producer's, else sticky per Spark task), refuses unknown topics
-   and partitions, and counts the rows per (Spark task, partition). It reads
+   and partitions, and counts the rows per (Spark task, partition). An
+   optimistic keyless write of no more Spark tasks than partitions needs no
+   count: each task fills a partition of its own, numbered from that
+   partition's end, and the commit learns the counts from the files. It reads
    no more of the input than placing needs -- not the values: computing the
    input twice was the largest cost of a write. The write job checks every
    row as ``send()`` would (over ``max.message.bytes``, timestamp out of
@@ -153,7 +156,8 @@ class DataFrameAppend:
     """One ``Store.write`` call, as an :class:`engine.commit.AppendBatch` for
     :meth:`engine.commit.Committer.append` (optimistic: offsets planned from the ends the
     count saw) or :meth:`engine.commit.Committer.append_reserved` (offsets reserved first):
-    counted by one Spark job, written by another.
+    counted by one Spark job, written by another (keyless rows of an optimistic write, each
+    Spark task filling a partition of its own, by one job).
 
     Rows are placed (and refused for their topic or partition) by the count job and
     checked as ``send()`` checks them (size, timestamp, header keys) by the write job: a
@@ -164,7 +168,9 @@ class DataFrameAppend:
     app_transactions = ()
     commit_when_empty = False
 
-    def __init__(self, spark: SparkSession, df: DataFrame, topic: str | None, uri: str) -> None:
+    def __init__(
+        self, spark: SparkSession, df: DataFrame, topic: str | None, uri: str, *, optimistic: bool = False
+    ) -> None:
         self._spark = spark
         self._uri = uri
         register_functions(spark)
@@ -178,6 +184,16 @@ class DataFrameAppend:
         self._keyless = topic is not None and "key" not in df.columns and "partition" not in df.columns
         self._source = normalize_sink_frame(df, topic)
         self._counted: _Counted | None = None
+        # What the write job numbers from: the count's result, or one partition per task.
+        self._plan: _Counted | _OnePartitionPerTask | None = None
+        # Appended optimistically (Committer.append), the rows may skip the count when each
+        # Spark task fills a partition of its own; reserving offsets needs the counts.
+        self._count_first = not optimistic
+
+    def count_first(self) -> None:
+        """Count the rows before writing them from now on: before the write reserves its
+        offsets (:meth:`engine.commit.Committer.append_reserved`), which needs the counts."""
+        self._count_first = True
 
     def persist(self) -> None:
         """Keep the input in Spark's cache, so that the count and the write see the same rows
@@ -191,13 +207,21 @@ class DataFrameAppend:
 
     def prepare(self, view: TableState) -> dict[TopicPartition, int]:
         """The record count per partition, from a Spark job that places every row (and
-        refuses the write, before anything is written, for a row the topics refuse)."""
+        refuses the write, before anything is written, for a row the topics refuse); None for
+        an optimistic write whose Spark tasks each fill a partition of their own (keyless
+        rows, no more tasks than partitions): the files then tell the counts."""
         if self._topic is not None and self._topic not in view.topics:
             raise UnknownTopicOrPartitionError(f"topic {self._topic!r} does not exist")
         names = [self._topic] if self._topic is not None else sorted(view.topics)
+        sticky = self._sticky_partitions(view) if self._keyless else None
+        if sticky is not None and not self._count_first:
+            assert self._topic is not None
+            self._plan = _OnePartitionPerTask(self._topic, sticky, self._placed(view, names, sticky))
+            return None
         shape = tuple((n, view.topics[n].partitions, view.topics[n].max_message_bytes) for n in names)
         if self._counted is None or self._counted.shape != shape:
-            self._counted = self._count(view, names, shape)
+            self._counted = self._count(view, names, shape, sticky)
+        self._plan = self._counted
         return self._counted.totals()
 
     def check(self, committed: Mapping[str, int], view: TableState) -> None:
@@ -212,7 +236,7 @@ class DataFrameAppend:
     ) -> list[DataFile]:
         """Number the rows from ``ends`` and write them as data files with Delta's own writer
         (Spark's Parquet writer on the executors); the files' descriptions. Nothing is committed."""
-        assert self._counted is not None, "prepare() counts the rows first"
+        assert self._plan is not None, "prepare() places the rows first"
         rows = self.numbered(ends, topics, append_time_ms)
         started = time.time()
         try:
@@ -228,8 +252,8 @@ class DataFrameAppend:
 
     # -- placing and counting -------------------------------------------------------------
 
-    def _count(self, view: TableState, names: list[str], shape: tuple) -> _Counted:
-        placed = self._placed(view, names)
+    def _count(self, view: TableState, names: list[str], shape: tuple, sticky: list[int] | None) -> _Counted:
+        placed = self._placed(view, names, sticky)
         # Grouped by one BIGINT per (task, partition): with primitive keys and counts only,
         # Spark's aggregate takes its fast hash map (a string key -- the topic -- does not).
         slots = _Slots({n: view.topics[n].partitions for n in names})
@@ -249,9 +273,10 @@ class DataFrameAppend:
         counts = {slots.decode(int(r["_slot"])): int(r["count"]) for r in rows}
         return _Counted(shape, placed, counts)
 
-    def _placed(self, view: TableState, names: list[str]) -> DataFrame:
+    def _placed(self, view: TableState, names: list[str], sticky: list[int] | None) -> DataFrame:
         """Every row checked and placed: the log table's data columns plus ``_task`` (the Spark
-        task it is in) and ``_seq`` (its position in the input). Refused rows fail the job."""
+        task it is in) and ``_seq`` (its position in the input). Refused rows fail the job.
+        With ``sticky``, task i's rows all go to partition ``sticky[i]``."""
         topics = view.topics
         count = _topic_lookup({n: str(topics[n].partitions) for n in names}, "INT")
         limit = _topic_lookup({n: str(topics[n].max_message_bytes) for n in names}, "INT")
@@ -268,7 +293,6 @@ class DataFrameAppend:
             ")",
         )
         topic_checked = f"CASE WHEN topic IS NULL THEN {null_topic} WHEN {count} IS NULL THEN {unknown_topic}"
-        sticky = self._sticky_partitions(view) if self._keyless else None
         if sticky is not None:
             # At most as many tasks as partitions: task i's rows fill the i-th least-filled one.
             chosen = "array(" + ", ".join(str(p) for p in sticky) + ")"
@@ -326,16 +350,16 @@ class DataFrameAppend:
         """The rows as log-table rows, each partition's numbered from its offset in ``ends``.
 
         No shuffle: the count job gave every (task, partition) its number of rows, so task
-        t's rows of partition p take the offsets after those of tasks before t. Within a
+        t's rows of partition p take the offsets after those of tasks before t (a task that
+        fills a partition alone starts at its end). Within a
         task the rows are sorted by (topic, partition, input position) -- the order Delta's
         writer needs anyway -- and a row's offset is its position in that order plus one
         lookup per (task, partition) in a broadcast table.
         """
-        assert self._counted is not None
-        counted = self._counted
-        bases = counted.bases(ends)
+        assert self._plan is not None
+        bases = self._plan.bases(ends)
         names = sorted({tp.topic for _, tp in bases})
-        ordered = counted.placed.sortWithinPartitions("topic", "partition", "_seq").withColumn(
+        ordered = self._plan.placed.sortWithinPartitions("topic", "partition", "_seq").withColumn(
             "_pos", F.expr("monotonically_increasing_id() - shiftleft(CAST(spark_partition_id() AS BIGINT), 33)")
         )
         base = _base_lookup(bases, {n: topics[n].partitions for n in names})
@@ -400,6 +424,23 @@ class _Counted:
             bases[(task, tp)] -= before
             position[task] = before + self.counts[(task, tp)]
         return bases
+
+
+@dataclass(frozen=True)
+class _OnePartitionPerTask:
+    """Keyless rows of at most as many Spark tasks as partitions: task i's rows fill
+    partition ``partitions[i]`` alone, so they are numbered from its end with no count."""
+
+    topic: str
+    partitions: list[int]
+    placed: DataFrame
+
+    def bases(self, firsts: Mapping[TopicPartition, int]) -> dict[tuple[int, TopicPartition], int]:
+        """Per (task, partition), the offset of the task's first row: the partition's end."""
+        return {
+            (task, TopicPartition(self.topic, p)): firsts[TopicPartition(self.topic, p)]
+            for task, p in enumerate(self.partitions)
+        }
 
 
 class _Slots:

@@ -254,6 +254,31 @@ def test_keyless_rows_fill_the_least_filled_partitions_one_task_each(store, spar
     assert [int(bytes(r.value)) for r in rows] == list(range(0, 100))  # task 0's rows, in task order
 
 
+def _jobs_of(spark, action) -> int:
+    """The Spark jobs ``action`` ran."""
+    spark.sparkContext.setJobGroup("counted-jobs", "jobs of one write")
+    try:
+        action()
+    finally:
+        spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
+    return len(spark.sparkContext.statusTracker().getJobIdsForGroup("counted-jobs"))
+
+
+def test_an_optimistic_keyless_write_of_one_task_per_partition_needs_no_count_job(store, spark):
+    """Each task fills a partition of its own, numbered from its end: the files tell the counts.
+    A write that reserves its offsets first (or rows that share partitions) counts first."""
+    store.create_topic("t", partitions=2)
+    keyless = spark.range(0, 200, numPartitions=2).select(F.col("id").cast("string").alias("value"))
+    keyed = spark.range(0, 200, numPartitions=2).selectExpr("CAST(id AS STRING) AS key", "'v' AS value")
+    one_job = _jobs_of(spark, lambda: store.write(keyless, topic="t"))
+    with_count = _jobs_of(spark, lambda: store.write(keyed, topic="t"))
+    assert one_job == 1 and with_count > 1  # the count: a shuffle and its result, before the write
+    ends = store.end_offsets("t")
+    ranges = store.write(keyless, topic="t").ranges
+    assert {tp.partition: (r.start, r.count) for tp, r in ranges.items()} == {p: (ends[p], 100) for p in (0, 1)}
+    assert sum(dense(store, "t").values()) == 600
+
+
 def test_keyless_rows_from_more_tasks_than_partitions_are_spread_and_dense(store, spark):
     store.create_topic("t", partitions=2)
     df = spark.range(0, 500, numPartitions=5).select(F.col("id").cast("string").alias("value"))

@@ -7,7 +7,7 @@ Roles, each running until ``--stop`` (a file) exists:
   every incarnation uses the same transactional id (``--txn-id``), so a
   restarted one fences the killed one;
 * ``consumer``: a member of group ``--group`` that polls and commits;
-* ``writer``: ``store.write(df)`` batches of 1-300 keyed rows (one local Spark), to
+* ``writer``: ``store.write(df)`` batches of 1-300 rows, keyed or keyless (one local Spark), to
   ``--topic`` or now and then to ``--race-topic``;
 * ``streamer``: a Structured Streaming query (one local Spark) from JSON files it
   drops into ``--inbox`` into ``format("lakelog")`` on ``--topic`` at 2 s
@@ -331,8 +331,13 @@ def run_writer(args: argparse.Namespace, rng: random.Random, record: Recorder, s
         batch += 1
         write = f"{args.name}-b{batch}"
         values = [f"{write}-{i}" for i in range(rng.randint(1, 300))]
-        rows = [(value, f"k{rng.randrange(16)}") for value in values]
-        df = spark.createDataFrame(rows, "value string, key string").repartition(rng.randint(1, 3))
+        if rng.random() < 0.5:
+            rows = [(value, f"k{rng.randrange(16)}") for value in values]
+            df = spark.createDataFrame(rows, "value string, key string").repartition(rng.randint(1, 3))
+        else:
+            # Keyless: each Spark task fills a partition of its own, written with no count job
+            # when the write is optimistic (more tasks than partitions: counted and spread).
+            df = spark.createDataFrame([(value,) for value in values], "value string").repartition(rng.randint(1, 4))
         # Beside the producers' frequent commits: its offsets are reserved before its files are written.
         topic = args.race_topic if args.race_topic and rng.random() < 0.2 else args.topic
         record({"type": "write", "write": write, "topic": topic, "values": values, "outcome": "unknown"})
