@@ -21,7 +21,7 @@ from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka.admin import AdminClient
 from kafka import KafkaConsumer, KafkaProducer
 
-from tests.kafka_endpoint.certificates import Authority
+from benchmarks.certificates import Authority
 from tests.kafka_endpoint.conftest import ROOT, Agent
 
 ALICE_PASSWORD = "alice-" + uuid.uuid4().hex  # SCRAM-SHA-512
