@@ -151,7 +151,7 @@ def test_perf_producer_perf_runs_kafkas_tool_against_the_agent_and_a_broker(tmp_
 
 
 def test_security_ratios_compare_each_sides_tls_cost_with_the_other():
-    from benchmarks.serve_security import security_ratios, within_target
+    from benchmarks.serve_security import security_ratios, verdict, within_target
 
     def figures(rps: float, p99: float) -> dict[str, float]:
         return {"produce_rps": rps, "produce_p50": 1.0, "produce_p99": p99}
@@ -166,6 +166,9 @@ def test_security_ratios_compare_each_sides_tls_cost_with_the_other():
     assert ratios["relative_rps"] == pytest.approx(1.0) and ratios["relative_p99"] == pytest.approx(1.2)
     assert within_target(ratios["relative_rps"]) and within_target(1.2) and not within_target(1.21)
     assert "relative_rps" not in security_ratios({"lakelog": medians["lakelog"]})  # --no-kafka
+    assert verdict(1.9, higher_is_cheaper=True).endswith("costs lakelog less than kafka")
+    assert verdict(1.3, higher_is_cheaper=False).endswith("costs lakelog MORE")
+    assert verdict(0.7, higher_is_cheaper=True).endswith("costs lakelog MORE")
 
 
 @pytest.mark.kafka
@@ -186,6 +189,6 @@ def test_perf_serve_security_compares_sasl_ssl_with_plaintext_on_the_agent_and_a
     for side in ("lakelog serve", "kafka 4.x    "):
         ratio = re.search(rf"{side} SASL_SSL/PLAINTEXT: throughput ([\d.]+), p99 ([\d.]+)", out)
         assert ratio is not None and 0 < float(ratio.group(1)) < 10 and 0 < float(ratio.group(2)) < 100, out
-    relative = re.search(r"lakelog's ratio / kafka's: throughput ([\d.]+) \((within|outside) ±20 %\), p99", out)
+    relative = re.search(r"lakelog's ratio / kafka's: throughput ([\d.]+) \((within|outside) ±20 %.*\), p99", out)
     assert relative is not None and float(relative.group(1)) > 0, out
     assert list(tmp_path.iterdir()) == []  # stores, certificates and the broker's directory are gone
