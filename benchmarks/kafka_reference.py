@@ -45,6 +45,7 @@ import time
 import uuid
 import weakref
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import TypeVar
@@ -275,6 +276,48 @@ def _terminate(proc: subprocess.Popen[bytes] | None, workdir: Path | None, grace
         shutil.rmtree(workdir, ignore_errors=True)
 
 
+@dataclass(frozen=True)
+class SaslSslListener:
+    """A SASL_SSL listener for :class:`KafkaBroker`, beside its PLAINTEXT one.
+
+    ``keystore_pem`` holds the broker's private key (unencrypted PKCS#8) and certificate chain in
+    one PEM file (``ssl.keystore.type=PEM``, KIP-651); ``users`` (name -> password) get
+    ``mechanism`` credentials when the log is formatted (``kafka-storage format --add-scram``,
+    KIP-900), so they can authenticate as soon as the broker is up.
+    """
+
+    keystore_pem: Path
+    users: Mapping[str, str] = field(default_factory=dict)
+    mechanism: str = "SCRAM-SHA-512"
+
+    def __post_init__(self) -> None:
+        if self.mechanism not in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
+            raise ValueError(f"SaslSslListener takes SCRAM-SHA-256 or SCRAM-SHA-512, not {self.mechanism!r}")
+        for name, password in self.users.items():
+            # kafka-storage's --add-scram value is "MECHANISM=[name=...,password=...]": no room for these.
+            if any(c in name + password for c in ',=[]"\n'):
+                raise ValueError(f"SCRAM user {name!r}: names and passwords here cannot hold , = [ ] or quotes")
+
+    def properties(self, port: int) -> dict[str, str]:
+        """The broker settings of this listener on ``port`` (besides listeners and the protocol map)."""
+        return {
+            "sasl.enabled.mechanisms": self.mechanism,
+            # A SCRAM listener needs a JAAS entry, even one without credentials (they are in the metadata log).
+            f"listener.name.sasl_ssl.{self.mechanism.lower()}.sasl.jaas.config": (
+                "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+            ),
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.location": str(self.keystore_pem),
+        }
+
+    def format_arguments(self) -> list[str]:
+        return [
+            arg
+            for name, password in self.users.items()
+            for arg in ("--add-scram", f"{self.mechanism}=[name={name},password={password}]")
+        ]
+
+
 class KafkaBroker:
     """One Apache Kafka broker (KRaft combined mode, node id 1) on 127.0.0.1.
 
@@ -293,7 +336,8 @@ class KafkaBroker:
     ``config`` adds to or overrides :data:`DEFAULT_CONFIG` (e.g.
     ``{"offsets.topic.num.partitions": "1"}``); the listener, quorum and
     directory keys (:data:`MANAGED_KEYS`) are the broker's own and raise
-    ``ValueError``.
+    ``ValueError``. ``sasl_ssl`` adds a SASL_SSL listener (:attr:`sasl_ssl_bootstrap`); the
+    PLAINTEXT one stays for the broker's own use and for clients that want it.
     """
 
     def __init__(
@@ -305,6 +349,7 @@ class KafkaBroker:
         jvm_options: Sequence[str] = BROKER_JVM_OPTIONS,
         startup_timeout_s: float = 120.0,
         stop_timeout_s: float = 60.0,
+        sasl_ssl: SaslSslListener | None = None,
     ) -> None:
         config = dict(config or {})
         managed = sorted(MANAGED_KEYS & config.keys())
@@ -316,6 +361,8 @@ class KafkaBroker:
         self.jvm_options = tuple(jvm_options)
         self.startup_timeout_s = startup_timeout_s
         self.stop_timeout_s = stop_timeout_s
+        self.sasl_ssl = sasl_ssl
+        self._sasl_ssl_port: int | None = None
         self._java: str | None = None
         self._proc: subprocess.Popen[bytes] | None = None
         self._workdir: Path | None = None
@@ -335,6 +382,13 @@ class KafkaBroker:
     def bootstrap(self) -> str:
         """``"127.0.0.1:<port>"`` of the PLAINTEXT listener, for ``bootstrap.servers``."""
         return f"127.0.0.1:{self._started(self._port)}"
+
+    @property
+    def sasl_ssl_bootstrap(self) -> str:
+        """``"127.0.0.1:<port>"`` of the SASL_SSL listener (only with ``sasl_ssl``)."""
+        if self.sasl_ssl is None:
+            raise KafkaReferenceError("this Kafka broker has no SASL_SSL listener")
+        return f"127.0.0.1:{self._started(self._sasl_ssl_port)}"
 
     @property
     def port(self) -> int:
@@ -417,7 +471,8 @@ class KafkaBroker:
         workdir = self.workdir
         data = workdir / "data"
         shutil.rmtree(data, ignore_errors=True)
-        self._port, self._controller_port = _free_ports(2)
+        self._port, self._controller_port, *extra = _free_ports(3 if self.sasl_ssl else 2)
+        self._sasl_ssl_port = extra[0] if extra else None
         self._cluster_id = _cluster_id()
         properties = workdir / "server.properties"
         properties.write_text(self._server_properties(data))
@@ -460,6 +515,13 @@ class KafkaBroker:
 
     def _server_properties(self, data: Path) -> str:
         listeners = f"PLAINTEXT://127.0.0.1:{self._port},CONTROLLER://127.0.0.1:{self._controller_port}"
+        protocols = "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT"
+        secure: dict[str, str] = {}
+        if self.sasl_ssl is not None:
+            port = self._started(self._sasl_ssl_port)
+            listeners += f",SASL_SSL://127.0.0.1:{port}"
+            protocols += ",SASL_SSL:SASL_SSL"
+            secure = self.sasl_ssl.properties(port)
         settings = {
             "process.roles": "broker,controller",
             "node.id": str(_BROKER_NODE_ID),
@@ -468,10 +530,11 @@ class KafkaBroker:
             "controller.quorum.bootstrap.servers": f"127.0.0.1:{self._controller_port}",
             "listeners": listeners,
             "advertised.listeners": listeners,
-            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            "listener.security.protocol.map": protocols,
             "inter.broker.listener.name": "PLAINTEXT",
             "controller.listener.names": "CONTROLLER",
             "log.dirs": str(data),
+            **secure,
             **self.config,
         }
         return "".join(f"{key}={value}\n" for key, value in settings.items())
@@ -489,6 +552,7 @@ class KafkaBroker:
             "--config",
             str(properties),
             "--standalone",
+            *(self.sasl_ssl.format_arguments() if self.sasl_ssl is not None else []),
         ]
         try:
             done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
@@ -555,7 +619,7 @@ class KafkaBroker:
         _terminate(self._proc, self._workdir, self.stop_timeout_s)
         self._proc = None
         self._workdir = None
-        self._port = self._controller_port = self._cluster_id = None
+        self._port = self._controller_port = self._sasl_ssl_port = self._cluster_id = None
 
     def __enter__(self) -> KafkaBroker:
         return self.start()

@@ -351,10 +351,11 @@ def cmd_perf_groups(args: argparse.Namespace, out: Out) -> None:
 
 def cmd_perf_serve(args: argparse.Namespace, out: Out) -> None:
     from benchmarks.scratch import check_work_dir
-    from benchmarks.serve import perf_serve
+    from benchmarks.serve import ServeWorkload, perf_serve
+    from benchmarks.serve_security import perf_serve_security
 
     check_work_dir(args.work_dir, s3=False)
-    perf_serve(
+    workload = ServeWorkload(
         records=args.num_records,
         record_size=args.record_size,
         rate=args.rate,
@@ -362,8 +363,8 @@ def cmd_perf_serve(args: argparse.Namespace, out: Out) -> None:
         repeat=args.repeat,
         kafka=not args.no_kafka,
         work_dir=args.work_dir,
-        out=out,
     )
+    (perf_serve_security if args.security else perf_serve)(workload, out)
 
 
 def cmd_perf_schemas(args: argparse.Namespace, out: Out) -> None:

@@ -15,7 +15,7 @@ import re
 import statistics
 from collections.abc import Callable, Sequence
 
-from benchmarks.serve import _start_agent, _stop
+from benchmarks.serve import start_agent, stop_agent
 
 PRODUCER_PERFORMANCE = "org.apache.kafka.tools.ProducerPerformance"
 TOPIC = "perf-producer"
@@ -70,11 +70,12 @@ def perf_producer_performance(
             for attempt in range(repeat):
                 store = f"{scratch}/store-{attempt}"
                 Store.open(store).create_topic(TOPIC, partitions=1)
-                agent, bootstrap = _start_agent(store)
+                agent, bound = start_agent(store)
+                bootstrap = bound["PLAINTEXT"]
                 try:
                     results["lakelog"].append(run(bootstrap, TOPIC))
                 finally:
-                    _stop(agent)
+                    stop_agent(agent)
                 out(f"run {attempt + 1}: lakelog {_line(results['lakelog'][-1])}")
                 if kafka:
                     topic = f"{TOPIC}-{attempt}"

@@ -29,30 +29,50 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 TOPIC = "perf-serve"
 
 
-def _start_agent(store: str) -> tuple[subprocess.Popen, str]:
+def start_agent(
+    store: str, listen: Sequence[str] = ("127.0.0.1:0",), conf: Path | None = None
+) -> tuple[subprocess.Popen, dict[str, str]]:
+    """``lakelog serve`` over ``store`` in a process of its own, with ``listen`` (Kafka's
+    listener syntax) and the settings file ``conf``. Returns the process and each listener's
+    bound ``host:port`` by protocol. Raises RuntimeError (the agent killed) if it does not
+    print its listeners."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "lakelog.cli", "--store", store, "serve", "--listen", "127.0.0.1:0"],
+        [
+            sys.executable,
+            "-m",
+            "lakelog.cli",
+            "--store",
+            store,
+            *(["--conf", str(conf)] if conf is not None else []),
+            "serve",
+            *(arg for spec in listen for arg in ("--listen", spec)),
+        ],
         cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
         stdout=subprocess.PIPE,
         text=True,
     )
-    line = proc.stdout.readline() if proc.stdout else ""
-    found = re.search(r"on (\S+:\d+) ", line)
-    if found is None:
-        proc.kill()
-        raise RuntimeError(f"lakelog serve did not start: {line!r}")
-    return proc, found.group(1)
+    bound: dict[str, str] = {}
+    for _ in listen:
+        line = proc.stdout.readline() if proc.stdout else ""
+        found = re.search(r"on (\S+:\d+)(?: \((\w+)\))? ", line)
+        if found is None:
+            proc.kill()
+            raise RuntimeError(f"lakelog serve did not start: {line!r}")
+        bound[found.group(2) or "PLAINTEXT"] = found.group(1)
+    return proc, bound
 
 
-def _stop(proc: subprocess.Popen) -> None:
+def stop_agent(proc: subprocess.Popen) -> None:
+    """SIGTERM the agent; SIGKILL it if it has not exited within a minute."""
     proc.send_signal(signal.SIGTERM)
     try:
         proc.wait(60)
@@ -60,10 +80,16 @@ def _stop(proc: subprocess.Popen) -> None:
         proc.kill()
 
 
-def produce_throughput(bootstrap: str, topic: str, records: int, size: int) -> float:
+def produce_throughput(
+    bootstrap: str, topic: str, records: int, size: int, security: Mapping[str, str] | None = None
+) -> float:
+    """Records/s of one producer sending ``records`` records; ``security``: more client settings
+    (a SASL_SSL listener's, say)."""
     from confluent_kafka import Producer
 
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5, "batch.size": 1_000_000})
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5, "batch.size": 1_000_000, **(security or {})}
+    )
     value = b"x" * size
     failed = []
 
@@ -86,16 +112,25 @@ def produce_throughput(bootstrap: str, topic: str, records: int, size: int) -> f
     return records / elapsed
 
 
-def fixed_rate_latency(bootstrap: str, topic: str, rate: int, seconds: float, size: int) -> dict[str, float]:
+def fixed_rate_latency(
+    bootstrap: str, topic: str, rate: int, seconds: float, size: int, security: Mapping[str, str] | None = None
+) -> dict[str, float]:
     """Produce and end-to-end latency (ms) at ``rate`` records/s: p50 and p99 of each."""
     from confluent_kafka import Consumer, Producer, TopicPartition
 
+    security = dict(security or {})
     consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": "perf", "enable.auto.commit": False, "fetch.wait.max.ms": 10}
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "perf",
+            "enable.auto.commit": False,
+            "fetch.wait.max.ms": 10,
+            **security,
+        }
     )
     _, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)
     consumer.assign([TopicPartition(topic, 0, high)])
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})  # librdkafka's linger.ms (5)
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", **security})  # librdkafka's linger.ms (5)
     sent: dict[bytes, float] = {}
     produce_ms: list[float] = []
     e2e_ms: list[float] = []
@@ -166,19 +201,27 @@ def fetch_throughput(bootstrap: str, topic: str) -> float:
     return count / elapsed
 
 
-def perf_serve(
-    *,
-    records: int,
-    record_size: int,
-    rate: int,
-    seconds: float,
-    repeat: int,
-    kafka: bool,
-    work_dir: str | None,
-    out: Callable[[str], None],
-) -> None:
+@dataclass(frozen=True)
+class ServeWorkload:
+    """What ``lakelog perf serve`` runs on each side: ``records`` records of ``record_size`` bytes
+    for throughput, ``rate`` records/s for ``seconds`` for latency, ``repeat`` interleaved runs,
+    against a Kafka broker too unless not ``kafka``, temporary files under ``work_dir``."""
+
+    records: int
+    record_size: int
+    rate: int
+    seconds: float
+    repeat: int
+    kafka: bool
+    work_dir: str | None
+
+
+def perf_serve(workload: ServeWorkload, out: Callable[[str], None]) -> None:
     from benchmarks.scratch import scratch_dir
     from lakelog.store import Store
+
+    records, record_size, rate, seconds = workload.records, workload.record_size, workload.rate, workload.seconds
+    repeat, kafka, work_dir = workload.repeat, workload.kafka, workload.work_dir
 
     results: dict[str, list[dict[str, float]]] = {"lakelog": [], "kafka": []}
     broker = None
@@ -193,11 +236,12 @@ def perf_serve(
             for run in range(repeat):
                 store = f"{scratch}/store-{run}"
                 Store.open(store).create_topic(TOPIC, partitions=1)
-                agent, bootstrap = _start_agent(store)
+                agent, bound = start_agent(store)
+                bootstrap = bound["PLAINTEXT"]
                 try:
                     results["lakelog"].append(_measure(bootstrap, records, record_size, rate, seconds))
                 finally:
-                    _stop(agent)
+                    stop_agent(agent)
                 out(f"run {run + 1}: lakelog {_line(results['lakelog'][-1])}")
                 if broker is not None:
                     topic = f"{TOPIC}-{run}"

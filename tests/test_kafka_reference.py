@@ -18,7 +18,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from benchmarks.kafka_reference import CONSUMER_GROUP_COMMAND, KafkaBroker, KafkaReferenceError
+from benchmarks.kafka_reference import CONSUMER_GROUP_COMMAND, KafkaBroker, KafkaReferenceError, SaslSslListener
 from lakelog.engine.errors import StoreError
 
 pytestmark = [pytest.mark.slow, pytest.mark.kafka]
@@ -136,6 +136,19 @@ def test_refuses_managed_config_and_missing_java() -> None:
     with pytest.raises(KafkaReferenceError, match="java") as raised:
         KafkaBroker(java="/nonexistent/bin/java").start()
     assert isinstance(raised.value, StoreError)
+
+
+def test_a_sasl_ssl_listener_takes_only_scram_users_kafka_storage_can_format(tmp_path) -> None:
+    keystore = tmp_path / "server.pem"
+    with pytest.raises(ValueError, match="SCRAM-SHA-256 or SCRAM-SHA-512"):
+        SaslSslListener(keystore, mechanism="PLAIN")
+    with pytest.raises(ValueError, match="cannot hold"):
+        SaslSslListener(keystore, {"alice": "a,b"})
+    listener = SaslSslListener(keystore, {"alice": "secret"})
+    assert listener.format_arguments() == ["--add-scram", "SCRAM-SHA-512=[name=alice,password=secret]"]
+    assert listener.properties(9093)["ssl.keystore.location"] == str(keystore)
+    with pytest.raises(KafkaReferenceError, match="no SASL_SSL listener"):
+        _ = KafkaBroker().sasl_ssl_bootstrap
 
 
 def _our_temp_dirs() -> set[str]:

@@ -178,6 +178,12 @@ def add_parser(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
     p.add_argument("--rate", type=COUNT, default=1000, help="records/s of the fixed-rate latency run")
     p.add_argument("--seconds", type=float_at_least(1), default=20, help="length of the fixed-rate run")
     p.add_argument("--repeat", type=COUNT, default=1, help="interleaved runs per side (median reported)")
+    p.add_argument(
+        "--security",
+        action="store_true",
+        help="instead: produce throughput and p99 over SASL_SSL (SCRAM-SHA-512) vs PLAINTEXT on both sides, "
+        "and lakelog's SASL_SSL/PLAINTEXT ratio over the broker's",
+    )
     p.add_argument("--no-kafka", action="store_true", help="skip the Apache Kafka broker side")
     p.add_argument("--work-dir", help="where the temporary store goes (default: the system's temp directory)")
     p.set_defaults(func=_driver("serve"))

@@ -148,3 +148,47 @@ def test_perf_producer_perf_runs_kafkas_tool_against_the_agent_and_a_broker(tmp_
     assert out.count("run 1: ") == 2 and "ratio lakelog/kafka: throughput " in out
     assert "the Java producer's defaults (idempotent, acks=all)" in out
     assert list(tmp_path.iterdir()) == []
+
+
+def test_security_ratios_compare_each_sides_tls_cost_with_the_other():
+    from benchmarks.serve_security import security_ratios, verdict, within_target
+
+    def figures(rps: float, p99: float) -> dict[str, float]:
+        return {"produce_rps": rps, "produce_p50": 1.0, "produce_p99": p99}
+
+    medians = {
+        "lakelog": {"PLAINTEXT": figures(10_000, 20), "SASL_SSL": figures(8_000, 30)},
+        "kafka": {"PLAINTEXT": figures(50_000, 4), "SASL_SSL": figures(40_000, 5)},
+    }
+    ratios = security_ratios(medians)
+    assert ratios["lakelog_rps"] == pytest.approx(0.8) and ratios["kafka_rps"] == pytest.approx(0.8)
+    assert ratios["lakelog_p99"] == pytest.approx(1.5) and ratios["kafka_p99"] == pytest.approx(1.25)
+    assert ratios["relative_rps"] == pytest.approx(1.0) and ratios["relative_p99"] == pytest.approx(1.2)
+    assert within_target(ratios["relative_rps"]) and within_target(1.2) and not within_target(1.21)
+    assert "relative_rps" not in security_ratios({"lakelog": medians["lakelog"]})  # --no-kafka
+    assert verdict(1.9, higher_is_cheaper=True).endswith("costs lakelog less than kafka")
+    assert verdict(1.3, higher_is_cheaper=False).endswith("costs lakelog MORE")
+    assert verdict(0.7, higher_is_cheaper=True).endswith("costs lakelog MORE")
+
+
+@pytest.mark.kafka
+@pytest.mark.slow
+def test_perf_serve_security_compares_sasl_ssl_with_plaintext_on_the_agent_and_a_broker(tmp_path, capsys):
+    import re
+
+    argv = ["perf", "serve", "--security", "--num-records", "2000", "--rate", "200", "--seconds", "1"]
+    assert main([*argv, "--repeat", "3", "--work-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    for side in ("lakelog", "kafka  "):
+        for protocol in ("PLAINTEXT", "SASL_SSL"):
+            assert len(re.findall(rf"round \d: {side} {protocol} +produce", out)) == 3, out
+    rates = [float(r.replace(",", "")) for r in re.findall(r"^  .* produce +([\d,]+) rec/s", out, re.M)]
+    assert len(rates) == 4 and all(r > 100 for r in rates), out
+    p99s = [float(p) for p in re.findall(r"^  .* p50/p99 [\d.]+/([\d.]+) ms", out, re.M)]
+    assert len(p99s) == 4 and all(0 < p < 10_000 for p in p99s), out
+    for side in ("lakelog serve", "kafka 4.x    "):
+        ratio = re.search(rf"{side} SASL_SSL/PLAINTEXT: throughput ([\d.]+), p99 ([\d.]+)", out)
+        assert ratio is not None and 0 < float(ratio.group(1)) < 10 and 0 < float(ratio.group(2)) < 100, out
+    relative = re.search(r"lakelog's ratio / kafka's: throughput ([\d.]+) \((within|outside) ±20 %.*\), p99", out)
+    assert relative is not None and float(relative.group(1)) > 0, out
+    assert list(tmp_path.iterdir()) == []  # stores, certificates and the broker's directory are gone

@@ -1,5 +1,7 @@
-"""Certificates made for a test: a CA, the agent's certificate (for 127.0.0.1/localhost),
-client certificates signed by the CA, and an expired one (``cryptography``)."""
+"""Certificates made for a test or a benchmark: a CA, a server's certificate (for
+127.0.0.1/localhost), client certificates signed by the CA, and an expired one
+(``cryptography``). The tests of ``lakelog serve``'s TLS listeners and ``lakelog perf serve
+--security`` (the agent's and a Kafka broker's PEM keystores) both make theirs here."""
 
 from __future__ import annotations
 
