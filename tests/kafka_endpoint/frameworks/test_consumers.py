@@ -125,10 +125,7 @@ def test_static_members_keep_their_partitions_across_a_restart(target: Target, t
         assert owned_partitions(members[0]) == before[0]
 
 
-@against_kafka_and_lakelog(
-    lakelog_xfail="issue 31: ConsumerGroupHeartbeat (KIP-848) is not served: 'The node does not support "
-    "CONSUMER_GROUP_HEARTBEAT', then poll() throws 'The cluster does not support the new CONSUMER group protocol'"
-)
+@against_kafka_and_lakelog()
 def test_kip848_members_consume_everything(target: Target, tmp_path: Path) -> None:
     _run_group(target, tmp_path, "kip848", {"group.protocol": "consumer"})
 
