@@ -141,3 +141,34 @@ def test_a_member_that_dies_fails_its_wait_at_once(tmp_path: Path) -> None:
         bad.wait_for(lambda _: False, 60, "anything")
     assert time.monotonic() - started < 30
     bad.stop()
+
+
+@against_kafka_and_lakelog()
+def test_kip848_a_leaving_member_hands_its_partitions_over(target: Target, tmp_path: Path) -> None:
+    """Two KIP-848 members share a topic's partitions; one leaves (member epoch -1) and its
+    partitions move to the other, which reads on from the offsets committed on revocation:
+    every record -- those produced before and after the leave -- is read exactly once (a
+    partition handed over only after its previous owner revoked it), no partition is owned by
+    both members, and the remaining member ends up owning every partition."""
+    topic = "kip848-leave-topic"
+    _produce(target, topic)
+    settings = {"group.protocol": "consumer"}
+    everything = {f"{topic}-{p}" for p in range(PARTITIONS)}
+    with stopped_after([]) as members:
+        members += [
+            _member(target, tmp_path, f"kip848-leave-{i}", "kip848-leave-group", topic, settings) for i in range(2)
+        ]
+        _wait_until_settled(members, topic)
+        assert owned_partitions(members[0]).isdisjoint(owned_partitions(members[1]))
+        assert members[1].stop() == 0, members[1].fail("did not stop cleanly")
+        later = range(RECORDS, 2 * RECORDS)
+        target.produce(topic, [f"record-{i}".encode() for i in later], [f"k{i}".encode() for i in later])
+
+        def moved(member: JavaProgram) -> bool:
+            return owned_partitions(member) == everything and len(_consumed(members[0]) | _consumed(members[1])) == (
+                2 * RECORDS
+            )
+
+        members[0].wait_for(moved, 90, "every partition after the other member left, every record consumed")
+    reads = [(int(p), int(o)) for m in members for _, p, o in m.events("R")]
+    assert len(reads) == len(set(reads)) == 2 * RECORDS, "a record was read twice: a partition had two owners"
