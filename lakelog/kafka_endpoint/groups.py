@@ -54,6 +54,7 @@ from lakelog.engine.groups.consumer_group import (
 from lakelog.engine.groups.consumer_group import (
     HeartbeatRequest as MemberHeartbeat,
 )
+from lakelog.engine.groups.consumer_protocol import PROTOCOL_TYPE, encode_assignment, encode_subscription
 from lakelog.engine.groups.offsets_topic import MAX_OFFSET, OffsetAndMetadata
 from lakelog.engine.topics import TopicPartition
 from lakelog.kafka_endpoint.error_codes import error_code, outcome
@@ -87,7 +88,7 @@ VERSIONS: dict[int, tuple[int, int]] = {
     SYNC_GROUP: (1, 5),
     HEARTBEAT: (1, 4),
     LEAVE_GROUP: (1, 4),
-    LIST_GROUPS: (0, 4),
+    LIST_GROUPS: (0, 5),  # v5: each group's type (classic or consumer), filtered by type
     DESCRIBE_GROUPS: (0, 5),
     DELETE_GROUPS: (0, 2),
     OFFSET_DELETE: (0, 0),
@@ -404,20 +405,32 @@ class GroupApis:
     # -- ListGroups, DescribeGroups, DeleteGroups, OffsetDelete ------------------------------
 
     def list_groups(self, request: Request) -> Any:
-        wanted = set(getattr(request.body, "states_filter", ()) or ())
+        """ListGroups (GMM.listGroups): states and (v5) types filtered case-insensitively."""
+        wanted = {s.strip().lower() for s in getattr(request.body, "states_filter", ()) or ()}
+        types = {t.strip().lower() for t in getattr(request.body, "types_filter", ()) or ()}
         groups = [
-            {"group_id": g.group_id, "protocol_type": g.protocol_type, "group_state": g.state}
+            {
+                "group_id": g.group_id,
+                "protocol_type": g.protocol_type,
+                "group_state": g.state,
+                "group_type": g.group_type,
+            }
             for g in list_groups(self.store.context)
-            if not wanted or g.state in wanted
+            if (not wanted or g.state.lower() in wanted) and (not types or g.group_type in types)
         ]
         return build(response_class(LIST_GROUPS, request.api_version), error_code=ErrorCode.none, groups=groups)
 
     def describe_groups(self, request: Request) -> Any:
         groups = []
         for group_id in request.body.groups:
-            classic = self.classic.read(group_id)
+            records = self.consumer_groups.records(group_id)
+            classic = records.state or ClassicGroup(group_id)
             if not classic.empty:
                 groups.append(_describe_classic(classic))
+                continue
+            if records.consumer is not None and not records.consumer.empty:
+                names = {t.topic_id: n for n, t in self.store.context.latest_topics().items()}
+                groups.append(_describe_as_classic(records.consumer, names, self.consumer_groups.assignors))
                 continue
             try:  # a group without members: only its committed offsets, or none at all (Dead)
                 found = describe_group(self.store.context, group_id)
@@ -527,6 +540,36 @@ def _describe_consumer(group: ConsumerGroup, names: dict[str, str], assignors: t
                 "subscribed_topic_names": list(m.subscribed_topic_names),
                 "assignment": {"topic_partitions": _topic_partitions(m.assigned, names)},
                 "target_assignment": {"topic_partitions": _topic_partitions(group.target.get(m.member_id, {}), names)},
+            }
+            for m in group.members.values()
+        ],
+        "authorized_operations": -2147483648,
+    }
+
+
+def _describe_as_classic(group: ConsumerGroup, names: dict[str, str], assignors: tuple[str, ...]) -> dict:
+    """DescribeGroups of a consumer-type group: protocol type ``consumer``, its assignor as the
+    protocol, each member's subscription and assigned partitions as the consumer protocol's
+    ConsumerProtocolSubscription and ConsumerProtocolAssignment bytes. Kafka's coordinator
+    answers such a group Dead (GMM.describeGroups reads classic groups only; Kafka's Admin asks
+    ConsumerGroupDescribe first); lakelog describes it, so tools that only speak DescribeGroups
+    (kcat, older admin clients) see its members and assignment."""
+    return {
+        "error_code": ErrorCode.none,
+        "group_id": group.group_id,
+        "group_state": group.state,
+        "protocol_type": PROTOCOL_TYPE,
+        "protocol_data": group.preferred_assignor(assignors),
+        "members": [
+            {
+                "member_id": m.member_id,
+                "group_instance_id": m.instance_id,
+                "client_id": m.client_id,
+                "client_host": m.client_host or "/lakelog",
+                "member_metadata": encode_subscription(m.subscribed_topic_names),
+                "member_assignment": encode_assignment(
+                    TopicPartition(names[t], p) for t, ps in m.assigned.items() if t in names for p in ps
+                ),
             }
             for m in group.members.values()
         ],
