@@ -167,3 +167,18 @@ def test_list_and_describe_groups_show_a_consumer_type_group(agents):
     assert described.members[0].assignment == tuple(TopicPartition("t", p) for p in range(4))
     assert {p.owner for p in described.partitions} == {"m1"}
     assert [(g.group_id, g.group_type, g.members) for g in list_groups(b.store.context)] == [("g", "consumer", 1)]
+
+
+def test_lakelog_groups_describe_shows_the_epochs_of_a_consumer_type_group(agents, capsys):
+    from lakelog.cli import main
+
+    a, _ = agents
+    heartbeat(a, "m1", 0, join=True)
+    capsys.readouterr()
+    assert main(["--store", a.store.uri, "groups", "describe", "--group", "g"]) == 0
+    captured = capsys.readouterr()
+    assert "(consumer protocol, KIP-848) is Stable (group epoch 1, assignment epoch 1, assignor uniform)" in (
+        captured.err
+    )
+    rows = [line.split() for line in captured.out.splitlines()[1:]]
+    assert sorted((r[1], r[2], r[6]) for r in rows) == [("t", str(p), "m1") for p in range(4)]

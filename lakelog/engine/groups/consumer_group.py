@@ -7,8 +7,8 @@ coordinator -- here, whoever commits the group's next record, see
 assignment itself with a server-side assignor (``uniform`` or ``range``) and
 hands partitions over in steps, so that no partition is ever owned by two
 members. The functions below say what Kafka's coordinator does with the
-group and a heartbeat; they follow ``apache/kafka`` group-coordinator
-(``GroupMetadataManager`` = GMM, ``modern/consumer/ConsumerGroup`` = CG,
+group and a heartbeat; they follow ``apache/kafka`` group-coordinator at 1eb7644349cb
+(4.0.0-SNAPSHOT; ``GroupMetadataManager`` = GMM, ``modern/consumer/ConsumerGroup`` = CG,
 ``modern/consumer/CurrentAssignmentBuilder`` = CAB):
 
 * epochs: the *group epoch* is bumped whenever the membership, a member's

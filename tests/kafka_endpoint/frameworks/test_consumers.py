@@ -130,6 +130,12 @@ def test_kip848_members_consume_everything(target: Target, tmp_path: Path) -> No
     _run_group(target, tmp_path, "kip848", {"group.protocol": "consumer"})
 
 
+@against_kafka_and_lakelog()
+def test_kip848_members_with_the_range_assignor_consume_everything(target: Target, tmp_path: Path) -> None:
+    """group.remote.assignor=range: the server-side range assignor gives each member a range."""
+    _run_group(target, tmp_path, "kip848range", {"group.protocol": "consumer", "group.remote.assignor": "range"})
+
+
 def test_a_member_that_dies_fails_its_wait_at_once(tmp_path: Path) -> None:
     """The harness itself: a member that cannot start reports FATAL/exits, and wait_for raises
     at once with its log rather than waiting for the timeout."""
