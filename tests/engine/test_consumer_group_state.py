@@ -317,19 +317,30 @@ class ConsumerGroupMachine(RuleBasedStateMachine):
             return
         self._apply(client, join(client, topics))
 
-    @rule(client=st.sampled_from(CLIENTS), say_owned=st.booleans())
+    @rule(client=st.sampled_from(CLIENTS + [f"s{i}" for i in range(4)]), say_owned=st.booleans())
     def heartbeat(self, client: str, say_owned: bool) -> None:
         member = self.group.members.get(client)
-        if member is None or client not in self.owned:
+        if member is None or client not in self.owned or member.member_epoch < 0:
             return
-        self._apply(
-            client, HeartbeatRequest(client, member.member_epoch, owned=self.owned[client] if say_owned else None)
-        )
+        owned = self.owned[client] if say_owned else None
+        self._apply(client, HeartbeatRequest(client, member.member_epoch, instance_id=member.instance_id, owned=owned))
 
     @rule(client=st.sampled_from(CLIENTS))
     def leave(self, client: str) -> None:
         if client in self.group.members:
             self._apply(client, HeartbeatRequest(client, -1))
+
+    @rule(incarnation=st.integers(0, 3))
+    def static_member_restarts(self, incarnation: int) -> None:
+        """The static member (instance "i") leaves for a while (-2) and a new process with the same
+        instance id and a new member id takes its place and partitions."""
+        holder = self.group.static_member("i")
+        if holder is not None and holder.member_epoch != -2:
+            self._apply(holder.member_id, HeartbeatRequest(holder.member_id, -2, instance_id="i"))
+            self.owned.pop(holder.member_id, None)
+        new_id = f"s{incarnation}"
+        if new_id not in self.group.members and new_id not in self.owned:
+            self._apply(new_id, join(new_id, ("a", "b"), instance_id="i"))
 
     @rule(client=st.sampled_from(CLIENTS))
     def session_expires(self, client: str) -> None:
@@ -361,7 +372,7 @@ class ConsumerGroupMachine(RuleBasedStateMachine):
         assert self.group.assignment_epoch <= self.group.group_epoch
         for m in self.group.members.values():
             assert m.member_epoch <= self.group.assignment_epoch
-            assert m.previous_member_epoch < m.member_epoch or m.member_epoch == 0
+            assert m.previous_member_epoch < m.member_epoch or m.member_epoch in (0, -2)  # -2: left for a while
 
     @invariant()
     def it_round_trips(self) -> None:
@@ -375,7 +386,9 @@ class ConsumerGroupMachine(RuleBasedStateMachine):
                 if client not in owned:
                     continue
                 member = group.members[client]
-                request = HeartbeatRequest(client, member.member_epoch, owned=owned[client])
+                request = HeartbeatRequest(
+                    client, member.member_epoch, instance_id=member.instance_id, owned=owned[client]
+                )
                 group, answer = heartbeat(group, request, self.topics, self.now)
                 assert answer.error == NONE
                 if answer.assignment is not None:
