@@ -142,6 +142,7 @@ def test_classic_and_consumer_groups_do_not_mix(agents):
     assert heartbeat(b, "m1", 0, group="new", join=True).error_code == ErrorCode.none
     assert join_classic(a, "new").error_code == ErrorCode.inconsistent_group_protocol
     assert heartbeat(b, "m1", 3, group="nothing").error_code == ErrorCode.group_id_not_found
+    assert heartbeat(b, "m1", 0, group="", join=True).error_code == ErrorCode.invalid_request
     described = call(b, CONSUMER_GROUP_DESCRIBE, 0, group_ids=["classic"], include_authorized_operations=False)
     assert described.groups[0].error_code == ErrorCode.group_id_not_found
     # Once the consumer group is empty, a classic member may take the group id over.

@@ -22,6 +22,7 @@ from lakelog.engine.groups.consumer_group import (
     ASSIGNORS,
     GROUP_ID_NOT_FOUND,
     HEARTBEAT_INTERVAL_MS,
+    INVALID_REQUEST,
     LEAVE_GROUP_MEMBER_EPOCH,
     NONE,
     SESSION_TIMEOUT_MS,
@@ -74,6 +75,10 @@ class ConsumerGroupCoordinator:
         Kafka's rules (:func:`engine.groups.consumer_group.heartbeat`); a group id whose
         classic group has members is GROUP_ID_NOT_FOUND, as is a consumer group that does not
         exist for a heartbeat other than a join (GMM.getOrMaybeCreateConsumerGroup)."""
+        if not group_id:
+            return HeartbeatResponse(
+                INVALID_REQUEST, "GroupId can't be empty.", request.member_id, request.member_epoch
+            )
         bad = validate(request, self.assignors)
         if bad is not None:
             return bad
