@@ -125,6 +125,11 @@ def _describe_one(group: Any, args: argparse.Namespace, out: Out) -> None:
     if not group.members:
         # A note, not a result: stderr keeps stdout a parsable table.
         note(f"Consumer group '{group.group_id}' has no active members.")
+    elif group.group_type == "consumer":
+        note(
+            f"Consumer group '{group.group_id}' (consumer protocol, KIP-848) is {group.state} (group epoch "
+            f"{group.generation}, assignment epoch {group.assignment_epoch}, assignor {group.assignor})."
+        )
     else:
         note(f"Consumer group '{group.group_id}' is {group.state} (generation {group.generation}).")
     headers = ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST"]

@@ -226,6 +226,17 @@ class UnknownMemberIdError(CommitFailedError):
     committed; join again."""
 
 
+class StaleMemberEpochError(CommitFailedError):
+    """A member of a consumer-type group (KIP-848) committed or fetched offsets with a member
+    epoch that is not its current one (Kafka's STALE_MEMBER_EPOCH). Nothing was committed;
+    heartbeat for the current epoch and try again."""
+
+
+class UnsupportedVersionError(FatalError):
+    """The request's API version cannot do what was asked (Kafka's UNSUPPORTED_VERSION), e.g.
+    an OffsetCommit below v9 from a member of a consumer-type group."""
+
+
 class InconsistentGroupProtocolError(FatalError):
     """The group's members use another protocol type, or no assignor (protocol) this member
     offers is one every member offers (Kafka's INCONSISTENT_GROUP_PROTOCOL): it cannot join."""

@@ -167,6 +167,32 @@ SERVE_KEYS = key_table(
             False,
             "Whether a resource no ACL matches is open to everyone (Kafka's default, and lakelog's: false).",
         ),
+        ConfigKey(
+            "group.consumer.session.timeout.ms",
+            "int",
+            45_000,
+            "How long a member of a consumer-type group (KIP-848, group.protocol=consumer) may go without a "
+            "heartbeat before it is removed and its partitions reassigned, as Kafka's broker setting.",
+            minimum=1,
+            maximum=INT_MAX,
+        ),
+        ConfigKey(
+            "group.consumer.heartbeat.interval.ms",
+            "int",
+            5_000,
+            "How often members of consumer-type groups (KIP-848) heartbeat: the agent answers it in every "
+            "ConsumerGroupHeartbeat, as Kafka's broker setting.",
+            minimum=1,
+            maximum=INT_MAX,
+        ),
+        ConfigKey(
+            "group.consumer.assignors",
+            "list",
+            ("uniform", "range"),
+            "Server-side assignors of consumer-type groups (KIP-848) a member may name in its "
+            "group.remote.assignor; the first is the default, as Kafka's broker setting.",
+            choices=("uniform", "range"),
+        ),
     ]
 )
 AUTHORIZER_CLASS = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
@@ -250,7 +276,7 @@ class Settings:
     producer: dict[str, Any] = field(default_factory=dict)
     consumer: dict[str, Any] = field(default_factory=dict)
     spark: dict[str, str] = field(default_factory=dict)
-    # `lakelog serve`'s security settings (SERVE_KEYS), every key with its value or default.
+    # `lakelog serve`'s settings (SERVE_KEYS: security, consumer-type groups), every key with its value or default.
     serve: dict[str, Any] = field(default_factory=lambda: {k.name: k.default for k in SERVE_KEYS.values()})
     origins: dict[str, str] = field(default_factory=dict)
 

@@ -49,6 +49,8 @@ from lakelog.kafka_endpoint.admin import (
 )
 from lakelog.kafka_endpoint.fetch import FETCH, LIST_OFFSETS, OFFSET_FOR_LEADER_EPOCH
 from lakelog.kafka_endpoint.groups import (
+    CONSUMER_GROUP_DESCRIBE,
+    CONSUMER_GROUP_HEARTBEAT,
     DELETE_GROUPS,
     DESCRIBE_GROUPS,
     FIND_COORDINATOR,
@@ -153,8 +155,8 @@ GROUP_APIS: dict[int, tuple[str, str]] = {  # api -> (operation, the request's g
     HEARTBEAT: ("READ", "group_id"),
     LEAVE_GROUP: ("READ", "group_id"),
     OFFSET_COMMIT: ("READ", "group_id"),
-    OFFSET_FETCH: ("DESCRIBE", "group_id"),
     OFFSET_DELETE: ("DELETE", "group_id"),
+    CONSUMER_GROUP_HEARTBEAT: ("READ", "group_id"),
     TXN_OFFSET_COMMIT: ("READ", "group_id"),
     ADD_OFFSETS_TO_TXN: ("READ", "group_id"),
 }
@@ -292,9 +294,9 @@ class RequestAuthorizer:
             keys = body.coordinator_keys if request.api_version >= 4 else (body.key,)
             if not all(self.allowed(request, "DESCRIBE", resource, k) for k in keys):
                 return TXN_REFUSED if resource == "TRANSACTIONAL_ID" else GROUP_REFUSED
-        if key in (DESCRIBE_GROUPS, DELETE_GROUPS):
-            operation = "DESCRIBE" if key == DESCRIBE_GROUPS else "DELETE"
-            names = body.groups if key == DESCRIBE_GROUPS else body.groups_names
+        if key in (DESCRIBE_GROUPS, DELETE_GROUPS, CONSUMER_GROUP_DESCRIBE, OFFSET_FETCH):
+            operation = "DELETE" if key == DELETE_GROUPS else "DESCRIBE"
+            names = _group_names(request)
             if not all(self.allowed(request, operation, "GROUP", g) for g in names):
                 return GROUP_REFUSED
         if key == DESCRIBE_TRANSACTIONS and not all(
@@ -412,6 +414,16 @@ def _whole_answer(request: Request, code: ErrorCode) -> Any:
         )
     if key == DESCRIBE_GROUPS:
         return build(cls, groups=[{"group_id": g, "error_code": code} for g in body.groups])
+    if key == CONSUMER_GROUP_DESCRIBE:
+        return build(
+            cls,
+            groups=[
+                {"group_id": g, "error_code": code, "group_state": "", "group_epoch": -1, "assignment_epoch": -1}
+                for g in body.group_ids
+            ],
+        )
+    if key == OFFSET_FETCH and request.api_version >= 8:
+        return build(cls, groups=[{"group_id": g.group_id, "error_code": code, "topics": []} for g in body.groups])
     if key == DELETE_GROUPS:
         return build(cls, results=[{"group_id": g, "error_code": code} for g in body.groups_names])
     if key == FIND_COORDINATOR and request.api_version >= 4:
@@ -437,3 +449,18 @@ def _whole_answer(request: Request, code: ErrorCode) -> Any:
             ],
         )
     return build(cls, error_code=code)
+
+
+def _group_names(request: Request) -> list[str]:
+    """The groups a DescribeGroups, DeleteGroups, ConsumerGroupDescribe or OffsetFetch names
+    (OffsetFetch v8+ several, before that one)."""
+    body = request.body
+    if request.api_key == DESCRIBE_GROUPS:
+        return list(body.groups)
+    if request.api_key == DELETE_GROUPS:
+        return list(body.groups_names)
+    if request.api_key == CONSUMER_GROUP_DESCRIBE:
+        return list(body.group_ids)
+    if request.api_version >= 8:  # OffsetFetch
+        return [g.group_id for g in body.groups]
+    return [body.group_id]

@@ -31,9 +31,11 @@ from lakelog.engine.errors import (
     RebalanceInProgressError,
     RecordTooLargeError,
     RetriableError,
+    StaleMemberEpochError,
     TopicExistsError,
     UnknownMemberIdError,
     UnknownTopicOrPartitionError,
+    UnsupportedVersionError,
 )
 from lakelog.kafka_endpoint.idempotence import OutOfOrderSequenceError
 from lakelog.kafka_endpoint.record_batches import InvalidRecordBatchError
@@ -54,6 +56,8 @@ ERROR_CODES: tuple[tuple[type[BaseException], ErrorCode], ...] = (
     (GroupIdNotFoundError, ErrorCode.group_id_not_found),
     (GroupSubscribedToTopicError, ErrorCode.group_subscribed_to_topic),
     (UnknownMemberIdError, ErrorCode.unknown_member_id),
+    (StaleMemberEpochError, ErrorCode.stale_member_epoch),
+    (UnsupportedVersionError, ErrorCode.unsupported_version),
     (FencedInstanceIdError, ErrorCode.fenced_instance_id),
     (InconsistentGroupProtocolError, ErrorCode.inconsistent_group_protocol),
     (CommitFailedError, ErrorCode.illegal_generation),

@@ -19,6 +19,7 @@ from typing import Any
 from kio.schema.add_offsets_to_txn.v0.request import AddOffsetsToTxnRequest
 from kio.schema.add_partitions_to_txn.v0.request import AddPartitionsToTxnRequest
 from kio.schema.api_versions.v0.request import ApiVersionsRequest
+from kio.schema.consumer_group_heartbeat.v0.request import ConsumerGroupHeartbeatRequest
 from kio.schema.create_topics.v2.request import CreateTopicsRequest
 from kio.schema.delete_records.v0.request import DeleteRecordsRequest
 from kio.schema.delete_topics.v1.request import DeleteTopicsRequest
@@ -55,6 +56,9 @@ _GROUP_FLOW = frozenset(
         ErrorCode.member_id_required,
     }
 )
+# KIP-848: a member behind the group's epochs, or dropped from it, rejoins with epoch 0
+# (ConsumerMembershipManager); an offset request of a stale epoch is retried with the new one.
+_MEMBER_EPOCHS = frozenset({ErrorCode.unknown_member_id, ErrorCode.fenced_member_epoch, ErrorCode.stale_member_epoch})
 # A newer instance of a transactional id fenced this one (the zombie fencing transactions exist for).
 _FENCING = frozenset({ErrorCode.producer_fenced, ErrorCode.invalid_producer_epoch})
 
@@ -70,8 +74,10 @@ ROUTINE: Mapping[int, frozenset[ErrorCode]] = {
     api_key(SyncGroupRequest): _GROUP_FLOW,
     api_key(HeartbeatRequest): _GROUP_FLOW,
     api_key(LeaveGroupRequest): _GROUP_FLOW,
-    api_key(OffsetCommitRequest): _GROUP_FLOW,
-    api_key(OffsetFetchRequest): frozenset({ErrorCode.not_coordinator, ErrorCode.unstable_offset_commit}),
+    api_key(OffsetCommitRequest): _GROUP_FLOW | _MEMBER_EPOCHS,
+    api_key(OffsetFetchRequest): frozenset({ErrorCode.not_coordinator, ErrorCode.unstable_offset_commit})
+    | _MEMBER_EPOCHS,
+    api_key(ConsumerGroupHeartbeatRequest): _MEMBER_EPOCHS,
     api_key(TxnOffsetCommitRequest): _GROUP_FLOW | _FENCING,
     api_key(AddPartitionsToTxnRequest): _FENCING,
     api_key(AddOffsetsToTxnRequest): _FENCING,

@@ -10,7 +10,7 @@ from kio.schema.errors import ErrorCode
 from lakelog.engine.security.acls import AclBinding, AclStore
 from lakelog.kafka_endpoint.authorization import RequestAuthorizer
 from lakelog.kafka_endpoint.fetch import FETCH
-from lakelog.kafka_endpoint.groups import JOIN_GROUP
+from lakelog.kafka_endpoint.groups import CONSUMER_GROUP_DESCRIBE, CONSUMER_GROUP_HEARTBEAT, JOIN_GROUP, OFFSET_FETCH
 from lakelog.kafka_endpoint.listeners import Listener
 from lakelog.kafka_endpoint.messages import Request, build, response_class
 from lakelog.kafka_endpoint.produce import PRODUCE
@@ -72,6 +72,26 @@ def test_a_group_not_granted_refuses_the_whole_request(authorizer):
     assert authorizer.decide(request(JOIN_GROUP, 5, **join)).answer.error_code == ErrorCode.group_authorization_failed
     assert authorizer.decide(request(JOIN_GROUP, 5, **{**join, "group_id": "g"})).answer is None
     assert authorizer.decide(request(JOIN_GROUP, 5, "User:root", **join)).answer is None  # a super user
+
+
+def test_the_kip848_apis_and_offset_fetch_of_several_groups_need_the_group(authorizer):
+    """ConsumerGroupHeartbeat needs READ on its group, ConsumerGroupDescribe and OffsetFetch v8+
+    DESCRIBE on every group named (READ implies DESCRIBE), as Kafka's KafkaApis checks."""
+    beat = {"group_id": "other", "member_id": "m", "member_epoch": 0, "topic_partitions": []}
+    refused = authorizer.decide(request(CONSUMER_GROUP_HEARTBEAT, 1, **beat)).answer
+    assert refused.error_code == ErrorCode.group_authorization_failed
+    assert authorizer.decide(request(CONSUMER_GROUP_HEARTBEAT, 1, **{**beat, "group_id": "g"})).answer is None
+    described = authorizer.decide(
+        request(CONSUMER_GROUP_DESCRIBE, 0, group_ids=["g", "other"], include_authorized_operations=False)
+    ).answer
+    assert [(g.group_id, g.error_code) for g in described.groups] == [
+        ("g", ErrorCode.group_authorization_failed),
+        ("other", ErrorCode.group_authorization_failed),
+    ]
+    groups = [{"group_id": "other", "topics": None}]
+    fetched = authorizer.decide(request(OFFSET_FETCH, 9, groups=groups)).answer
+    assert [(g.group_id, g.error_code) for g in fetched.groups] == [("other", ErrorCode.group_authorization_failed)]
+    assert authorizer.decide(request(OFFSET_FETCH, 9, groups=[{"group_id": "g", "topics": None}])).answer is None
 
 
 def test_metadata_creates_a_missing_topic_only_for_a_principal_that_may_create_it(tmp_path):

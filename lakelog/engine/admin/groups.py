@@ -45,6 +45,7 @@ from lakelog.engine.errors import (
     UnknownTopicOrPartitionError,
 )
 from lakelog.engine.groups.classic import EMPTY, ClassicGroup, ClassicMember
+from lakelog.engine.groups.consumer_group import ConsumerGroup
 from lakelog.engine.groups.consumer_protocol import PROTOCOL_TYPE, decode_assignment, decode_subscription
 from lakelog.engine.groups.coordinator import GROUP_POLICY, GroupLog, GroupRecordsBatch, offset_records
 from lakelog.engine.groups.leases import LeaseStore, fresh
@@ -54,6 +55,7 @@ from lakelog.engine.groups.offsets_topic import (
     OffsetAndMetadata,
     check_group_id,
     check_offset,
+    consumer_group_key,
     fold_groups,
     group_key,
     offset_key,
@@ -82,6 +84,7 @@ class GroupListing:
     state: str  # Kafka's group state: Stable, PreparingRebalance, CompletingRebalance, Empty
     members: int  # live members
     protocol_type: str = "consumer"  # a Kafka client's classic-protocol group: its protocol type
+    group_type: str = "classic"  # or "consumer": a KIP-848 group (group.protocol=consumer)
 
 
 @dataclass(frozen=True)
@@ -112,11 +115,13 @@ class PartitionOffsets:
 @dataclass(frozen=True)
 class GroupDescription:
     group_id: str
-    state: str  # Stable, PreparingRebalance, CompletingRebalance or Empty
-    generation: int | None  # None when the group has only offsets (never had members)
-    assignor: str | None
+    state: str  # Stable, PreparingRebalance, CompletingRebalance or Empty (consumer type: Assigning, Reconciling)
+    generation: int | None  # None when the group has only offsets (never had members); consumer type: group epoch
+    assignor: str | None  # consumer type: the server-side assignor it uses
     members: tuple[MemberDescription, ...]  # live members, by member id
     partitions: tuple[PartitionOffsets, ...]  # by topic, partition
+    group_type: str = "classic"  # or "consumer" (KIP-848)
+    assignment_epoch: int | None = None  # consumer type: the epoch of its target assignment
 
 
 def _now_ms() -> int:
@@ -124,24 +129,52 @@ def _now_ms() -> int:
 
 
 def _exists(group: GroupRecords) -> bool:
-    return group.state is not None or bool(group.offsets)
+    return group.state is not None or group.consumer is not None or bool(group.offsets)
+
+
+def _consumer_type(group: GroupRecords) -> ConsumerGroup | None:
+    """The group's consumer-type (KIP-848) state when it is of that type: it has members, or
+    neither kind of record has (and it has a consumer-type record)."""
+    consumer = group.consumer
+    if consumer is None or (not consumer.members and group.state is not None and group.state.members):
+        return None
+    return consumer
+
+
+def _sessions(group: GroupRecords) -> dict[str, int]:
+    """Every member of the group (of either type) -> its session timeout (ms)."""
+    consumer = _consumer_type(group)
+    if consumer is not None:
+        return {m: v.session_timeout_ms for m, v in consumer.members.items()}
+    if group.state is None:
+        return {}
+    return {m: v.session_timeout_ms for m, v in group.state.members.items()}
 
 
 def _live(context: StoreContext, group: GroupRecords, now_ms: int) -> set[str]:
     """Members whose leases are fresh (members of the stored state that stopped renewing are gone)."""
-    if group.state is None or not group.state.members:
+    sessions = _sessions(group)
+    if not sessions:
         return set()
-    leases = LeaseStore(context.uri, group.group_id).read()
-    return fresh(leases, {m: v.session_timeout_ms for m, v in group.state.members.items()}, now_ms)
+    return fresh(LeaseStore(context.uri, group.group_id).read(), sessions, now_ms)
 
 
 def _state_name(group: GroupRecords, live: set[str]) -> str:
+    consumer = _consumer_type(group)
+    if consumer is not None:
+        return consumer.state if live else EMPTY
     return group.state.state if live and group.state is not None else EMPTY
 
 
 def _protocol_type(group: GroupRecords) -> str:
     state = group.state
+    if _consumer_type(group) is not None:
+        return PROTOCOL_TYPE
     return state.protocol_type if state is not None and state.protocol_type and state.members else PROTOCOL_TYPE
+
+
+def _group_type(group: GroupRecords) -> str:
+    return "consumer" if _consumer_type(group) is not None else "classic"
 
 
 def _consumer_assignment(state: ClassicGroup, member: ClassicMember) -> tuple[TopicPartition, ...]:
@@ -220,7 +253,9 @@ def list_groups(context: StoreContext) -> list[GroupListing]:
         if not _exists(group):
             continue
         live = _live(context, group, now_ms)
-        listings.append(GroupListing(group_id, _state_name(group, live), len(live), _protocol_type(group)))
+        listings.append(
+            GroupListing(group_id, _state_name(group, live), len(live), _protocol_type(group), _group_type(group))
+        )
     return listings
 
 
@@ -241,6 +276,9 @@ def describe_group(context: StoreContext, group_id: str) -> GroupDescription:
     state = group.state
     alive = _live(context, group, now_ms)
     leases = LeaseStore(context.uri, group_id).read() if alive else {}
+    consumer = _consumer_type(group)
+    if consumer is not None:
+        return _describe_consumer_type(context, group, consumer, alive, leases)
     members = (
         tuple(
             MemberDescription(
@@ -256,6 +294,50 @@ def describe_group(context: StoreContext, group_id: str) -> GroupDescription:
         if state is not None
         else ()
     )
+    partitions = _partition_offsets(context, group, members)
+    return GroupDescription(
+        group_id,
+        _state_name(group, alive),
+        state.generation if state is not None else None,
+        state.protocol if state is not None else None,
+        members,
+        partitions,
+    )
+
+
+def _describe_consumer_type(
+    context: StoreContext, group: GroupRecords, consumer: ConsumerGroup, alive: set[str], leases: dict
+) -> GroupDescription:
+    """describe_group of a consumer-type (KIP-848) group: its group epoch as the generation, the
+    server-side assignor, each live member's assigned partitions (by the topics' current names)."""
+    names = {t.topic_id: n for n, t in context.latest_topics().items()}
+    members = tuple(
+        MemberDescription(
+            m.member_id,
+            m.client_id,
+            tuple(sorted(TopicPartition(names[t], p) for t, ps in m.assigned.items() if t in names for p in ps)),
+            m.instance_id,
+            leases[m.member_id].modified_ms if m.member_id in leases else None,
+        )
+        for m in sorted(consumer.members.values(), key=lambda m: m.member_id)
+        if m.member_id in alive
+    )
+    return GroupDescription(
+        group.group_id,
+        _state_name(group, alive),
+        consumer.group_epoch,
+        consumer.preferred_assignor(context.settings.serve["group.consumer.assignors"]),
+        members,
+        _partition_offsets(context, group, members),
+        "consumer",
+        consumer.assignment_epoch,
+    )
+
+
+def _partition_offsets(
+    context: StoreContext, group: GroupRecords, members: tuple[MemberDescription, ...]
+) -> tuple[PartitionOffsets, ...]:
+    """Per partition committed or assigned to a live member: its offset, end and lag."""
     owners = {tp: m.member_id for m in members for tp in m.assignment}
     topics = context.latest_topics()
     # Offsets committed for an earlier topic of the same name (deleted, created again) are not this topic's.
@@ -276,14 +358,7 @@ def describe_group(context: StoreContext, group_id: str) -> GroupDescription:
         end = ends.get(tp.topic, {}).get(tp.partition)
         lag = end - committed if end is not None and committed is not None else None
         partitions.append(PartitionOffsets(tp.topic, tp.partition, committed, end, lag, owners.get(tp)))
-    return GroupDescription(
-        group_id,
-        _state_name(group, alive),
-        state.generation if state is not None else None,
-        state.protocol if state is not None else None,
-        members,
-        tuple(partitions),
-    )
+    return tuple(partitions)
 
 
 # -- changing --------------------------------------------------------------------
@@ -474,8 +549,12 @@ def delete_offsets(context: StoreContext, group_id: str, partitions: Iterable[To
             raise GroupIdNotFoundError(f"consumer group {group_id!r} does not exist")
         live = _live(context, group, now_ms)
         state = group.state
-        members = state.members if state is not None else {}
-        topics = {t for m in live if m in members for t in _subscribed_topics(state, members[m])}  # type: ignore[arg-type]
+        consumer = _consumer_type(group)
+        if consumer is not None:
+            topics = {t for m in live if m in consumer.members for t in consumer.members[m].subscribed_topic_names}
+        else:
+            members = state.members if state is not None else {}
+            topics = {t for m in live if m in members for t in _subscribed_topics(state, members[m])}  # type: ignore[arg-type]
         subscribed = sorted(topics & {tp.topic for tp in wanted})
         if subscribed:
             raise GroupSubscribedToTopicError(
@@ -510,6 +589,8 @@ def delete_group(context: StoreContext, group_id: str) -> None:
         records: list[tuple[bytes, bytes | None]] = [(offset_key(group_id, tp), None) for tp in sorted(group.offsets)]
         if group.state is not None:
             records.append((group_key(group_id), None))
+        if group.consumer is not None:
+            records.append((consumer_group_key(group_id), None))
         return records
 
     writer = context.committer(f"lakelog-group-admin-{os.getpid()}")

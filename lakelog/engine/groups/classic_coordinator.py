@@ -26,6 +26,7 @@ from typing import TypeVar
 from lakelog.engine.commit import Committer, RetryPolicy, TableState
 from lakelog.engine.context import StoreContext
 from lakelog.engine.groups.classic import (
+    INCONSISTENT_GROUP_PROTOCOL,
     NONE,
     REBALANCE_IN_PROGRESS,
     ClassicGroup,
@@ -146,11 +147,15 @@ class ClassicCoordinator:
 
     def _expired(self, group: ClassicGroup) -> set[str]:
         """Members whose leases this process saw unchanged for their session timeout."""
-        members = {m: v.session_timeout_ms for m, v in group.members.items()}
+        return self.silent(group.group_id, {m: v.session_timeout_ms for m, v in group.members.items()})
+
+    def silent(self, group_id: str, members: Mapping[str, int]) -> set[str]:
+        """Of ``members`` (member id -> session timeout ms), those whose leases this process saw
+        unchanged for their session timeout (one listing of the group's leases)."""
         now = time.monotonic()
         with self._lock:
-            liveness = self._liveness.setdefault(group.group_id, Liveness(now))
-        leases = self._leases(group.group_id).read() if members else {}
+            liveness = self._liveness.setdefault(group_id, Liveness(now))
+        leases = self._leases(group_id).read() if members else {}
         with self._lock:
             liveness.observe(leases, members, now)
             return set(liveness.silent(members, now))
@@ -178,6 +183,11 @@ class ClassicCoordinator:
 
         def change(group: ClassicGroup, records: GroupRecords, now_ms: int) -> tuple[ClassicGroup, JoinResult]:
             joined[:] = [group.generation]
+            if records.consumer is not None and not records.consumer.empty:
+                # A consumer-type (KIP-848) group with members. Kafka 4 lets a classic member into
+                # it (GMM.classicGroupJoin -> classicGroupJoinToConsumerGroup); lakelog does not mix
+                # protocols in one group and answers what Kafka answers a group of another type.
+                return group, JoinResult(INCONSISTENT_GROUP_PROTOCOL, request.member_id)
             return join(group, request, new_id, now_ms, self._initial_delay_ms)
 
         group, result = self._change(group_id, "join_group", change)
@@ -291,10 +301,12 @@ class ClassicCoordinator:
         generation: int,
         member_id: str | None,
         instance_id: str | None,
+        api_version: int = 9,
     ) -> None:
-        """OffsetCommit, checked as :func:`engine.groups.coordinator.check_group_commit` does.
-        Raises UnknownMemberIdError, FencedInstanceIdError, CommitFailedError (nothing
-        committed)."""
+        """OffsetCommit, checked as :func:`engine.groups.coordinator.check_group_commit` does
+        (``generation``: the member epoch in a consumer-type group). Raises UnknownMemberIdError,
+        FencedInstanceIdError, CommitFailedError, StaleMemberEpochError, UnsupportedVersionError
+        (nothing committed)."""
         log = self._group_log(group_id)
         assert self._writer is not None
-        commit_offsets(self._writer, log, offsets, generation, member_id, self._policy, instance_id)
+        commit_offsets(self._writer, log, offsets, generation, member_id, self._policy, instance_id, api_version)

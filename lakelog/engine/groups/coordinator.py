@@ -24,12 +24,15 @@ from lakelog.engine.commit.data_files import OFFSETS_LABEL, holds_only_offsets
 from lakelog.engine.commit.partition_reader import PartitionReader
 from lakelog.engine.errors import UnknownTopicOrPartitionError
 from lakelog.engine.groups.classic import ClassicGroup, check_offset_commit
+from lakelog.engine.groups.consumer_group import ConsumerGroup
+from lakelog.engine.groups.consumer_group import check_offset_commit as check_consumer_commit
 from lakelog.engine.groups.leases import LeaseStore, fresh
 from lakelog.engine.groups.offsets_topic import (
     GroupRecords,
     OffsetAndMetadata,
     check_group_id,
     check_offset,
+    is_consumer_group_record,
     is_group_record,
     offset_key,
     offset_value,
@@ -61,6 +64,8 @@ class GroupLog:
         # The newest group record seen by either read, and where membership reads go on from.
         self._state: ClassicGroup | None = None
         self._state_at = -1
+        self._consumer: ConsumerGroup | None = None  # the consumer-type (KIP-848) state
+        self._consumer_at = -1
         self._state_next = 0
 
     def latest(self, state: TableState | None = None, *, offsets: bool = True) -> GroupRecords:
@@ -82,7 +87,7 @@ class GroupLog:
                     # only): the next read starts there, not at the last group record, so
                     # the offset commits since the last group change are not listed again.
                     self._state_next = max(self._state_next, files.end)
-            return GroupRecords(self.group_id, self._state, dict(self._folded.offsets))
+            return GroupRecords(self.group_id, self._state, dict(self._folded.offsets), self._consumer)
 
     def _fold(self, table: pa.Table, *, everything: bool) -> None:
         if not table.num_rows:
@@ -96,6 +101,9 @@ class GroupLog:
             if offset > self._state_at and is_group_record(key, self.group_id):
                 self._state = None if value is None else ClassicGroup.from_json(value.decode())
                 self._state_at = offset
+            elif offset > self._consumer_at and is_consumer_group_record(key, self.group_id):
+                self._consumer = None if value is None else ConsumerGroup.from_json(value.decode())
+                self._consumer_at = offset
         if everything:
             self._next = offsets[-1] + 1
         else:
@@ -185,11 +193,18 @@ def check_group_commit(
     *,
     instance_id: str | None = None,
     transactional: bool = False,
+    api_version: int = 9,
 ) -> None:
     """Refuse an offset commit Kafka's coordinator would refuse, nothing committed then
     (:func:`engine.groups.classic.check_offset_commit`): a member must be in the group's current
     generation; a commit without a member (``member_id`` None, generation -1) only while the
-    group has no member whose lease is fresh."""
+    group has no member whose lease is fresh. In a consumer-type group with members, the
+    generation is the member epoch (:func:`engine.groups.consumer_group.check_offset_commit`;
+    ``api_version``: the OffsetCommit's, which must be 9 or above for its members)."""
+    consumer = group.consumer
+    if consumer is not None and not consumer.empty:
+        check_consumer_commit(consumer, member_id, generation, api_version, transactional=transactional)
+        return
     state = group.state
     live = None if state is None or member_id is not None else live_members(log, state, now_ms)
     check_offset_commit(state, member_id, instance_id, generation, transactional=transactional, live=live)
@@ -212,6 +227,7 @@ def commit_offsets(
     member_id: str | None,
     policy: RetryPolicy,
     instance_id: str | None = None,
+    api_version: int = 9,
 ) -> None:
     """Commit ``offsets`` for the group if the member may (:func:`check_group_commit`: a member
     of the current generation; a consumer without membership only while the group has no
@@ -221,7 +237,7 @@ def commit_offsets(
     """
 
     def plan(group: GroupRecords, view: TableState, now_ms: int) -> list[tuple[bytes, bytes | None]]:
-        check_group_commit(log, group, generation, member_id, now_ms, instance_id=instance_id)
+        check_group_commit(log, group, generation, member_id, now_ms, instance_id=instance_id, api_version=api_version)
         return offset_records(log.group_id, offsets, generation, member_id, now_ms, view.topics)
 
     writer.append(GroupRecordsBatch(log, "offset_commit", plan, reads_offsets=False, file_label=OFFSETS_LABEL), policy)

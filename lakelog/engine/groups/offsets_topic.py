@@ -7,7 +7,10 @@ compaction (latest value per key) keeps exactly what is needed:
   ``{"offset", "metadata", "commit_timestamp", "generation", "member_id"}``;
 * group state, key ``{"group"}`` -> :class:`engine.groups.classic.ClassicGroup` JSON
   (Kafka's classic group protocol: lakelog's consumers and Kafka's clients
-  through ``lakelog serve`` alike).
+  through ``lakelog serve`` alike);
+* a consumer-type group's state (KIP-848), key ``{"group", "type": "consumer"}`` ->
+  :class:`engine.groups.consumer_group.ConsumerGroup` JSON. A group id is of one type at a
+  time: whichever record has members (the other is then absent or empty).
 
 A null value is a tombstone (a deleted group's offsets). Keys and values
 are compact JSON so that the topic stays readable from any Delta reader;
@@ -27,6 +30,7 @@ from dataclasses import dataclass, field
 
 from lakelog.engine.errors import InvalidConfigError, InvalidOffsetError
 from lakelog.engine.groups.classic import ClassicGroup
+from lakelog.engine.groups.consumer_group import ConsumerGroup
 from lakelog.engine.topics import OFFSETS_TOPIC_PARTITIONS, TopicPartition
 
 # Kafka's protocol carries a group id as a STRING: an int16 length, then that many UTF-8 bytes
@@ -93,12 +97,24 @@ def group_key(group_id: str) -> bytes:
     return _dumps({"group": group_id})
 
 
+def consumer_group_key(group_id: str) -> bytes:
+    return _dumps({"group": group_id, "type": "consumer"})
+
+
 def is_group_record(key: bytes | None, group_id: str) -> bool:
-    """Whether a record with ``key`` holds ``group_id``'s state (not one of its offsets)."""
+    """Whether a record with ``key`` holds ``group_id``'s classic state (not one of its offsets)."""
     if key is None:
         return False
     k = json.loads(key)
-    return k.get("group") == group_id and "topic" not in k
+    return k.get("group") == group_id and "topic" not in k and "type" not in k
+
+
+def is_consumer_group_record(key: bytes | None, group_id: str) -> bool:
+    """Whether a record with ``key`` holds ``group_id``'s consumer-type (KIP-848) state."""
+    if key is None:
+        return False
+    k = json.loads(key)
+    return k.get("group") == group_id and k.get("type") == "consumer"
 
 
 @dataclass(frozen=True)
@@ -147,6 +163,7 @@ class GroupRecords:
     group_id: str
     state: ClassicGroup | None = None
     offsets: dict[TopicPartition, OffsetAndMetadata] = field(default_factory=dict)
+    consumer: ConsumerGroup | None = None  # the group's state if it is of the consumer type
 
     def apply(self, key: bytes | None, value: bytes | None) -> None:
         """Fold one record (records must be applied in offset order)."""
@@ -169,6 +186,8 @@ class GroupRecords:
                     v.get("member_id"),
                     v.get("topic_id"),
                 )
+        elif k.get("type") == "consumer":
+            self.consumer = None if value is None else ConsumerGroup.from_json(value.decode())
         else:
             self.state = None if value is None else ClassicGroup.from_json(value.decode())
 

@@ -125,12 +125,15 @@ def test_static_members_keep_their_partitions_across_a_restart(target: Target, t
         assert owned_partitions(members[0]) == before[0]
 
 
-@against_kafka_and_lakelog(
-    lakelog_xfail="issue 31: ConsumerGroupHeartbeat (KIP-848) is not served: 'The node does not support "
-    "CONSUMER_GROUP_HEARTBEAT', then poll() throws 'The cluster does not support the new CONSUMER group protocol'"
-)
+@against_kafka_and_lakelog()
 def test_kip848_members_consume_everything(target: Target, tmp_path: Path) -> None:
     _run_group(target, tmp_path, "kip848", {"group.protocol": "consumer"})
+
+
+@against_kafka_and_lakelog()
+def test_kip848_members_with_the_range_assignor_consume_everything(target: Target, tmp_path: Path) -> None:
+    """group.remote.assignor=range: the server-side range assignor gives each member a range."""
+    _run_group(target, tmp_path, "kip848range", {"group.protocol": "consumer", "group.remote.assignor": "range"})
 
 
 def test_a_member_that_dies_fails_its_wait_at_once(tmp_path: Path) -> None:
@@ -144,3 +147,65 @@ def test_a_member_that_dies_fails_its_wait_at_once(tmp_path: Path) -> None:
         bad.wait_for(lambda _: False, 60, "anything")
     assert time.monotonic() - started < 30
     bad.stop()
+
+
+@against_kafka_and_lakelog()
+def test_kip848_a_leaving_member_hands_its_partitions_over(target: Target, tmp_path: Path) -> None:
+    """Two KIP-848 members share a topic's partitions; one leaves (member epoch -1) and its
+    partitions move to the other, which reads on from the offsets committed on revocation:
+    every record -- those produced before and after the leave -- is read exactly once (a
+    partition handed over only after its previous owner revoked it), no partition is owned by
+    both members, and the remaining member ends up owning every partition."""
+    topic = "kip848-leave-topic"
+    _produce(target, topic)
+    settings = {"group.protocol": "consumer"}
+    everything = {f"{topic}-{p}" for p in range(PARTITIONS)}
+    with stopped_after([]) as members:
+        members += [
+            _member(target, tmp_path, f"kip848-leave-{i}", "kip848-leave-group", topic, settings) for i in range(2)
+        ]
+        _wait_until_settled(members, topic)
+        assert owned_partitions(members[0]).isdisjoint(owned_partitions(members[1]))
+        assert members[1].stop() == 0, members[1].fail("did not stop cleanly")
+        later = range(RECORDS, 2 * RECORDS)
+        target.produce(topic, [f"record-{i}".encode() for i in later], [f"k{i}".encode() for i in later])
+
+        def moved(member: JavaProgram) -> bool:
+            return owned_partitions(member) == everything and len(_consumed(members[0]) | _consumed(members[1])) == (
+                2 * RECORDS
+            )
+
+        members[0].wait_for(moved, 90, "every partition after the other member left, every record consumed")
+    reads = [(int(p), int(o)) for m in members for _, p, o in m.events("R")]
+    assert len(reads) == len(set(reads)) == 2 * RECORDS, "a record was read twice: a partition had two owners"
+
+
+@against_kafka_and_lakelog()
+def test_kip848_a_killed_members_partitions_move_after_its_session_timeout(target: Target, tmp_path: Path) -> None:
+    """A KIP-848 member SIGKILLed sends no leave: once its session times out (the broker's
+    group.consumer.session.timeout.ms, 45 s by default on both) the other member gets its
+    partitions and reads on from its committed offsets; records produced after the kill are
+    all read, and a record is read twice only from the killed member's uncommitted range."""
+    topic = "kip848-kill-topic"
+    _produce(target, topic)
+    settings = {"group.protocol": "consumer"}
+    everything = {f"{topic}-{p}" for p in range(PARTITIONS)}
+    with stopped_after([]) as members:
+        members += [
+            _member(target, tmp_path, f"kip848-kill-{i}", "kip848-kill-group", topic, settings) for i in range(2)
+        ]
+        _wait_until_settled(members, topic)
+        lost = owned_partitions(members[1])
+        members[1].kill()
+        later = range(RECORDS, 2 * RECORDS)
+        target.produce(topic, [f"record-{i}".encode() for i in later], [f"k{i}".encode() for i in later])
+
+        def moved(member: JavaProgram) -> bool:
+            return owned_partitions(member) == everything and len(_consumed(members[0]) | _consumed(members[1])) == (
+                2 * RECORDS
+            )
+
+        members[0].wait_for(moved, 150, "the killed member's partitions after its session timeout")
+    reads = [(int(p), int(o)) for m in members for _, p, o in m.events("R")]
+    twice = {r for r in reads if reads.count(r) > 1}
+    assert all(f"{topic}-{p}" in lost for p, _ in twice), f"read twice outside the killed member's partitions: {twice}"
