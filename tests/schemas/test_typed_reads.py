@@ -4,40 +4,19 @@ two compatible schema versions read as the newest; an unknown schema id fails na
 
 from __future__ import annotations
 
-import json
 import struct
 
 import pytest
-from confluent_kafka.schema_registry import SchemaRegistryClient
-from confluent_kafka.schema_registry.avro import AvroSerializer
-from confluent_kafka.serialization import MessageField, SerializationContext
+
+from tests.schemas.avro_topics import V1, V2, produce_avro, served
 
 pytestmark = pytest.mark.spark
-
-V1 = {"type": "record", "name": "Order", "fields": [{"name": "id", "type": "long"}, {"name": "item", "type": "string"}]}
-V2 = {
-    "type": "record",
-    "name": "Order",
-    "fields": [*V1["fields"], {"name": "note", "type": ["null", "string"], "default": None}],
-}
 
 
 @pytest.fixture
 def registry_url(store):
-    from lakelog.schemas.rest import start_registry
-
-    server = start_registry(store.context, "127.0.0.1:0")
-    yield f"http://127.0.0.1:{server.port}"
-    server.shutdown()
-    server.server_close()
-
-
-def produce_avro(store, url: str, topic: str, schema: dict, values: list[dict]) -> None:
-    serializer = AvroSerializer(SchemaRegistryClient({"url": url}), json.dumps(schema))
-    context = SerializationContext(topic, MessageField.VALUE)
-    with store.producer() as producer:
-        for value in values:
-            producer.send(topic, value=serializer(value, context), key=str(value["id"]).encode())
+    with served(store) as url:
+        yield url
 
 
 @pytest.fixture

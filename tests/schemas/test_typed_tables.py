@@ -1,0 +1,49 @@
+"""Typed tables: a topic kept as a Delta table of its fields plus partition, offset, timestamp --
+each record once after the job restarts, the table's schema evolving with the registry's, and
+delta-rs reading it."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.schemas.avro_topics import V1, V2, produce_avro, served
+
+pytestmark = pytest.mark.spark
+
+
+def delta_rs_rows(path) -> list[dict]:
+    from deltalake import DeltaTable
+
+    return sorted(DeltaTable(str(path)).to_pyarrow_table().to_pylist(), key=lambda r: r["offset"])
+
+
+def test_restarted_job_has_each_record_once_and_evolves_with_the_schema(store, tmp_path):
+    table = tmp_path / "orders_table"
+    store.create_topic("orders", partitions=2)
+    with served(store) as url:
+        produce_avro(store, url, "orders", V1, [{"id": i, "item": f"i{i}"} for i in range(6)])
+        store.materialize("orders", str(table))
+        first = delta_rs_rows(table)
+        assert len(first) == 6 and set(first[0]) == {"id", "item", "partition", "offset", "timestamp"}
+
+        store.materialize("orders", str(table))  # nothing new: a restart adds nothing
+        assert len(delta_rs_rows(table)) == 6
+
+        produce_avro(store, url, "orders", V2, [{"id": 6, "item": "i6", "note": "n"}, {"id": 7, "item": "i7"}])
+        store.materialize("orders", str(table))
+    rows = delta_rs_rows(table)
+    assert sorted(r["id"] for r in rows) == list(range(8))  # each record once
+    assert sorted((r["partition"], r["offset"]) for r in rows) == sorted({(r["partition"], r["offset"]) for r in rows})
+    notes = {r["id"]: r["note"] for r in rows}
+    assert notes[6] == "n" and notes[7] is None and notes[0] is None  # older records: the default
+
+
+def test_a_field_named_like_a_record_column_is_refused(store, tmp_path):
+    from lakelog.engine.errors import InvalidConfigError
+
+    clashing = {"type": "record", "name": "E", "fields": [{"name": "offset", "type": "long"}]}
+    store.create_topic("events", partitions=1)
+    with served(store) as url:
+        produce_avro(store, url, "events", clashing, [{"offset": 1, "id": 0}])
+    with pytest.raises(InvalidConfigError, match="fields named offset"):
+        store.materialize("events", str(tmp_path / "t"))
