@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 
 from lakelog.engine.errors import InvalidConfigError
 from lakelog.schemas.registry import read_state
+from lakelog.schemas.spark_columns import Decoding, subject_versions
 from lakelog.spark_connector.session import SCRATCH_DIR
 
 if TYPE_CHECKING:
@@ -66,7 +67,10 @@ def typed_table(store_uri: str, topic: str, table: str, checkpoint: str | None =
 
 def typed_frame(spark: SparkSession, spec: TypedTable, *, streaming: bool = True) -> DataFrame:
     """The topic's records as the table's rows: the value's fields, then ``partition``,
-    ``offset``, ``timestamp``. Raises InvalidConfigError when a field is named like one of those."""
+    ``offset``, ``timestamp``. Raises InvalidConfigError when the subject has no Avro schema or a
+    field is named like one of those."""
+    # Checked here too, so that the error reaches the caller as itself rather than through Spark's worker.
+    subject_versions(read_state(spec.store_uri), Decoding("value", spec.topic, spec.subject or f"{spec.topic}-value"))
     reader = spark.readStream if streaming else spark.read
     reader = reader.format("lakelog").option("path", spec.store_uri).option("subscribe", spec.topic)
     reader = reader.option("startingOffsets", "earliest").option("valueFormat", "avro")

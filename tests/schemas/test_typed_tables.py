@@ -47,3 +47,19 @@ def test_a_field_named_like_a_record_column_is_refused(store, tmp_path):
         produce_avro(store, url, "events", clashing, [{"offset": 1, "id": 0}])
     with pytest.raises(InvalidConfigError, match="fields named offset"):
         store.materialize("events", str(tmp_path / "t"))
+
+
+def test_cli_tables_run(store, tmp_path, capsys, monkeypatch):
+    from tests.cli.helpers import run
+
+    store.create_topic("orders", partitions=1)
+    with served(store) as url:
+        produce_avro(store, url, "orders", V1, [{"id": i, "item": "x"} for i in range(3)])
+    table = tmp_path / "orders_table"
+    argv = ["--store", store.uri, "tables", "run", "--topic", "orders", "--table", str(table)]
+    code, out, err = run(capsys, monkeypatch, *argv)
+    assert code == 0, err
+    assert f"Typed table of 'orders' at {table} is up to date." in out
+    assert [r["id"] for r in delta_rs_rows(table)] == [0, 1, 2]
+    code, _, err = run(capsys, monkeypatch, "--store", store.uri, "tables", "run", "nope", "--table", str(table))
+    assert code == 2 and "subject 'nope-value' has no schema" in err
