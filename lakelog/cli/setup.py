@@ -1,9 +1,10 @@
 """``lakelog setup``: fetch, ahead of the first SparkSession, the jars lakelog's sessions use.
 
-Delta Lake's jars, Spark's spark-avro (``from_avro`` of typed reads) and with ``--s3`` Hadoop's S3A connector are resolved through Ivy from Maven Central
-into the user's Ivy cache and kept under ``jars.dir`` (default ``~/.cache/lakelog/jars``), as the first
-session would do on its own; lakelog's own JVM library ships inside the package. Running it again
-resolves nothing and prints where the jars are."""
+Delta Lake's jars, Spark's spark-avro (``from_avro`` of typed reads) and with ``--s3`` Hadoop's S3A
+connector are resolved through Ivy from Maven Central into the user's Ivy cache and kept under
+``jars.dir`` (default ``~/.cache/lakelog/jars``), as the first session would do on its own;
+lakelog's own JVM library ships inside the package. Running it again resolves nothing and prints
+where the jars are."""
 
 from __future__ import annotations
 
