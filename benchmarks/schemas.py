@@ -178,6 +178,7 @@ def perf_materialize(
                     started = time.perf_counter()
                     job(n)
                     rates[label].append(records / (time.perf_counter() - started))
+                    out(f"round {n + 1}, {label}: {rates[label][-1]:,.0f} records/s")
         finally:
             server.shutdown()
             server.server_close()
