@@ -63,3 +63,40 @@ def test_cli_tables_run(store, tmp_path, capsys, monkeypatch):
     assert [r["id"] for r in delta_rs_rows(table)] == [0, 1, 2]
     code, _, err = run(capsys, monkeypatch, "--store", store.uri, "tables", "run", "nope", "--table", str(table))
     assert code == 2 and "subject 'nope-value' has no schema" in err
+
+
+def test_continuous_job_restarts_for_a_version_registered_after_it_started(spark, store, tmp_path, caplog):
+    import logging
+    import threading
+    import time
+
+    from lakelog.spark_connector import typed_tables
+
+    table = tmp_path / "orders_table"
+    store.create_topic("orders", partitions=1)
+    spec = typed_tables.typed_table(store.uri, "orders", str(table))
+    caplog.set_level(logging.INFO, logger=typed_tables.__name__)
+    with served(store) as url:
+        produce_avro(store, url, "orders", V1, [{"id": 0, "item": "a"}])
+        failures: list[BaseException] = []
+
+        def job() -> None:
+            try:
+                typed_tables.run(spark, spec, continuous=True, trigger_interval="1 second", timeout_s=90)
+            except BaseException as error:  # handed to the test's thread
+                failures.append(error)
+
+        runner = threading.Thread(target=job)
+        runner.start()
+        deadline = time.monotonic() + 60
+        while not (table / "_delta_log").exists() and time.monotonic() < deadline:
+            time.sleep(0.5)
+        # Registered after the query started: its first batch with this id fails, the job restarts.
+        produce_avro(store, url, "orders", V2, [{"id": 1, "item": "b", "note": "n"}])
+        while time.monotonic() < deadline and len(delta_rs_rows(table)) < 2:
+            time.sleep(1)
+        rows = delta_rs_rows(table)
+        runner.join(120)
+    assert not failures, failures
+    assert [(r["id"], r["note"]) for r in rows] == [(0, None), (1, "n")]
+    assert "a schema version registered since the query started; restarting" in caplog.text
