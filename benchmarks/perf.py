@@ -372,6 +372,17 @@ def cmd_perf_schemas(args: argparse.Namespace, out: Out) -> None:
     from benchmarks.scratch import check_work_dir
 
     check_work_dir(args.work_dir, s3=False)
+    if args.materialize:
+        from benchmarks.schemas import perf_materialize
+
+        perf_materialize(
+            records=args.num_records,
+            partitions=args.partitions,
+            rounds=args.rounds,
+            work_dir=args.work_dir,
+            out=out,
+        )
+        return
     perf_schemas(
         schemas=args.num_schemas, subjects=args.subjects, lookups=args.lookups, work_dir=args.work_dir, out=out
     )

@@ -40,7 +40,8 @@ One module per tool: :mod:`.topics` (kafka-topics), :mod:`.produce`
 :mod:`.dump` (kafka-dump-log), :mod:`.security` (kafka-configs for users, kafka-acls),
 :mod:`.perf` (the perf tests' arguments; their drivers are the
 checkout's ``benchmarks/``), :mod:`.admin` (the store's own commands), :mod:`.quickstart` (the
-README's first command); :mod:`.setup` (the jars Spark sessions use); :mod:`.log_format` (``serve
+README's first command); :mod:`.setup` (the jars Spark sessions use); :mod:`.typed_tables` (``tables run``: topics kept
+as typed Delta tables); :mod:`.log_format` (``serve
 --log-format json``); :mod:`.arguments` and
 :mod:`.tables` hold what they share. The top of the package: it may import any of lakelog.
 """
@@ -54,7 +55,7 @@ import sys
 import traceback
 from collections.abc import Sequence
 
-from lakelog.cli import admin, consume, dump, groups, offsets, perf, produce, security, setup, topics
+from lakelog.cli import admin, consume, dump, groups, offsets, perf, produce, security, setup, topics, typed_tables
 from lakelog.cli.arguments import STORE_ENV, store_options, verbose_option
 from lakelog.engine.errors import InvalidConfigError, LakelogError, UnexpectedError, error_for_exception
 from lakelog.engine.settings import load_settings, redact_logs, redact_text
@@ -106,6 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
     admin.add_parsers(commands, everywhere)
     security.add_parsers(commands, everywhere)
     setup.add_parser(commands, everywhere)
+    typed_tables.add_parser(commands, everywhere)
     return parser
 
 

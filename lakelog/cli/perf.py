@@ -213,11 +213,22 @@ def add_parser(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
         help="the Schema Registry: register, lookups by id and by subject (p50/p99) from a warm client",
         description="Registers --num-schemas Avro schemas under --subjects subjects in a registry served over a "
         "fresh temporary store, then makes --lookups lookups of each kind by id and by subject through one kept-"
-        "open HTTP connection, printing p50, p99 and requests/s per kind.",
+        "open HTTP connection, printing p50, p99 and requests/s per kind. With --materialize, measures typed "
+        "tables instead: --num-records Avro records materialized by lakelog tables run against the same Spark job "
+        "decoding the raw topic with from_avro by hand, --rounds interleaved rounds, medians.",
     )
     p.add_argument("--num-schemas", type=COUNT, default=200)
     p.add_argument("--subjects", type=COUNT, default=20)
     p.add_argument("--lookups", type=COUNT, default=2000)
+    p.add_argument(
+        "--materialize",
+        action="store_true",
+        help="instead: typed materialization (lakelog tables run) of --num-records Avro records, records/s as a "
+        "ratio to the same Spark job decoding the raw topic with from_avro by hand",
+    )
+    p.add_argument("--num-records", type=COUNT, default=1_000_000, help="with --materialize")
+    p.add_argument("--partitions", type=COUNT, default=2, help="with --materialize: the topic's partitions")
+    p.add_argument("--rounds", type=COUNT, default=3, help="with --materialize: interleaved rounds (median)")
     p.add_argument("--work-dir", help="where the temporary store goes (default: the system's temp directory)")
     p.set_defaults(func=_driver("schemas"))
     p = psub.add_parser("stream", parents=parents, help="streaming copy topic -> topic vs a plain Delta stream copy")

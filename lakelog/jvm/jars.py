@@ -9,6 +9,8 @@
   ``configure_spark_with_delta_pip`` would get them, without a second, conflicting Hadoop or Parquet.
 - Hadoop's S3A connector (``hadoop-aws`` of PySpark's Hadoop version and the AWS SDK bundle, ~650 MiB)
   only when an ``s3a://`` store is opened.
+- Spark's ``spark-avro`` module of PySpark's version (``from_avro`` for typed reads,
+  :func:`spark_avro_jar_set`), resolved the same way.
 - lakelog's own small JVM library (LogStores, the partitioner UDF, the ``format("lakelog")`` provider)
   ships inside the package as ``lakelog/jvm/lakelog-jvm.jar``.
 
@@ -72,6 +74,20 @@ def delta_jar_set() -> JarSet:
         name=f"delta-{delta}_spark-{spark_binary}",
         coordinates=(f"io.delta:delta-spark_{spark_binary}_{SCALA_BINARY}:{delta}",),
         keep=lambda org, _artifact: org in ("io.delta", "io.unitycatalog"),
+    )
+
+
+def spark_avro_jar_set() -> JarSet:
+    """Spark's own ``spark-avro`` module for the installed PySpark (``from_avro``, the decoder of typed
+    reads of Avro topics). An external module of Spark, on Maven Central as
+    ``org.apache.spark:spark-avro_<scala>`` with PySpark's version; Avro itself ships with PySpark,
+    so only the module's jar is kept."""
+    spark = spark_version()
+    return JarSet(
+        name=f"spark-avro-{spark}",
+        coordinates=(f"org.apache.spark:spark-avro_{SCALA_BINARY}:{spark}",),
+        keep=lambda org, artifact: org == "org.apache.spark" and artifact.startswith("spark-avro"),
+        transitive=False,
     )
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 import io
 import json
-from typing import Any
+from typing import Any, Protocol
 
 import avro.errors
 import avro.io
@@ -33,6 +33,7 @@ from google.protobuf import (
 )
 from google.protobuf.message import DecodeError
 
+from lakelog.engine.context import StoreContext
 from lakelog.engine.errors import FatalError
 from lakelog.schemas.formats import ParsedSchema
 from lakelog.schemas.protobuf_schemas import parse_protobuf
@@ -40,7 +41,6 @@ from lakelog.schemas.registry import Registry
 from lakelog.schemas.schemas_topic import Reference, RegistryState
 from lakelog.schemas.subject_rules import get_version, parse_version_schema
 from lakelog.schemas.validation import schema_id_of
-from lakelog.store import Store
 
 # Imported for their descriptors: Protobuf schemas import these well-known files without
 # registering them (confluent-kafka's skip.known.types).
@@ -53,11 +53,18 @@ class RecordDecodeError(FatalError, ValueError):
     offset) when the caller gave them."""
 
 
+class OpenedStore(Protocol):
+    """What the decoder needs of a :class:`lakelog.store.Store` (which sits above this package)."""
+
+    @property
+    def context(self) -> StoreContext: ...
+
+
 class RecordDecoder:
     """Decodes keys and values with the schemas of ``store``'s ``_schemas`` topic (the one any agent
     serving the store registers in), reading its latest records at each call. Thread-safe."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: OpenedStore) -> None:
         self._registry = Registry(store.context)
 
     def decode(self, payload: bytes | None, subject: str | None = None, where: str = "") -> Any:

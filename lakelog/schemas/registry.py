@@ -22,7 +22,10 @@ from collections.abc import Callable, Mapping
 from copy import deepcopy
 from typing import Any, TypeVar
 
-from lakelog.engine.commit import RetryPolicy, TableState
+import pyarrow as pa
+
+from lakelog.engine.commit import RetryPolicy, TableLog, TableState
+from lakelog.engine.commit.partition_reader import PartitionReader
 from lakelog.engine.context import StoreContext, commit_topic_creation
 from lakelog.engine.errors import RetriableError, StoreError, TopicExistsError
 from lakelog.engine.groups.coordinator import record_rows
@@ -65,14 +68,7 @@ class Registry:
                 self._state, self._snapshot, self._topic_id = RegistryState(), RegistryState(), topic.topic_id
             table = self._context.records.read(view.files_of(TP), TP, self._state.next_offset)
             if table.num_rows:
-                self._state.fold(
-                    zip(
-                        table.column("offset").to_pylist(),
-                        table.column("key").to_pylist(),
-                        table.column("value").to_pylist(),
-                        strict=True,
-                    )
-                )
+                fold_rows(self._state, table)
                 self._snapshot = deepcopy(self._state)
             return self._snapshot
 
@@ -105,6 +101,29 @@ class Registry:
         with contextlib.suppress(TopicExistsError):  # another agent created it first
             commit_topic_creation(self._committer, SCHEMAS_TOPIC, 1, SCHEMAS_TOPIC_CONFIG, RetryPolicy())
             log.info("created topic %r for the schema registry", SCHEMAS_TOPIC)
+
+
+def fold_rows(state: RegistryState, table: pa.Table) -> None:
+    """Fold the ``_schemas`` records of ``table`` (the log's columns, in offset order) into ``state``."""
+    state.fold(
+        zip(
+            table.column("offset").to_pylist(),
+            table.column("key").to_pylist(),
+            table.column("value").to_pylist(),
+            strict=True,
+        )
+    )
+
+
+def read_state(uri: str) -> RegistryState:
+    """The registry state of the store at ``uri`` as of its latest Delta version, read from its
+    ``_schemas`` topic with no agent running (Spark's Python workers, planning a typed read);
+    empty when the topic does not exist. Raises StoreError when the store cannot be read."""
+    view = TableLog(uri).latest()
+    state = RegistryState()
+    if SCHEMAS_TOPIC in view.topics:
+        fold_rows(state, PartitionReader(uri).read(view.files_of(TP), TP, 0))
+    return state
 
 
 class _SchemaRecordsBatch:

@@ -20,7 +20,13 @@ from pyspark.sql.types import StructType
 from lakelog.engine.errors import InvalidConfigError
 from lakelog.spark_connector.options import parse_sink_options, parse_source_options, warn_ignored
 from lakelog.spark_connector.sink import LakelogBatchWriter, LakelogStreamWriter, check_sink_schema
-from lakelog.spark_connector.source import FailedStreamReader, LakelogBatchReader, LakelogStreamReader, kafka_schema
+from lakelog.spark_connector.source import (
+    FailedStreamReader,
+    LakelogBatchReader,
+    LakelogStreamReader,
+    kafka_schema,
+    typed_schema,
+)
 
 # The name the JVM provider delegates to (LakelogProvider.PYTHON_SOURCE).
 PYTHON_SOURCE_NAME = "lakelog_python"
@@ -38,7 +44,7 @@ class LakelogDataSource(DataSource):
         # (batch- or streaming-only ones too when LakelogProvider says which the read is).
         options = parse_source_options(self.options, streaming=None)
         warn_ignored(options.ignored, "source")
-        return kafka_schema(options.include_headers)
+        return typed_schema(kafka_schema(options.include_headers), options, self.options)
 
     def reader(self, schema: StructType) -> LakelogBatchReader:
         return LakelogBatchReader(parse_source_options(self.options, streaming=False))

@@ -16,14 +16,10 @@ from lakelog.engine.commit.data_files import FILE_PREFIX
 from lakelog.engine.offsets import OffsetRange
 from lakelog.engine.schema import KAFKA_SOURCE_SELECT
 from lakelog.engine.topics import TopicPartition
+from lakelog.schemas.spark_columns import sql_string
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
-
-
-def sql_string(text: str) -> str:
-    """A Spark SQL string literal holding ``text``."""
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def partition_predicate(tps: Iterable[TopicPartition]) -> str:

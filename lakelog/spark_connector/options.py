@@ -15,6 +15,12 @@ the reader is made, after ``load()``; lakelog-jvm.jar's provider tells it at
 ``load()`` with the internal option :data:`QUERY_KIND_OPTION`, so an option of
 the other kind fails there.
 
+Typed reads (lakelog's own options, named as Spark's ``from_avro`` users and Databricks'
+``from_avro(..., subject, schemaRegistryAddress)`` name them): ``valueFormat`` / ``keyFormat``
+``avro`` decode the column with the store's Schema Registry (its ``_schemas`` topic),
+``valueSubject`` / ``keySubject`` name the subject (default ``<topic>-value`` / ``<topic>-key``),
+``mode`` is ``from_avro``'s FAILFAST (default) or PERMISSIVE; see :mod:`lakelog.schemas.spark_columns`.
+
 S3A settings (``fs.s3a.endpoint``, ``fs.s3a.access.key``, ... and their
 ``fs.s3a.bucket.<bucket>.*`` forms) are accepted as options, as Delta's
 DataFrameReader/Writer accept Hadoop ``fs.*`` options for a table's
@@ -36,6 +42,7 @@ from typing import Any
 from lakelog.engine.errors import InvalidConfigError, InvalidOffsetError
 from lakelog.engine.offsets import EARLIEST, LATEST, parse_offset_spec
 from lakelog.engine.storage.object_store import StoreAccess, bucket_and_key, is_s3, settings_from_hadoop
+from lakelog.schemas.spark_columns import FORMATS, MODES, Decoding
 
 SOURCE_OPTIONS = (
     "path",
@@ -57,6 +64,11 @@ SOURCE_OPTIONS = (
     "groupId",
     "minPartitions",
     "maxRecordsPerPartition",
+    "valueFormat",
+    "keyFormat",
+    "valueSubject",
+    "keySubject",
+    "mode",
 )
 # checkpointLocation is Spark's own; DataStreamWriter hands it to the sink with the rest.
 SINK_OPTIONS = ("path", "topic", "checkpointLocation")
@@ -245,6 +257,7 @@ class SourceOptions:
     ignored: tuple[tuple[str, str], ...] = ()  # Kafka options accepted as no-ops, with why
     ending_timestamp: int | None = None  # endingTimestamp (batch)
     ending_by_timestamp: dict[str, dict[int, int]] | None = None  # endingOffsetsByTimestamp (batch)
+    decodings: tuple[Decoding, ...] = ()  # keyFormat / valueFormat: typed columns
 
 
 def query_kind(options: Mapping[str, Any]) -> bool | None:
@@ -355,7 +368,40 @@ def parse_source_options(raw: Mapping[str, Any], *, streaming: bool | None) -> S
         ignored=ignored,
         ending_timestamp=_timestamp(options, "endingTimestamp"),
         ending_by_timestamp=ending_by_timestamp,
+        decodings=_decodings(options, subscription),
     )
+
+
+def _decodings(options: Mapping[str, str], subscription: Subscription) -> tuple[Decoding, ...]:
+    """The typed columns ``keyFormat`` / ``valueFormat`` ask for (with ``keySubject`` /
+    ``valueSubject``, Confluent's TopicNameStrategy subject otherwise, and ``mode``)."""
+    mode = options.get("mode", "FAILFAST").strip().upper()
+    if mode not in MODES:
+        raise InvalidConfigError(f"option 'mode' must be one of {', '.join(MODES)}, got {options['mode']!r}")
+    found = []
+    for column in ("key", "value"):
+        fmt = options.get(f"{column}format", "binary").strip().lower()
+        subject = options.get(f"{column}subject")
+        if fmt == "binary":
+            if subject is not None:
+                raise InvalidConfigError(f"option '{column}Subject' applies with option '{column}Format' only")
+            continue
+        if fmt not in FORMATS:
+            raise InvalidConfigError(
+                f"option '{column}Format' must be binary (the default: bytes as Kafka's source gives them) "
+                f"or {', '.join(FORMATS)}, got {fmt!r}"
+            )
+        topics = sorted({*subscription.topics, *subscription.assignment})
+        if subscription.pattern is not None or len(topics) != 1:
+            raise InvalidConfigError(
+                f"option '{column}Format' decodes one topic's {column}s with its subject's schemas: "
+                f"subscribe to exactly one topic (got {subscription.describe()})"
+            )
+        subject = (subject or "").strip() or f"{topics[0]}-{column}"
+        found.append(Decoding(column, topics[0], subject, mode))
+    if "mode" in options and not found:
+        raise InvalidConfigError("option 'mode' applies with option 'valueFormat' or 'keyFormat' only")
+    return tuple(found)
 
 
 def _has(spec: Mapping[str, Mapping[int, int]], code: int) -> bool:

@@ -52,11 +52,13 @@ from pyspark.sql.types import (
 
 from lakelog.engine.commit import TableLog, TableState, normalize_uri
 from lakelog.engine.commit.partition_reader import PartitionReader
-from lakelog.engine.errors import DataLossError, InvalidOffsetError, UnknownTopicOrPartitionError
+from lakelog.engine.errors import DataLossError, InvalidConfigError, InvalidOffsetError, UnknownTopicOrPartitionError
 from lakelog.engine.offsets import FileStats, PartitionBounds, resolve_offsets
 from lakelog.engine.storage.object_store import StoreAccess
 from lakelog.engine.topics import TopicPartition
-from lakelog.spark_connector.options import SourceOptions, Subscription
+from lakelog.schemas.registry import read_state
+from lakelog.schemas.spark_columns import avro_expression
+from lakelog.spark_connector.options import SourceOptions, Subscription, query_kind
 from lakelog.spark_connector.query_offsets import GroupOffsetsCommitter
 from lakelog.spark_connector.source_plan import (
     CommitIndex,
@@ -92,6 +94,37 @@ def kafka_schema(include_headers: bool) -> StructType:
         header = StructType([StructField("key", StringType()), StructField("value", BinaryType())])
         fields.append(StructField("headers", ArrayType(header)))
     return StructType(fields)
+
+
+# The field metadata key the typed-read rule reads (jvm/src/.../LakelogExtensions.java DECODE).
+DECODE_METADATA = "lakelog.decode"
+
+
+def typed_schema(schema: StructType, options: SourceOptions, raw: Mapping[str, str]) -> StructType:
+    """``schema`` with the decoding expression of each column ``keyFormat`` / ``valueFormat`` ask for
+    in its field's metadata, for lakelog-jvm.jar's analyzer rule to put on top of the read
+    (Python data sources return rows only). The schemas are the store's registry's as of now: a
+    streaming query decodes the schema ids registered before it started (restart it to read
+    newer ones). Raises InvalidConfigError without lakelog-jvm.jar's provider in front (nothing
+    would decode) or when the subject has no Avro schema."""
+    if not options.decodings:
+        return schema
+    if query_kind(raw) is None:
+        raise InvalidConfigError(
+            'options keyFormat/valueFormat need lakelog-jvm.jar\'s format("lakelog") provider (sessions '
+            "lakelog builds have it); this session runs the Python data source alone"
+        )
+    options.access.install()
+    state = read_state(normalize_uri(options.path))
+    expressions = {d.column: avro_expression(state, d) for d in options.decodings}
+    return StructType(
+        [
+            StructField(f.name, f.dataType, f.nullable, {DECODE_METADATA: expressions[f.name]})
+            if f.name in expressions
+            else f
+            for f in schema.fields
+        ]
+    )
 
 
 @dataclass(frozen=True)

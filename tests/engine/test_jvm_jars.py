@@ -23,6 +23,9 @@ def test_setup_resolves_delta_jars_once_and_keeps_only_what_spark_lacks(tmp_path
     # Spark ships its own Hadoop, Parquet, Scala and logging; a second copy would conflict.
     assert not any(n.startswith(("hadoop-", "parquet-", "scala-library", "log4j-")) for n in names)
     assert not (tmp_path / jvm_jars.s3a_jar_set().name).exists(), "S3A's jars only when asked for"
+    # from_avro of typed reads: spark-avro alone (Avro itself ships with PySpark).
+    avro = jvm_jars.resolved(jvm_jars.spark_avro_jar_set(), tmp_path)
+    assert avro is not None and [j.name for j in avro] == [f"spark-avro_2.13-{jvm_jars.spark_version()}.jar"]
 
     def no_second_resolution(*args, **kwargs):
         raise AssertionError("resolved again")

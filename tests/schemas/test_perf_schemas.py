@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import statistics
 
+import pytest
+
 from tests.cli.helpers import run
 
 
@@ -26,3 +28,15 @@ def test_lookups_on_a_kept_open_connection_take_no_delayed_ack() -> None:
     results = perf_schemas(schemas=3, subjects=1, lookups=30, work_dir=None, out=lambda line: None)
     # With Nagle's algorithm on, each answer waited ~40 ms for the client's delayed ACK.
     assert statistics.median(results["by id"]) < 20, results["by id"]
+
+
+@pytest.mark.spark
+def test_perf_schemas_materialize_reports_both_sides_and_their_ratio(spark, tmp_path, capsys, monkeypatch) -> None:
+    argv = ["perf", "schemas", "--materialize", "--num-records", "300", "--rounds", "1", "--work-dir", str(tmp_path)]
+    code, out, err = run(capsys, monkeypatch, *argv)
+    assert code == 0, err
+    lines = out.strip().splitlines()[-3:]
+    assert lines[0].startswith("typed table (lakelog tables run): ") and lines[0].endswith("records/s (median of 1)")
+    assert lines[1].startswith("same job, from_avro by hand: ")
+    assert float(lines[2].removeprefix("ratio typed / by hand: ")) > 0
+    assert list(tmp_path.iterdir()) == []  # its store and tables are gone

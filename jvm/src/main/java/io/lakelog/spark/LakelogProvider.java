@@ -15,6 +15,7 @@ import org.apache.spark.sql.execution.datasources.v2.python.PythonDataSourceV2;
 import org.apache.spark.sql.sources.BaseRelation;
 import org.apache.spark.sql.sources.CreatableRelationProvider;
 import org.apache.spark.sql.sources.DataSourceRegister;
+import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 
@@ -98,7 +99,15 @@ public class LakelogProvider implements TableProvider, DataSourceRegister, Creat
     public StructType inferSchema(CaseInsensitiveStringMap options) {
         // The Python data source is created once, with the first options it gets
         // (PythonDataSourceV2.getOrCreateDataSourceInPython): these must be complete.
-        return python().inferSchema(withQueryKind(StoreOptions.withS3aSettings(options)));
+        StructType schema = python().inferSchema(withQueryKind(StoreOptions.withS3aSettings(options)));
+        for (StructField field : schema.fields()) {
+            if (field.metadata().contains(LakelogExtensions.DECODE) && !LakelogExtensions.active(SparkSession.active())) {
+                throw new IllegalStateException("option " + field.name() + "Format of format(\"lakelog\") needs "
+                        + "spark.sql.extensions to include " + LakelogExtensions.class.getName()
+                        + " (and spark-avro on spark.jars); sessions lakelog builds have both");
+            }
+        }
+        return schema;
     }
 
     /**

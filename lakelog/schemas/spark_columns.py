@@ -1,0 +1,118 @@
+"""The Spark SQL expressions that decode a topic's keys or values with the registry's schemas (pure).
+
+Typed reads (``format("lakelog").option("valueFormat", "avro")``, the typed tables) decode with
+Spark's own ``from_avro`` (the ``spark-avro`` module, :func:`lakelog.jvm.jars.spark_avro_jar_set`);
+this module only writes the expression, from a :class:`RegistryState`:
+
+* Confluent's framing (byte 0, then the 4-byte big-endian schema id, then the Avro data) is taken
+  apart with Spark expressions: ``substring(value, 1, 5)`` is compared with each schema id's
+  5-byte header, so no id is computed for a known record, and ``from_avro`` reads
+  ``substring(value, 6)``.
+* Schema evolution: Spark's ``from_avro`` needs the schema the data was written with
+  (``jsonFormatSchema``), and reads it as the schema in its ``avroSchema`` option when one is
+  given (AvroDataToCatalyst's ``expectedSchema``: a GenericDatumReader(writer, reader), Avro's
+  schema resolution; spark/connector/avro/src/main/scala/org/apache/spark/sql/avro/
+  AvroDataToCatalyst.scala). So each schema id of the subject gets its own branch: its writer
+  schema, the subject's latest schema as ``avroSchema``. Every branch then has the latest
+  schema's struct type, and a record written before a field was added shows the field's
+  default (null for an optional field).
+* A record whose header names no version of the subject (an id the registry does not know, one
+  of another subject, or a payload that is not in the wire format) fails the query with
+  ``raise_error``, naming topic, partition, offset and the id (``mode`` FAILFAST, the default, as
+  ``from_avro``'s), or decodes to null (PERMISSIVE, which ``from_avro`` also applies to data its
+  schema cannot read).
+
+The subject is Confluent's TopicNameStrategy (``<topic>-value``, ``<topic>-key``) unless named.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from lakelog.engine.errors import InvalidConfigError
+from lakelog.schemas.schemas_topic import RegistryState, SchemaVersion
+
+FORMATS = ("avro",)
+MODES = ("FAILFAST", "PERMISSIVE")
+
+
+class TypedReadError(InvalidConfigError):
+    """A typed read that cannot be planned: no schema for the subject, a format the subject's
+    schemas are not in. The message names the topic and subject."""
+
+
+@dataclass(frozen=True)
+class Decoding:
+    """How one column (``key`` or ``value``) of one topic is decoded."""
+
+    column: str
+    topic: str
+    subject: str
+    mode: str = "FAILFAST"
+
+
+def sql_string(text: str) -> str:
+    """A Spark SQL string literal holding ``text``."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def header(schema_id: int) -> str:
+    """Confluent's 5-byte header of ``schema_id`` as a Spark SQL binary literal."""
+    return f"X'00{schema_id:08X}'"
+
+
+def subject_versions(state: RegistryState, decoding: Decoding) -> list[SchemaVersion]:
+    """The subject's versions (soft-deleted ones too: their records stay in the log), Avro only.
+    Raises TypedReadError when the subject has no live version or is not Avro."""
+    live = state.versions(decoding.subject)
+    if not live:
+        raise TypedReadError(
+            f"topic {decoding.topic!r}: subject {decoding.subject!r} has no schema in the store's registry, "
+            f"so its {decoding.column}s cannot be decoded"
+        )
+    if live[-1].schema_type != "AVRO":
+        raise TypedReadError(
+            f"topic {decoding.topic!r}: subject {decoding.subject!r} holds {live[-1].schema_type} schemas; "
+            "typed reads decode AVRO"
+        )
+    return [sv for sv in state.versions(decoding.subject, deleted=True) if sv.schema_type == "AVRO"]
+
+
+def avro_expression(state: RegistryState, decoding: Decoding) -> str:
+    """A Spark SQL expression over the Kafka source's columns that decodes ``decoding.column``
+    with every schema id of the subject, read as the subject's latest schema (a struct column).
+    Raises TypedReadError when the subject has no Avro schema."""
+    versions = subject_versions(state, decoding)
+    reader = state.versions(decoding.subject)[-1]
+    column = f"`{decoding.column}`"
+    options = {"mode": decoding.mode}
+    branches = []
+    for schema_id in sorted({sv.schema_id for sv in versions}):
+        writer = next(sv for sv in versions if sv.schema_id == schema_id)
+        chosen = options if schema_id == reader.schema_id else {**options, "avroSchema": reader.schema}
+        arguments = ", ".join(f"{sql_string(k)}, {sql_string(v)}" for k, v in chosen.items())
+        branches.append(
+            f"WHEN {header(schema_id)} THEN "
+            f"from_avro(substring({column}, 6), {sql_string(writer.schema)}, map({arguments}))"
+        )
+    if decoding.mode == "PERMISSIVE":
+        otherwise = "NULL"
+    else:
+        schema_id = f"CAST(conv(hex(substring({column}, 2, 4)), 16, 10) AS BIGINT)"
+        otherwise = (
+            "raise_error(concat("
+            + sql_string(f"lakelog typed read: the {decoding.column} of topic {decoding.topic!r} partition ")
+            + ", CAST(`partition` AS STRING), ' offset ', CAST(`offset` AS STRING), "
+            + sql_string(" names schema id ")
+            + f", coalesce(CAST({schema_id} AS STRING), 'none (not in the wire format)'), "
+            + sql_string(
+                f", which is no version of subject {decoding.subject!r} in the store's registry "
+                "(option mode=PERMISSIVE reads it as null)"
+            )
+            + "))"
+        )
+    return (
+        f"CASE WHEN {column} IS NULL THEN NULL ELSE CASE substring({column}, 1, 5) "
+        + " ".join(branches)
+        + f" ELSE {otherwise} END END"
+    )
