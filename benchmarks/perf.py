@@ -404,6 +404,15 @@ def cmd_perf_producer_perf(args: argparse.Namespace, out: Out) -> None:
     )
 
 
+def cmd_perf_rebalance(args: argparse.Namespace, out: Out) -> None:
+    from benchmarks.rebalance import perf_rebalance
+    from benchmarks.scratch import check_work_dir
+
+    check_work_dir(args.work_dir, s3=False)
+    sizes = {"members": args.members, "partitions": args.partitions, "repeat": args.repeat}
+    perf_rebalance(**sizes, kafka=not args.no_kafka, work_dir=args.work_dir, out=out)
+
+
 def cmd_perf_stream(args: argparse.Namespace, out: Out) -> None:
     from benchmarks.stream import perf_stream
 

@@ -208,6 +208,18 @@ def add_parser(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
     p.add_argument("--work-dir", help="where the temporary stores go (default: the system's temp directory)")
     p.set_defaults(func=_driver("producer_perf"))
     p = psub.add_parser(
+        "rebalance",
+        parents=parents,
+        help="Java consumers (classic protocol, default assignor): time until the group settles after its last "
+        "member starts, against lakelog serve and a Kafka broker",
+    )
+    p.add_argument("--members", type=COUNT, default=8, help="the group's size, the last one timed")
+    p.add_argument("--partitions", type=COUNT, default=16)
+    p.add_argument("--repeat", type=COUNT, default=3, help="interleaved rounds per side (median reported)")
+    p.add_argument("--no-kafka", action="store_true", help="skip the Apache Kafka broker side")
+    p.add_argument("--work-dir", help="where the temporary stores go (default: the system's temp directory)")
+    p.set_defaults(func=_driver("rebalance"))
+    p = psub.add_parser(
         "schemas",
         parents=parents,
         help="the Schema Registry: register, lookups by id and by subject (p50/p99) from a warm client",

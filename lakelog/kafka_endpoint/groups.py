@@ -84,10 +84,12 @@ VERSIONS: dict[int, tuple[int, int]] = {
     # ids instead of names) is not served.
     OFFSET_COMMIT: (2, 9),
     OFFSET_FETCH: (1, 9),
-    JOIN_GROUP: (2, 7),
+    # JoinGroup v8 and LeaveGroup v5 carry the client's reason (KIP-800), v9 the leader's
+    # skip_assignment (KIP-814); Kafka 4's clients use all of them.
+    JOIN_GROUP: (2, 9),
     SYNC_GROUP: (1, 5),
     HEARTBEAT: (1, 4),
-    LEAVE_GROUP: (1, 4),
+    LEAVE_GROUP: (1, 5),
     LIST_GROUPS: (0, 5),  # v5: each group's type (classic or consumer), filtered by type
     DESCRIBE_GROUPS: (0, 5),
     DELETE_GROUPS: (0, 2),
@@ -262,6 +264,9 @@ class GroupApis:
         """JoinGroup of Kafka's classic protocol; answers when the member's round completed."""
         cls = response_class(JOIN_GROUP, request.api_version)
         body = request.body
+        reason = getattr(body, "reason", None)
+        if reason:  # KIP-800: only for the log, as Kafka uses it (GMM's rebalance reasons)
+            log.debug("JoinGroup of group %s by member %r: %s", body.group_id, body.member_id, reason)
         session_ms = int(body.session_timeout.total_seconds() * 1000)
         rebalance = getattr(body, "rebalance_timeout", None)
         joined = self.classic.join(
@@ -276,6 +281,7 @@ class GroupApis:
                 instance_id=getattr(body, "group_instance_id", None),
                 client_host="/lakelog",
                 requires_known_member_id=request.api_version >= 4,
+                supports_skip_assignment=request.api_version >= 9,  # JoinGroupRequest.supportsSkippingAssignment
             ),
         )
         return build(
@@ -285,6 +291,7 @@ class GroupApis:
             protocol_type=joined.protocol_type,
             protocol_name=joined.protocol or "",
             leader=joined.leader,
+            skip_assignment=joined.skip_assignment,
             member_id=joined.member_id,
             members=[
                 {"member_id": m, "group_instance_id": instance, "metadata": metadata}
@@ -326,6 +333,9 @@ class GroupApis:
         body = request.body
         if hasattr(body, "members"):
             named = [(m.member_id or "", getattr(m, "group_instance_id", None)) for m in body.members]
+            for m in body.members:
+                if getattr(m, "reason", None):  # v5 (KIP-800)
+                    log.debug("LeaveGroup of group %s by member %r: %s", body.group_id, m.member_id, m.reason)
         else:
             named = [(body.member_id, None)]
         errors = self.classic.leave(body.group_id, named)

@@ -150,6 +150,27 @@ def test_perf_producer_perf_runs_kafkas_tool_against_the_agent_and_a_broker(tmp_
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_group_is_settled_when_its_members_own_every_partition_once():
+    from benchmarks.rebalance import settled
+
+    everything = {"t-0", "t-1", "t-2"}
+    assert settled([{"t-0"}, {"t-1", "t-2"}], everything)
+    assert not settled([{"t-0", "t-1", "t-2"}, set()], everything)  # a member still without partitions
+    assert not settled([{"t-0", "t-1"}, {"t-1", "t-2"}], everything)  # t-1 owned twice (not yet revoked)
+    assert not settled([{"t-0"}, {"t-1"}], everything)  # t-2 unowned
+
+
+@pytest.mark.kafka
+@pytest.mark.slow
+def test_perf_rebalance_times_java_members_settling_on_the_agent_and_a_broker(tmp_path, capsys):
+    argv = ["perf", "rebalance", "--members", "3", "--partitions", "6", "--repeat", "1", "--work-dir", str(tmp_path)]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "round 1: lakelog settled " in out and "round 1: kafka   settled " in out
+    assert "ratio lakelog/kafka: " in out
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_security_ratios_compare_each_sides_tls_cost_with_the_other():
     from benchmarks.serve_security import security_ratios, verdict, within_target
 

@@ -33,9 +33,9 @@ def endpoint(tmp_path):
     served.close()
 
 
-def join(endpoint, member_id="", instance_id=None, protocols=(("stream", b"meta"),), ptype="consumer"):
+def join(endpoint, member_id="", instance_id=None, protocols=(("stream", b"meta"),), ptype="consumer", version=7, **kw):
     return call(
-        endpoint, JOIN_GROUP, 7, group_id="g", session_timeout=timedelta(seconds=10),
+        endpoint, JOIN_GROUP, version, group_id="g", **kw, session_timeout=timedelta(seconds=10),
         rebalance_timeout=timedelta(seconds=10), member_id=member_id, group_instance_id=instance_id,
         protocol_type=ptype, protocols=[{"name": n, "metadata": m} for n, m in protocols],
     )  # fmt: skip
@@ -144,3 +144,30 @@ def test_a_static_member_replaced_by_a_new_instance_is_fenced_and_leaves_by_its_
     left = call(endpoint, LEAVE_GROUP, 4, group_id="g", members=[{"member_id": "", "group_instance_id": "i"}])
     assert [(m.member_id, m.error_code) for m in left.members] == [(new.member_id, ErrorCode.none)]
     assert heartbeat(endpoint, new.member_id, new.generation_id, "i") == ErrorCode.unknown_member_id
+
+
+@pytest.mark.parametrize("version", [8, 9])
+def test_join_group_v8_carries_a_reason_and_leave_group_v5_one_per_member(endpoint, version):
+    a = joined_member(endpoint, version=version, reason="rebalance failed due to MemberIdRequiredException")
+    assert (a.error_code, a.leader, a.generation_id) == (ErrorCode.none, a.member_id, 1)
+    assert not getattr(a, "skip_assignment", False)  # a rebalance the leader completed: it runs its assignor
+    left = call(endpoint, LEAVE_GROUP, 5, group_id="g", members=[{"member_id": a.member_id, "reason": "closing"}])
+    assert [(m.member_id, m.error_code) for m in left.members] == [(a.member_id, ErrorCode.none)]
+
+
+def test_a_static_leader_rejoining_a_stable_group_skips_its_assignor_from_join_group_v9(endpoint):
+    """KIP-814 (GMM.updateStaticMemberThenRebalanceOrCompleteJoin): a static leader that restarts
+    into a Stable group is told it leads, with every member's metadata and skip_assignment, and no
+    rebalance; before v9 it is told the old leader leads (it runs no assignor and syncs as a follower)."""
+    old = joined_member(endpoint, instance_id="a", version=9)
+    assert sync(endpoint, old.member_id, old.generation_id, [(old.member_id, b"mine")], "a").assignment == b"mine"
+    new = join(endpoint, instance_id="a", version=9, protocols=[("stream", b"meta-2")])
+    assert (new.error_code, new.generation_id, new.leader) == (ErrorCode.none, old.generation_id, new.member_id)
+    assert new.skip_assignment and [(m.member_id, m.group_instance_id, m.metadata) for m in new.members] == [
+        (new.member_id, "a", b"meta-2")
+    ]
+    assert sync(endpoint, new.member_id, new.generation_id, (), "a").assignment == b"mine"
+    older = join(endpoint, instance_id="a", version=8)
+    assert (older.error_code, older.generation_id) == (ErrorCode.none, old.generation_id)
+    assert (older.leader, older.members) == (new.member_id, ())  # v8 has no skip_assignment
+    assert sync(endpoint, older.member_id, older.generation_id, (), "a").assignment == b"mine"

@@ -234,6 +234,7 @@ class JoinRequest:
     instance_id: str | None = None
     client_host: str = ""
     requires_known_member_id: bool = True  # JoinGroup v4+ (KIP-394)
+    supports_skip_assignment: bool = False  # JoinGroup v9+ (KIP-814)
 
 
 @dataclass(frozen=True)
@@ -245,6 +246,10 @@ class JoinResult:
     error: str
     member_id: str
     wait: bool = False
+    # A static member that took its old member's place in a Stable group (no rebalance): the
+    # leader before the replacement, which is what a JoinGroup before v9 names as leader.
+    static_rejoin: bool = False
+    previous_leader: str = ""
 
 
 @dataclass(frozen=True)
@@ -257,6 +262,7 @@ class JoinResponse:
     leader: str = ""
     # For the leader only: (member id, instance id, metadata of the chosen protocol) of every member.
     members: tuple[tuple[str, str | None, bytes], ...] = ()
+    skip_assignment: bool = False  # JoinGroup v9+: the leader must not run its assignor
 
 
 def join(
@@ -374,7 +380,7 @@ def _replace_static(
     pending_sync = frozenset(new_member_id if m == old.member_id else m for m in group.pending_sync)
     moved = replace(group, members=members, leader=leader, pending_sync=pending_sync)
     if group.state == STABLE and select_protocol(members.values()) == group.protocol:
-        return moved, JoinResult(NONE, new_member_id)
+        return moved, JoinResult(NONE, new_member_id, static_rejoin=True, previous_leader=group.leader or "")
     if group.state == PREPARING_REBALANCE:
         moved = _put(moved, replace(member, awaiting_join=True))
         return _maybe_complete(moved, now_ms), JoinResult(NONE, new_member_id, wait=True)
@@ -452,6 +458,20 @@ def join_response(group: ClassicGroup, member_id: str) -> JoinResponse:
         group.leader or "",
         members,
     )
+
+
+def static_rejoin_response(
+    group: ClassicGroup, member_id: str, previous_leader: str, supports_skip_assignment: bool
+) -> JoinResponse:
+    """The JoinGroup answer of a static member that replaced its old member id in a Stable group
+    without a rebalance (GMM.updateStaticMemberThenRebalanceOrCompleteJoin). From v9 (KIP-814) the
+    leader learns it leads, with every member's metadata, and skips its assignor: assignors are
+    not idempotent and a Stable group would not pass a new assignment on anyway. Before v9 the
+    answer names the leader before the replacement, so a restarted leader runs no assignor and
+    syncs as a follower."""
+    if supports_skip_assignment:
+        return replace(join_response(group, member_id), skip_assignment=member_id == group.leader)
+    return JoinResponse(NONE, member_id, group.generation, group.protocol_type, group.protocol, previous_leader)
 
 
 def join_outcome(group: ClassicGroup, member_id: str, joined_generation: int) -> JoinResponse | None:

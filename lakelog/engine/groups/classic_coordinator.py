@@ -42,6 +42,7 @@ from lakelog.engine.groups.classic import (
     leave,
     member_error,
     next_deadline,
+    static_rejoin_response,
     sync,
     sync_outcome,
 )
@@ -207,6 +208,8 @@ class ClassicCoordinator:
         if result.error != NONE:
             return JoinResponse(result.error, result.member_id)
         member_id = result.member_id
+        if result.static_rejoin:
+            return static_rejoin_response(group, member_id, result.previous_leader, request.supports_skip_assignment)
         if not result.wait:
             return join_response(group, member_id)
         return self._wait(

@@ -24,16 +24,21 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from benchmarks.kafka_reference import MAVEN_REPOSITORY
 from lakelog.jvm.jars import cache_root
@@ -337,3 +342,76 @@ def owned_partitions(member: JavaProgram) -> set[str]:
         elif kind in ("REVOKED", "LOST"):
             owned -= partitions
     return owned
+
+
+# -- Kafka Connect workers: their settings and REST API -----------------------------------------
+
+
+def free_ports(count: int) -> list[int]:
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+# The workers' config, offset and status topics.
+INTERNAL_TOPICS = ("connect-configs", "connect-offsets", "connect-status")
+
+
+def worker_properties(bootstrap: str, port: int) -> str:
+    settings = {
+        "bootstrap.servers": bootstrap,
+        "group.id": "lakelog-connect",
+        "config.storage.topic": INTERNAL_TOPICS[0],
+        "offset.storage.topic": INTERNAL_TOPICS[1],
+        "status.storage.topic": INTERNAL_TOPICS[2],
+        "config.storage.replication.factor": "1",
+        "offset.storage.replication.factor": "1",
+        "status.storage.replication.factor": "1",
+        "offset.storage.partitions": "5",
+        "status.storage.partitions": "3",
+        "key.converter": "org.apache.kafka.connect.storage.StringConverter",
+        "value.converter": "org.apache.kafka.connect.storage.StringConverter",
+        "listeners": f"http://127.0.0.1:{port}",
+        "rest.advertised.host.name": "127.0.0.1",
+        "offset.flush.interval.ms": "500",
+        # A worker that leaves gets its connectors back if it returns within this long (KIP-415);
+        # Kafka's 5 minutes would hold them unassigned for the whole test.
+        "scheduled.rebalance.max.delay.ms": "2000",
+        "heartbeat.interval.ms": "1000",
+        "session.timeout.ms": "10000",
+    }
+    return "".join(f"{k}={v}\n" for k, v in settings.items())
+
+
+def rest(url: str, method: str = "GET", body: dict | None = None, timeout_s: float = 5.0) -> Any:
+    """One REST call. Short: a worker whose herder died keeps accepting connections and never
+    answers, and :func:`until` notices a failed worker only between calls (a create that timed
+    out but landed is a 409 "already exists" the next time, which :func:`_create` accepts)."""
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=timeout_s) as response:
+        text = response.read().decode()
+    return json.loads(text) if text else None
+
+
+def until(workers: JavaProgram, what: str, probe: Any, timeout_s: float = 90.0) -> Any:
+    """``probe()``'s first truthy answer (REST errors count as not yet); fails at once when the
+    workers' JVM exited or a worker failed to start."""
+    deadline = time.monotonic() + timeout_s
+    last: object = None
+    while time.monotonic() < deadline:
+        if workers.proc.poll() is not None or workers.events("FAILED"):
+            raise workers.fail(f"stopped while waiting for {what}")
+        try:
+            found = probe()
+        except (urllib.error.URLError, OSError, ValueError) as exc:
+            found, last = None, exc
+        if found:
+            return found
+        time.sleep(0.5)
+    raise workers.fail(f"no {what} within {timeout_s:.0f}s (last: {last!r})")

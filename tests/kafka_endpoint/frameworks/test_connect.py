@@ -7,90 +7,28 @@ restart the connectors' configs and the source's offsets are read back (nothing 
 
 from __future__ import annotations
 
-import json
-import socket
 import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tests.kafka_endpoint.frameworks.conftest import Target, against_kafka_and_lakelog
-from tests.kafka_endpoint.frameworks.harness import CONNECT_WORKERS, JavaProgram, stopped_after
+from tests.kafka_endpoint.frameworks.harness import (
+    CONNECT_WORKERS,
+    JavaProgram,
+    free_ports,
+    rest,
+    stopped_after,
+    until,
+    worker_properties,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.kafka]
 
 WORKERS = 2
 TOPIC = "connect-lines"
-INTERNAL_TOPICS = ("connect-configs", "connect-offsets", "connect-status")
-
-
-def _free_ports(count: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for sock in sockets:
-            sock.bind(("127.0.0.1", 0))
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
-
-
-def _worker_properties(target: Target, port: int) -> str:
-    settings = {
-        "bootstrap.servers": target.bootstrap,
-        "group.id": "lakelog-connect",
-        "config.storage.topic": INTERNAL_TOPICS[0],
-        "offset.storage.topic": INTERNAL_TOPICS[1],
-        "status.storage.topic": INTERNAL_TOPICS[2],
-        "config.storage.replication.factor": "1",
-        "offset.storage.replication.factor": "1",
-        "status.storage.replication.factor": "1",
-        "offset.storage.partitions": "5",
-        "status.storage.partitions": "3",
-        "key.converter": "org.apache.kafka.connect.storage.StringConverter",
-        "value.converter": "org.apache.kafka.connect.storage.StringConverter",
-        "listeners": f"http://127.0.0.1:{port}",
-        "rest.advertised.host.name": "127.0.0.1",
-        "offset.flush.interval.ms": "500",
-        # A worker that leaves gets its connectors back if it returns within this long (KIP-415);
-        # Kafka's 5 minutes would hold them unassigned for the whole test.
-        "scheduled.rebalance.max.delay.ms": "2000",
-        "heartbeat.interval.ms": "1000",
-        "session.timeout.ms": "10000",
-    }
-    return "".join(f"{k}={v}\n" for k, v in settings.items())
-
-
-def _rest(url: str, method: str = "GET", body: dict | None = None, timeout_s: float = 5.0) -> Any:
-    """One REST call. Short: a worker whose herder died keeps accepting connections and never
-    answers, and :func:`_until` notices a failed worker only between calls (a create that timed
-    out but landed is a 409 "already exists" the next time, which :func:`_create` accepts)."""
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=timeout_s) as response:
-        text = response.read().decode()
-    return json.loads(text) if text else None
-
-
-def _until(workers: JavaProgram, what: str, probe: Any, timeout_s: float = 90.0) -> Any:
-    """``probe()``'s first truthy answer (REST errors count as not yet); fails at once when the
-    workers' JVM exited or a worker failed to start."""
-    deadline = time.monotonic() + timeout_s
-    last: object = None
-    while time.monotonic() < deadline:
-        if workers.proc.poll() is not None or workers.events("FAILED"):
-            raise workers.fail(f"stopped while waiting for {what}")
-        try:
-            found = probe()
-        except (urllib.error.URLError, OSError, ValueError) as exc:
-            found, last = None, exc
-        if found:
-            return found
-        time.sleep(0.5)
-    raise workers.fail(f"no {what} within {timeout_s:.0f}s (last: {last!r})")
 
 
 def _lines(path: Path) -> list[str]:
@@ -99,11 +37,11 @@ def _lines(path: Path) -> list[str]:
 
 @against_kafka_and_lakelog()
 def test_two_distributed_workers_copy_every_line_once_across_a_restart(target: Target, tmp_path: Path) -> None:
-    ports = _free_ports(WORKERS)
+    ports = free_ports(WORKERS)
     files = []
     for n, port in enumerate(ports):
         path = tmp_path / f"worker-{n}.properties"
-        path.write_text(_worker_properties(target, port))
+        path.write_text(worker_properties(target.bootstrap, port))
         files.append(str(path))
     urls = [f"http://127.0.0.1:{port}" for port in ports]
     source_file, sink_file = tmp_path / "in.txt", tmp_path / "out.txt"
@@ -137,20 +75,20 @@ def test_two_distributed_workers_copy_every_line_once_across_a_restart(target: T
             },
         }
         for name, config in connectors.items():
-            _until(workers, f"connector {name} created", lambda n=name, c=config: _create(urls[1], n, c))
+            until(workers, f"connector {name} created", lambda n=name, c=config: _create(urls[1], n, c))
 
         def running_on_both_workers() -> bool:
             where = set()
             for name in connectors:
-                status = _rest(f"{urls[0]}/connectors/{name}/status")
+                status = rest(f"{urls[0]}/connectors/{name}/status")
                 states = [status["connector"]] + status["tasks"]
                 if not status["tasks"] or any(s["state"] != "RUNNING" for s in states):
                     return False
                 where |= {s["worker_id"] for s in states}
             return len(where) == WORKERS
 
-        _until(workers, "both connectors RUNNING, spread over both workers", running_on_both_workers)
-        _until(workers, "every line in the sink's file", lambda: len(_lines(sink_file)) >= len(lines))
+        until(workers, "both connectors RUNNING, spread over both workers", running_on_both_workers)
+        until(workers, "every line in the sink's file", lambda: len(_lines(sink_file)) >= len(lines))
         assert sorted(_lines(sink_file)) == sorted(lines)
 
         # Both workers stop (leaving the group) and start again: the connectors come back from
@@ -164,9 +102,9 @@ def test_two_distributed_workers_copy_every_line_once_across_a_restart(target: T
         for n in range(WORKERS):
             workers.send(f"start {n}")
         workers.wait_for(lambda w: len(w.events("STARTED")) == 2 * WORKERS, 120, "both workers started again")
-        listed = _until(workers, "the connectors listed again", lambda: _rest(f"{urls[1]}/connectors"))
+        listed = until(workers, "the connectors listed again", lambda: rest(f"{urls[1]}/connectors"))
         assert sorted(listed) == sorted(connectors)
-        _until(workers, "every new line in the sink's file", lambda: len(_lines(sink_file)) >= len(lines + more))
+        until(workers, "every new line in the sink's file", lambda: len(_lines(sink_file)) >= len(lines + more))
         time.sleep(2)  # anything copied twice would arrive now
         assert sorted(_lines(sink_file)) == sorted(lines + more)
         copied = sorted(value.decode() for _, value, _, _ in target.read_all(TOPIC))
@@ -175,7 +113,7 @@ def test_two_distributed_workers_copy_every_line_once_across_a_restart(target: T
 
 def _create(url: str, name: str, config: dict[str, str]) -> bool:
     try:
-        _rest(f"{url}/connectors", "POST", {"name": name, "config": config})
+        rest(f"{url}/connectors", "POST", {"name": name, "config": config})
     except urllib.error.HTTPError as exc:
         if exc.code == 409 and "already exists" in exc.read().decode():
             return True
