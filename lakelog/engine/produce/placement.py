@@ -429,27 +429,18 @@ def outgoing_record(
     Raises InvalidRecordError / UnknownTopicOrPartitionError for arguments of
     the wrong type; a record the topic refuses carries that error instead.
     """
-    # The common arguments (bytes or None, no headers, no timestamp) skip the conversions.
+    # bytes and None, the common arguments, need no conversion (nor a call to find that out).
     key_bytes = key if key is None or type(key) is bytes else to_bytes(key, "key")
     value_bytes = value if value is None or type(value) is bytes else to_bytes(value, "value")
-    if headers is None:
-        header_list = None
-        size = (len(key_bytes) if key_bytes else 0) + (len(value_bytes) if value_bytes else 0)
-    else:
-        header_list = to_headers(headers)
-        size = record_size(key_bytes, value_bytes, header_list)
-    timestamp_ms = int(time.time() * 1000) if timestamp is None else to_timestamp_ms(timestamp)
-    if partition is not None and (
-        type(partition) is not int and (isinstance(partition, bool) or not isinstance(partition, int))
-    ):
+    header_list = to_headers(headers)
+    timestamp_ms = to_timestamp_ms(timestamp)
+    if partition is not None and (isinstance(partition, bool) or not isinstance(partition, int)):
         raise UnknownTopicOrPartitionError(f"partition must be an int, got {partition!r}")
-    if meta is None:
-        error: LakelogError | None = check_record(meta, topic, partition if partition is not None else 0, size)
-    else:
-        if partition is None:
-            if key_bytes is not None and not ignore_keys:
-                partition = partition_for_key(key_bytes, meta.partitions)
-            else:
-                partition = keyless.partition(topic, meta.partitions, size)
-        error = check_record(meta, topic, partition, size)
+    size = record_size(key_bytes, value_bytes, header_list)
+    if partition is None and meta is not None:
+        if key_bytes is not None and not ignore_keys:
+            partition = partition_for_key(key_bytes, meta.partitions)
+        else:
+            partition = keyless.partition(topic, meta.partitions, size)
+    error = check_record(meta, topic, partition if partition is not None else 0, size)
     return _new_outgoing((key_bytes, value_bytes, header_list, timestamp_ms, size, partition, error))
