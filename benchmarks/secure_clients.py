@@ -1,6 +1,7 @@
 """Kafka clients' settings for a SASL_SSL listener, in confluent-kafka's (librdkafka's) names and
-in the Java client's properties: one home for what the security tests and ``lakelog perf serve
---security`` hand their clients."""
+in the Java client's properties, and the Java client's for an SSL listener with a client
+certificate: one home for what the security tests and ``lakelog perf serve --security`` hand
+their clients."""
 
 from __future__ import annotations
 
@@ -37,6 +38,19 @@ def java_sasl_ssl_properties(user: str, password: str, ca: Path | str, mechanism
         "security.protocol=SASL_SSL\n"
         f"sasl.mechanism={mechanism}\n"
         f'sasl.jaas.config={modules[mechanism]} required username="{user}" password="{password}";\n'
+        "ssl.truststore.type=PEM\n"
+        f"ssl.truststore.location={ca}\n"
+    )
+
+
+def java_ssl_properties(keystore_pem: Path | str, ca: Path | str) -> str:
+    """Kafka's Java clients and tools over an SSL listener that requires client certificates: a
+    properties file's text with a PEM keystore (``keystore_pem`` holds the unencrypted PKCS#8
+    private key and the certificate chain, KIP-651) and a PEM truststore."""
+    return (
+        "security.protocol=SSL\n"
+        "ssl.keystore.type=PEM\n"
+        f"ssl.keystore.location={keystore_pem}\n"
         "ssl.truststore.type=PEM\n"
         f"ssl.truststore.location={ca}\n"
     )

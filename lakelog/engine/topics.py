@@ -16,6 +16,7 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, NamedTuple
 
 from lakelog.engine.config import INT_MAX, ConfigKey, key_table, resolve_config
@@ -209,8 +210,10 @@ class TopicMetadata:
     def internal(self) -> bool:
         return self.name in INTERNAL_TOPICS
 
-    @property
+    @cached_property
     def max_message_bytes(self) -> int:
+        # Cached (in the instance's __dict__, which a frozen dataclass allows): send() checks
+        # every record against it.
         return int(self.config_value("max.message.bytes"))
 
     @property

@@ -24,7 +24,7 @@ from confluent_kafka.admin import AdminClient
 from kafka import KafkaConsumer, KafkaProducer
 
 from benchmarks.certificates import Authority
-from benchmarks.secure_clients import java_sasl_ssl_properties, sasl_ssl_config
+from benchmarks.secure_clients import java_sasl_ssl_properties, java_ssl_properties, sasl_ssl_config
 from tests.kafka_endpoint.conftest import ROOT, Agent
 
 ALICE_PASSWORD = "alice-" + uuid.uuid4().hex  # SCRAM-SHA-512
@@ -33,6 +33,7 @@ CAROL_PASSWORD = "carol-" + uuid.uuid4().hex  # SCRAM-SHA-512, may only read top
 DAVE_PASSWORD = "dave-" + uuid.uuid4().hex  # added through the agent (AlterUserScramCredentials)
 KEYSTORE_PASSWORD = "keystore-" + uuid.uuid4().hex
 CLIENT_PRINCIPAL = "User:CN=client,O=lakelog-tests"
+JAVA_PRINCIPAL = "User:CN=java-client,O=lakelog-tests"  # may only read and write topic other
 
 
 def lakelog_in_process(store: Path, *args: str) -> None:
@@ -57,7 +58,8 @@ def lakelog(store: Path, *args: str) -> str:
 @pytest.fixture(scope="module")
 def network(tmp_path_factory):
     """An agent with PLAINTEXT, SSL (client certificates required), SASL_PLAINTEXT and SASL_SSL
-    listeners over a store with users alice (SCRAM-SHA-512) and bob (SCRAM-SHA-256)."""
+    listeners over a store with users alice (SCRAM-SHA-512) and bob (SCRAM-SHA-256); the client
+    certificate of CN=client is a super user, that of CN=java-client has ACLs on topic other."""
     from lakelog.store import Store
 
     work = tmp_path_factory.mktemp("security")
@@ -69,6 +71,7 @@ def network(tmp_path_factory):
     authority.issue("127.0.0.1", server=True).write_pkcs12(work / "agent.p12", KEYSTORE_PASSWORD)
     (work / "ca.pem").write_bytes(authority.ca.pem_cert())
     client = authority.issue("client").write_pem(work, "client")
+    java_client = authority.issue("java-client").write_pem(work, "java-client")
     expired = authority.issue("expired", expired=True).write_pem(work, "expired")
     conf = work / "lakelog.conf"
     conf.write_text(
@@ -145,6 +148,19 @@ def network(tmp_path_factory):
         "--group",
         "carol-group",
     )
+    lakelog_in_process(
+        store_dir,
+        "acls",
+        "--add",
+        "--allow-principal",
+        JAVA_PRINCIPAL,
+        "--operation",
+        "Read",
+        "--operation",
+        "Write",
+        "--topic",
+        "other",
+    )
     log = work / "agent.log"
     listen = ["PLAINTEXT://127.0.0.1:0", "SSL://127.0.0.1:0", "SASL_PLAINTEXT://127.0.0.1:0", "SASL_SSL://127.0.0.1:0"]
     agent = Agent(
@@ -155,6 +171,7 @@ def network(tmp_path_factory):
         "store": store_dir,
         "work": work,
         "client": client,
+        "java_client": java_client,
         "expired": expired,
         "log": log,
         "conf": conf,
@@ -558,13 +575,12 @@ def test_the_metrics_endpoint_shows_what_was_served(network):
     assert after[("lakelog_consumer_group_lag", labels)] == 1
 
 
-@pytest.mark.slow
-@pytest.mark.skipif(shutil.which("java") is None, reason="needs Java 17+")
-def test_kafkas_console_tools_over_sasl_ssl_with_scram_sha_512(network):
+def console_tools_round_trip(network, protocol: str, config: Path) -> None:
+    """Kafka's Java ConsoleProducer writes two records to topic other through the agent's
+    ``protocol`` listener with the client properties file ``config``, and its ConsoleConsumer
+    reads them back from the offset they landed at."""
     from benchmarks.kafka_reference import ensure_kafka_jars
 
-    config = network["work"] / "alice.properties"
-    config.write_text(java_sasl_ssl_properties("alice", ALICE_PASSWORD, network["work"] / "ca.pem"))
     jars = ensure_kafka_jars()
 
     def tool(main: str, *args: str, stdin: str = "") -> subprocess.CompletedProcess:
@@ -576,7 +592,8 @@ def test_kafkas_console_tools_over_sasl_ssl_with_scram_sha_512(network):
             timeout=180,
         )
 
-    bootstrap = network["agent"].listeners["SASL_SSL"]
+    bootstrap = network["agent"].listeners[protocol]
+    values = [f"from java over {protocol} {uuid.uuid4().hex}" for _ in range(2)]
     before = store_ends(network["store"])["other"][0]
     produced = tool(
         "org.apache.kafka.tools.ConsoleProducer",
@@ -586,10 +603,10 @@ def test_kafkas_console_tools_over_sasl_ssl_with_scram_sha_512(network):
         "other",
         "--producer.config",
         str(config),
-        stdin="from java one\nfrom java two\n",
+        stdin="".join(f"{v}\n" for v in values),
     )
     assert produced.returncode == 0, produced.stderr
-    assert store_ends(network["store"])["other"][0] == before + 2
+    assert store_ends(network["store"])["other"][0] == before + 2, produced.stderr
     consumed = tool(
         "org.apache.kafka.tools.consumer.ConsoleConsumer",
         "--bootstrap-server",
@@ -607,8 +624,34 @@ def test_kafkas_console_tools_over_sasl_ssl_with_scram_sha_512(network):
     )
     assert consumed.returncode == 0, consumed.stderr
     # Kafka 4.1+ prints a note on --consumer.config (renamed --command-config) to stdout first.
-    assert consumed.stdout.splitlines()[-2:] == ["from java one", "from java two"]
-    config.unlink()
+    assert consumed.stdout.splitlines()[-2:] == values
+
+
+JAVA = pytest.mark.skipif(shutil.which("java") is None, reason="needs Java 17+")
+
+
+@pytest.mark.slow
+@JAVA
+def test_kafkas_console_tools_over_sasl_ssl_with_scram_sha_512(network):
+    config = network["work"] / "alice.properties"
+    config.write_text(java_sasl_ssl_properties("alice", ALICE_PASSWORD, network["work"] / "ca.pem"))
+    try:
+        console_tools_round_trip(network, "SASL_SSL", config)
+    finally:
+        config.unlink()
+
+
+@pytest.mark.slow
+@JAVA
+def test_kafkas_console_tools_over_ssl_with_a_client_certificate(network):
+    _, _, keystore = network["java_client"]  # key and certificate in one PEM file
+    config = network["work"] / "java-client.properties"
+    config.write_text(java_ssl_properties(keystore, network["work"] / "ca.pem"))
+    console_tools_round_trip(network, "SSL", config)
+    # The agent authorized the certificate's subject as Kafka names it (RFC 2253, CN first):
+    # the only ACLs are JAVA_PRINCIPAL's on topic other, so neither User:ANONYMOUS nor a super
+    # user would see what it sees, and Metadata lists only what that principal may describe.
+    assert sorted(AdminClient(ssl_config(network, network["java_client"])).list_topics(timeout=30).topics) == ["other"]
 
 
 def test_no_secret_in_the_agents_log(network):

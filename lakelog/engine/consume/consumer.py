@@ -45,9 +45,12 @@ import time
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import partial
+from itertools import repeat
 from typing import Any, NamedTuple, Protocol
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from lakelog.engine.client_config import CONSUMER_CONFIG_KEYS
 from lakelog.engine.commit import RetryPolicy, TableState
@@ -77,6 +80,9 @@ log = logging.getLogger(__name__)
 
 
 class ConsumerRecord(NamedTuple):
+    """One record as ``poll`` returns it: a tuple of these fields, as Kafka's ConsumerRecord has
+    them (``timestamp`` in milliseconds since the epoch, an int as Java's ``timestamp()``)."""
+
     topic: str
     partition: int
     offset: int
@@ -85,6 +91,41 @@ class ConsumerRecord(NamedTuple):
     key: bytes | None
     value: bytes | None
     headers: list[tuple[str, bytes | None]] | None
+
+
+# tuple.__new__ straight from each row's values: a NamedTuple's own __new__ is a Python
+# function that costs more than the rest of building the record.
+_new_record = partial(tuple.__new__, ConsumerRecord)
+
+
+def records_of(table: pa.Table) -> list[ConsumerRecord]:
+    """The rows of a table with the log table's columns as ConsumerRecords, column by column:
+    timestamps become int milliseconds in Arrow (never a ``datetime`` per record), and headers
+    are turned into (key, value) pairs only where a record has them."""
+    if not table.num_rows:
+        return []
+    headers = table.column("headers")
+    if headers.null_count == len(headers):
+        header_lists: Iterable[Any] = repeat(None, len(headers))
+    else:
+        header_lists = [None if h is None else [(p["key"], p["value"]) for p in h] for h in headers.to_pylist()]
+    return list(
+        map(
+            _new_record,
+            zip(
+                table.column("topic").to_pylist(),
+                table.column("partition").to_pylist(),
+                table.column("offset").to_pylist(),
+                # The column holds microseconds (UTC); Kafka's timestamps are whole milliseconds.
+                pc.divide(table.column("timestamp").cast(pa.int64()), 1000).to_pylist(),
+                table.column("timestamp_type").to_pylist(),
+                table.column("key").to_pylist(),
+                table.column("value").to_pylist(),
+                header_lists,
+                strict=True,
+            ),
+        )
+    )
 
 
 @dataclass(frozen=True)
@@ -314,23 +355,7 @@ class Consumer:
         Waits up to ``timeout_ms`` for records when none are there. Also runs
         the group protocol (join, rebalance) and auto-commit.
         """
-        table = self.poll_arrow(timeout_ms, max_records)
-        if not table.num_rows:
-            return []
-        cols = {name: table.column(name).to_pylist() for name in table.column_names}
-        return [
-            ConsumerRecord(
-                cols["topic"][i],
-                cols["partition"][i],
-                cols["offset"][i],
-                int(cols["timestamp"][i].timestamp() * 1000),
-                cols["timestamp_type"][i],
-                cols["key"][i],
-                cols["value"][i],
-                None if cols["headers"][i] is None else [(h["key"], h["value"]) for h in cols["headers"][i]],
-            )
-            for i in range(table.num_rows)
-        ]
+        return records_of(self.poll_arrow(timeout_ms, max_records))
 
     def poll_arrow(self, timeout_ms: int = 0, max_records: int | None = None) -> pa.Table:
         """Like ``poll``, as one Arrow table (the log table's columns) for bulk work."""

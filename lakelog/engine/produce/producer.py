@@ -207,10 +207,12 @@ class Producer:
         assert record.partition is not None
         tp = TopicPartition(topic, record.partition)
         size = record.size
+        config = self._config
         with self._cond:
-            full = self._wait_for_buffer(size)
-            if full is not None:
-                return RecordFuture(error=full)
+            if self._buffered_bytes + size > config["buffer.memory"]:  # else it fits: no wait to set up
+                full = self._wait_for_buffer(size)
+                if full is not None:
+                    return RecordFuture(error=full)
             if self._open is None:
                 self._open = RecordBatch()
                 self._cond.notify_all()  # the sender starts the linger clock
@@ -219,7 +221,7 @@ class Producer:
             self._sequences[tp] = sequence + 1
             index = batch.add(tp, record.key, record.value, record.headers, record.timestamp_ms, size, sequence)
             self._buffered_bytes += size
-            if batch.bytes >= self._config["batch.size"] or len(batch) >= self._config["batch.num.messages"]:
+            if batch.bytes >= config["batch.size"] or index + 1 >= config["batch.num.messages"]:
                 self._seal()
         return RecordFuture(batch, index)
 
