@@ -14,11 +14,7 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 JSON_V1 = {
     "type": "object",
     "title": "Order",
-    "properties": {
-        "id": {"type": "integer"},
-        "item": {"type": "string"},
-        "tags": {"type": "array", "items": {"type": "string"}},
-    },
+    "properties": {"id": {"type": "integer"}, "item": {"type": "string"}},
     "required": ["id", "item"],
     "additionalProperties": False,
 }
