@@ -18,7 +18,7 @@ JVM is needed to build it. The mapping:
   branches making it nullable), are that type; ``allOf`` of objects merges their properties;
   ``enum``/``const`` without ``type`` take the type of their values;
 * ``$ref``: ``#/...`` pointers into the schema itself and the names of the version's registered
-  references (``other.json`` or ``other.json#/...``) are followed.
+  references (``other.json`` or ``other.json#/...``; ``#/...`` inside one points into it) are followed.
 
 Whatever else -- branches of different types, a ``$ref`` that names nothing (or itself, through
 a cycle: Spark types are finite), tuple ``items``, an object with neither ``properties`` nor an
@@ -59,10 +59,11 @@ def spark_struct(schema: Any, subject: str, references: Mapping[str, Any] | None
 
 
 class _Mapper:
-    def __init__(self, root: Any, subject: str, references: dict[str, Any]) -> None:
-        self.root = root
+    def __init__(self, root: Any, subject: str, references: dict[str, Any], document: str = "") -> None:
+        self.root = root  # what "#..." pointers point into: the schema, or the reference being read
         self.subject = subject
         self.references = references
+        self.document = document  # the reference's name ("": the schema itself)
 
     def fail(self, where: str, what: str) -> JsonSchemaMappingError:
         return JsonSchemaMappingError(f"subject {self.subject!r}: {what} at {where} has no Spark SQL type")
@@ -135,9 +136,18 @@ class _Mapper:
 
     def reference(self, schema: dict[str, Any], where: str, refs: tuple[str, ...]) -> tuple[Any, bool]:
         ref = schema["$ref"]
-        if ref in refs:
+        document = ref.partition("#")[0] or self.document
+        followed = f"{document}#{ref.partition('#')[2]}"  # "#/x" of two documents are two places
+        if followed in refs:
             raise self.fail(where, f"the recursive '$ref' {ref!r}")
-        return self.map(self.target(ref, where), f"{where}/$ref({ref})", (*refs, ref))
+        target = self.target(ref, where)
+        # Pointers inside a registered reference point into that reference.
+        mapper = (
+            self
+            if document == self.document
+            else _Mapper(self.references[document], self.subject, self.references, document)
+        )
+        return mapper.map(target, f"{where}/$ref({ref})", (*refs, followed))
 
     def target(self, ref: str, where: str) -> Any:
         """What ``$ref`` ``ref`` points at: in the schema itself (``#/...``) or in a registered reference."""

@@ -80,11 +80,11 @@ def test_a_registered_reference_is_followed():
     schema = obj(customer={"$ref": "customer.json"}, addr={"$ref": "customer.json#/definitions/Address"})
     customer = {
         "type": "object",
-        "properties": {"name": {"type": "string"}},
+        "properties": {"name": {"type": "string"}, "home": {"$ref": "#/definitions/Address"}},
         "definitions": {"Address": obj(city={"type": "string"})},
     }
-    assert (
-        simple(schema, {"customer.json": customer}) == "struct<customer:struct<name:string>,addr:struct<city:string>>"
+    assert simple(schema, {"customer.json": customer}) == (
+        "struct<customer:struct<name:string,home:struct<city:string>>,addr:struct<city:string>>"
     )
 
 
