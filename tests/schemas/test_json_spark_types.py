@@ -4,6 +4,8 @@ without a JVM, so each case checks that Spark would accept the schema too)."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pyspark.sql.types import StructType
 
 from lakelog.schemas.json_spark_types import JsonSchemaMappingError, spark_struct
@@ -125,3 +127,33 @@ def test_refused_constructs_name_subject_and_place(schema, match, where):
     assert "subject 's-value'" in str(error.value)
     if where is not None:
         assert f"at {where}" in str(error.value)
+
+
+_LEAVES = st.sampled_from([("string", "string"), ("integer", "bigint"), ("number", "double"), ("boolean", "boolean")])
+_NAMES = st.text(alphabet="abcdefgh", min_size=1, max_size=4)
+
+
+@st.composite
+def _leaf(draw) -> tuple[dict, str]:
+    kind, spark = draw(_LEAVES)
+    return ({"type": [kind, "null"]} if draw(st.booleans()) else {"type": kind}), spark
+
+
+def _objects(children):
+    def build(fields: dict) -> tuple[dict, str]:
+        schema = {"type": "object", "properties": {n: s for n, (s, _) in fields.items()}}
+        return schema, "struct<" + ",".join(f"{n}:{t}" for n, (_, t) in fields.items()) + ">"
+
+    return st.dictionaries(_NAMES, children, min_size=1, max_size=4).map(build)
+
+
+def _nested(children):
+    arrays = children.map(lambda c: ({"type": "array", "items": c[0]}, f"array<{c[1]}>"))
+    return st.one_of(arrays, _objects(children))
+
+
+@settings(max_examples=200, deadline=None)
+@given(_objects(st.recursive(_leaf(), _nested, max_leaves=12)))
+def test_nested_objects_and_arrays_map_member_by_member(case):
+    schema, expected = case
+    assert simple(schema) == expected
