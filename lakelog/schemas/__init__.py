@@ -14,8 +14,9 @@
   ``lakelog serve``'s Produce;
 * :mod:`decoding` -- records in Confluent's wire format decoded with the registry, without Spark.
 
-* :mod:`spark_columns` -- the Spark SQL expressions (Spark's ``from_avro``) that decode a topic's
-  keys and values for typed reads of ``format("lakelog")`` (pure).
+* :mod:`spark_columns` -- the Spark SQL expressions (Spark's ``from_avro``, ``from_json``) that
+  decode a topic's keys and values for typed reads of ``format("lakelog")`` (pure);
+* :mod:`json_spark_types` -- a JSON Schema as the Spark type ``from_json`` reads into (pure).
 
 The package sits below ``lakelog.spark_connector`` (whose typed reads plan with it) and above the
 engine (import-linter's layers in ``pyproject.toml``); the engine knows nothing of it.

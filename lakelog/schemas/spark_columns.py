@@ -1,8 +1,9 @@
 """The Spark SQL expressions that decode a topic's keys or values with the registry's schemas (pure).
 
-Typed reads (``format("lakelog").option("valueFormat", "avro")``, the typed tables) decode with
-Spark's own ``from_avro`` (the ``spark-avro`` module, :func:`lakelog.jvm.jars.spark_avro_jar_set`);
-this module only writes the expression, from a :class:`RegistryState`:
+Typed reads (``format("lakelog").option("valueFormat", "avro")`` or ``"json"``, the typed tables)
+decode with Spark's own ``from_avro`` (the ``spark-avro`` module,
+:func:`lakelog.jvm.jars.spark_avro_jar_set`) or its built-in ``from_json`` (JSON Schema topics,
+:func:`json_expression`); this module only writes the expression, from a :class:`RegistryState`:
 
 * Confluent's framing (byte 0, then the 4-byte big-endian schema id, then the Avro data) is taken
   apart with Spark expressions: ``substring(value, 1, 5)`` is compared with each schema id's
@@ -22,17 +23,34 @@ this module only writes the expression, from a :class:`RegistryState`:
   ``from_avro``'s), or decodes to null (PERMISSIVE, which ``from_avro`` also applies to data its
   schema cannot read).
 
+* JSON Schema (:func:`json_expression`): Confluent's JSON wire format is the same header, then
+  the document as UTF-8 text. ``from_json`` needs no writer schema, so every schema id of the
+  subject shares one branch reading the subject's latest schema as a Spark type
+  (:mod:`lakelog.schemas.json_spark_types`): a property the document lacks (written before a
+  compatible change added it) is null, one the latest schema dropped is not read.
+  ``mode`` is handed to ``from_json`` too (FAILFAST: a document that does not parse as the type
+  fails the query; PERMISSIVE: its fields read as null).
+
+Protobuf is not offered: Spark's ``from_protobuf`` is the ``spark-protobuf`` module, which the
+Maven repository this project fetches jars from does not serve;
+:class:`lakelog.schemas.decoding.RecordDecoder` decodes Protobuf records in Python instead.
+
 The subject is Confluent's TopicNameStrategy (``<topic>-value``, ``<topic>-key``) unless named.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from lakelog.engine.errors import InvalidConfigError
+from lakelog.schemas.json_schemas import parse_json_schema
+from lakelog.schemas.json_spark_types import spark_struct
 from lakelog.schemas.schemas_topic import RegistryState, SchemaVersion
 
-FORMATS = ("avro",)
+FORMATS = ("avro", "json")
+# The registry's schemaType of each format (Confluent's names).
+SCHEMA_TYPES = {"avro": "AVRO", "json": "JSON"}
 MODES = ("FAILFAST", "PERMISSIVE")
 
 
@@ -49,6 +67,7 @@ class Decoding:
     topic: str
     subject: str
     mode: str = "FAILFAST"
+    format: str = "avro"  # one of FORMATS
 
 
 def sql_string(text: str) -> str:
@@ -61,21 +80,43 @@ def header(schema_id: int) -> str:
     return f"X'00{schema_id:08X}'"
 
 
-def subject_versions(state: RegistryState, decoding: Decoding) -> list[SchemaVersion]:
-    """The subject's versions (soft-deleted ones too: their records stay in the log), Avro only.
-    Raises TypedReadError when the subject has no live version or is not Avro."""
+def subject_format(state: RegistryState, decoding: Decoding) -> str:
+    """The format (one of FORMATS) of the subject's latest schema, for a reader that did not name
+    one (the typed tables). Raises TypedReadError when the subject has no live version or its
+    schemas are in no format typed reads decode (PROTOBUF)."""
     live = state.versions(decoding.subject)
     if not live:
         raise TypedReadError(
             f"topic {decoding.topic!r}: subject {decoding.subject!r} has no schema in the store's registry, "
             f"so its {decoding.column}s cannot be decoded"
         )
-    if live[-1].schema_type != "AVRO":
+    found = [f for f, t in SCHEMA_TYPES.items() if t == live[-1].schema_type]
+    if not found:
         raise TypedReadError(
             f"topic {decoding.topic!r}: subject {decoding.subject!r} holds {live[-1].schema_type} schemas; "
-            "typed reads decode AVRO"
+            f"typed reads in Spark decode {' and '.join(SCHEMA_TYPES.values())} (Spark's from_protobuf is not "
+            "available here; lakelog.schemas.decoding.RecordDecoder decodes them in Python)"
         )
-    return [sv for sv in state.versions(decoding.subject, deleted=True) if sv.schema_type == "AVRO"]
+    return found[0]
+
+
+def subject_versions(state: RegistryState, decoding: Decoding) -> list[SchemaVersion]:
+    """The subject's versions in ``decoding.format`` (soft-deleted ones too: their records stay in
+    the log). Raises TypedReadError when the subject has no live version or its latest schema is
+    in another format."""
+    found = subject_format(state, decoding)
+    if found != decoding.format:
+        raise TypedReadError(
+            f"topic {decoding.topic!r}: subject {decoding.subject!r} holds {SCHEMA_TYPES[found]} schemas, "
+            f"not {SCHEMA_TYPES[decoding.format]}: read it with {decoding.column}Format={found}"
+        )
+    wanted = SCHEMA_TYPES[decoding.format]
+    return [sv for sv in state.versions(decoding.subject, deleted=True) if sv.schema_type == wanted]
+
+
+def expression(state: RegistryState, decoding: Decoding) -> str:
+    """The decoding expression of ``decoding.format`` (:func:`avro_expression`, :func:`json_expression`)."""
+    return json_expression(state, decoding) if decoding.format == "json" else avro_expression(state, decoding)
 
 
 def avro_expression(state: RegistryState, decoding: Decoding) -> str:
@@ -95,24 +136,54 @@ def avro_expression(state: RegistryState, decoding: Decoding) -> str:
             f"WHEN {header(schema_id)} THEN "
             f"from_avro(substring({column}, 6), {sql_string(writer.schema)}, map({arguments}))"
         )
-    if decoding.mode == "PERMISSIVE":
-        otherwise = "NULL"
-    else:
-        schema_id = f"CAST(conv(hex(substring({column}, 2, 4)), 16, 10) AS BIGINT)"
-        otherwise = (
-            "raise_error(concat("
-            + sql_string(f"lakelog typed read: the {decoding.column} of topic {decoding.topic!r} partition ")
-            + ", CAST(`partition` AS STRING), ' offset ', CAST(`offset` AS STRING), "
-            + sql_string(" names schema id ")
-            + f", coalesce(CAST({schema_id} AS STRING), 'none (not in the wire format)'), "
-            + sql_string(
-                f", which is no version of subject {decoding.subject!r} in the store's registry "
-                "(option mode=PERMISSIVE reads it as null)"
-            )
-            + "))"
-        )
     return (
         f"CASE WHEN {column} IS NULL THEN NULL ELSE CASE substring({column}, 1, 5) "
         + " ".join(branches)
-        + f" ELSE {otherwise} END END"
+        + f" ELSE {unknown_id(decoding)} END END"
+    )
+
+
+def json_expression(state: RegistryState, decoding: Decoding) -> str:
+    """A Spark SQL expression over the Kafka source's columns that decodes ``decoding.column``
+    (Confluent's JSON wire format) with ``from_json`` into the subject's latest JSON Schema as a
+    struct, for every schema id of the subject. Raises TypedReadError when the subject has no
+    JSON schema, JsonSchemaMappingError when the latest one has no Spark type."""
+    versions = subject_versions(state, decoding)
+    latest = state.versions(decoding.subject)[-1]
+    references = {
+        ref.name: parse_json_schema(state.subjects[ref.subject][ref.version].schema)
+        for ref in latest.references
+        if ref.version in state.subjects.get(ref.subject, {})
+    }
+    struct = spark_struct(parse_json_schema(latest.schema), decoding.subject, references)
+    column = f"`{decoding.column}`"
+    headers = ", ".join(header(i) for i in sorted({sv.schema_id for sv in versions}))
+    decoded = (
+        f"from_json(CAST(substring({column}, 6) AS STRING), {sql_string(json.dumps(struct))}, "
+        f"map('mode', {sql_string(decoding.mode)}))"
+    )
+    return (
+        f"CASE WHEN {column} IS NULL THEN NULL WHEN substring({column}, 1, 5) IN ({headers}) "
+        f"THEN {decoded} ELSE {unknown_id(decoding)} END"
+    )
+
+
+def unknown_id(decoding: Decoding) -> str:
+    """What a record whose header names no version of the subject reads as: null (PERMISSIVE) or
+    a ``raise_error`` naming topic, partition, offset and the id (FAILFAST)."""
+    if decoding.mode == "PERMISSIVE":
+        return "NULL"
+    column = f"`{decoding.column}`"
+    schema_id = f"CAST(conv(hex(substring({column}, 2, 4)), 16, 10) AS BIGINT)"
+    return (
+        "raise_error(concat("
+        + sql_string(f"lakelog typed read: the {decoding.column} of topic {decoding.topic!r} partition ")
+        + ", CAST(`partition` AS STRING), ' offset ', CAST(`offset` AS STRING), "
+        + sql_string(" names schema id ")
+        + f", coalesce(CAST({schema_id} AS STRING), 'none (not in the wire format)'), "
+        + sql_string(
+            f", which is no version of subject {decoding.subject!r} in the store's registry "
+            "(option mode=PERMISSIVE reads it as null)"
+        )
+        + "))"
     )

@@ -17,9 +17,10 @@ the other kind fails there.
 
 Typed reads (lakelog's own options, named as Spark's ``from_avro`` users and Databricks'
 ``from_avro(..., subject, schemaRegistryAddress)`` name them): ``valueFormat`` / ``keyFormat``
-``avro`` decode the column with the store's Schema Registry (its ``_schemas`` topic),
-``valueSubject`` / ``keySubject`` name the subject (default ``<topic>-value`` / ``<topic>-key``),
-``mode`` is ``from_avro``'s FAILFAST (default) or PERMISSIVE; see :mod:`lakelog.schemas.spark_columns`.
+``avro`` or ``json`` (JSON Schema) decode the column with the store's Schema Registry (its
+``_schemas`` topic), ``valueSubject`` / ``keySubject`` name the subject (default ``<topic>-value`` /
+``<topic>-key``), ``mode`` is ``from_avro``'s and ``from_json``'s FAILFAST (default) or PERMISSIVE;
+see :mod:`lakelog.schemas.spark_columns`.
 
 S3A settings (``fs.s3a.endpoint``, ``fs.s3a.access.key``, ... and their
 ``fs.s3a.bucket.<bucket>.*`` forms) are accepted as options, as Delta's
@@ -398,7 +399,7 @@ def _decodings(options: Mapping[str, str], subscription: Subscription) -> tuple[
                 f"subscribe to exactly one topic (got {subscription.describe()})"
             )
         subject = (subject or "").strip() or f"{topics[0]}-{column}"
-        found.append(Decoding(column, topics[0], subject, mode))
+        found.append(Decoding(column, topics[0], subject, mode, fmt))
     if "mode" in options and not found:
         raise InvalidConfigError("option 'mode' applies with option 'valueFormat' or 'keyFormat' only")
     return tuple(found)

@@ -57,7 +57,7 @@ from lakelog.engine.offsets import FileStats, PartitionBounds, resolve_offsets
 from lakelog.engine.storage.object_store import StoreAccess
 from lakelog.engine.topics import TopicPartition
 from lakelog.schemas.registry import read_state
-from lakelog.schemas.spark_columns import avro_expression
+from lakelog.schemas.spark_columns import expression
 from lakelog.spark_connector.options import SourceOptions, Subscription, query_kind
 from lakelog.spark_connector.query_offsets import GroupOffsetsCommitter
 from lakelog.spark_connector.source_plan import (
@@ -106,7 +106,7 @@ def typed_schema(schema: StructType, options: SourceOptions, raw: Mapping[str, s
     (Python data sources return rows only). The schemas are the store's registry's as of now: a
     streaming query decodes the schema ids registered before it started (restart it to read
     newer ones). Raises InvalidConfigError without lakelog-jvm.jar's provider in front (nothing
-    would decode) or when the subject has no Avro schema."""
+    would decode) or when the subject has no schema in the format asked for."""
     if not options.decodings:
         return schema
     if query_kind(raw) is None:
@@ -116,7 +116,7 @@ def typed_schema(schema: StructType, options: SourceOptions, raw: Mapping[str, s
         )
     options.access.install()
     state = read_state(normalize_uri(options.path))
-    expressions = {d.column: avro_expression(state, d) for d in options.decodings}
+    expressions = {d.column: expression(state, d) for d in options.decodings}
     return StructType(
         [
             StructField(f.name, f.dataType, f.nullable, {DECODE_METADATA: expressions[f.name]})

@@ -1,8 +1,9 @@
-"""Typed tables: a topic whose values use the registry's Avro schemas, kept as a Delta table of its own.
+"""Typed tables: a topic whose values use the registry's Avro or JSON schemas, kept as a Delta table of its own.
 
 The table has the value schema's fields as columns, then ``partition``, ``offset`` and
 ``timestamp`` of each record. It is filled by a Structured Streaming query: ``format("lakelog")``
-with ``valueFormat=avro`` (:mod:`lakelog.schemas.spark_columns`; Spark's ``from_avro``) into
+with ``valueFormat`` the subject's format (:mod:`lakelog.schemas.spark_columns`; Spark's
+``from_avro`` or ``from_json``) into
 Delta's streaming sink, so it is
 
 * exactly-once: Delta's sink commits each micro-batch with the query's id and batch id as an
@@ -28,7 +29,7 @@ from typing import TYPE_CHECKING
 
 from lakelog.engine.errors import InvalidConfigError
 from lakelog.schemas.registry import read_state
-from lakelog.schemas.spark_columns import Decoding, subject_versions
+from lakelog.schemas.spark_columns import Decoding, subject_format
 from lakelog.spark_connector.session import SCRATCH_DIR
 
 if TYPE_CHECKING:
@@ -67,13 +68,16 @@ def typed_table(store_uri: str, topic: str, table: str, checkpoint: str | None =
 
 def typed_frame(spark: SparkSession, spec: TypedTable, *, streaming: bool = True) -> DataFrame:
     """The topic's records as the table's rows: the value's fields, then ``partition``,
-    ``offset``, ``timestamp``. Raises InvalidConfigError when the subject has no Avro schema or a
-    field is named like one of those."""
-    # Checked here too, so that the error reaches the caller as itself rather than through Spark's worker.
-    subject_versions(read_state(spec.store_uri), Decoding("value", spec.topic, spec.subject or f"{spec.topic}-value"))
+    ``offset``, ``timestamp``, decoded in the format of the subject's latest schema (Avro or JSON
+    Schema). Raises InvalidConfigError when the subject has no schema or one in neither format,
+    or a field is named like one of those."""
+    # Read here, so that an error reaches the caller as itself rather than through Spark's worker.
+    fmt = subject_format(
+        read_state(spec.store_uri), Decoding("value", spec.topic, spec.subject or f"{spec.topic}-value")
+    )
     reader = spark.readStream if streaming else spark.read
     reader = reader.format("lakelog").option("path", spec.store_uri).option("subscribe", spec.topic)
-    reader = reader.option("startingOffsets", "earliest").option("valueFormat", "avro")
+    reader = reader.option("startingOffsets", "earliest").option("valueFormat", fmt)
     if spec.subject:
         reader = reader.option("valueSubject", spec.subject)
     frame = reader.load()

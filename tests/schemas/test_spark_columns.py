@@ -7,8 +7,16 @@ import json
 import pytest
 
 from lakelog.engine.errors import InvalidConfigError
+from lakelog.schemas.json_spark_types import JsonSchemaMappingError
 from lakelog.schemas.schemas_topic import RegistryState, SchemaVersion, schema_record
-from lakelog.schemas.spark_columns import Decoding, TypedReadError, avro_expression, header
+from lakelog.schemas.spark_columns import (
+    Decoding,
+    TypedReadError,
+    avro_expression,
+    header,
+    json_expression,
+    subject_format,
+)
 from lakelog.spark_connector.options import parse_source_options
 from tests.schemas.avro_topics import V1, V2
 
@@ -40,6 +48,40 @@ def test_a_subject_without_avro_schema_is_a_named_error():
         avro_expression(state, Decoding("value", "orders", "orders-value"))
 
 
+JSON_V1 = {"type": "object", "properties": {"id": {"type": "integer"}}, "required": ["id"]}
+JSON_V2 = {"type": "object", "properties": {"id": {"type": "integer"}, "note": {"type": "string"}}, "required": ["id"]}
+
+
+def test_json_reads_every_schema_id_as_the_latest_struct():
+    state = state_with(
+        SchemaVersion("orders-value", 1, 7, json.dumps(JSON_V1), "JSON"),
+        SchemaVersion("orders-value", 2, 9, json.dumps(JSON_V2), "JSON"),
+    )
+    decoding = Decoding("value", "orders", "orders-value", format="json")
+    text = json_expression(state, decoding)
+    assert "IN (X'0000000007', X'0000000009')" in text and text.count("from_json(") == 1
+    assert '"name": "note"' in text  # the newest schema's struct
+    assert "raise_error" in text and "'mode', 'FAILFAST'" in text
+    permissive = json_expression(state, Decoding("value", "orders", "orders-value", "PERMISSIVE", "json"))
+    assert "raise_error" not in permissive and "ELSE NULL" in permissive and "'mode', 'PERMISSIVE'" in permissive
+    assert subject_format(state, decoding) == "json"
+
+
+def test_json_subject_errors_are_named():
+    avro = state_with(SchemaVersion("orders-value", 1, 1, json.dumps(V1)))
+    with pytest.raises(TypedReadError, match="holds AVRO schemas, not JSON: read it with valueFormat=avro"):
+        json_expression(avro, Decoding("value", "orders", "orders-value", format="json"))
+    unmapped = {"type": "object", "properties": {"x": {"oneOf": [{"type": "string"}, {"type": "integer"}]}}}
+    state = state_with(SchemaVersion("orders-value", 1, 1, json.dumps(unmapped), "JSON"))
+    with pytest.raises(JsonSchemaMappingError, match="subject 'orders-value': 'oneOf'"):
+        json_expression(state, Decoding("value", "orders", "orders-value", format="json"))
+    proto = state_with(
+        SchemaVersion("orders-value", 1, 1, 'syntax = "proto3"; message M { int64 id = 1; }', "PROTOBUF")
+    )
+    with pytest.raises(TypedReadError, match=r"holds PROTOBUF schemas.*RecordDecoder"):
+        subject_format(proto, Decoding("value", "orders", "orders-value"))
+
+
 def options(**extra: str):
     return parse_source_options({"path": "/s", "subscribe": "orders", **extra}, streaming=False)
 
@@ -50,6 +92,8 @@ def test_format_options():
     assert value == Decoding("value", "orders", "orders-value", "PERMISSIVE")
     key, value = options(keyFormat="avro", valueFormat="avro", valueSubject="s").decodings
     assert (key.subject, value.subject) == ("orders-key", "s")
+    key, value = options(keyFormat="json", valueFormat="avro").decodings
+    assert (key.format, value.format) == ("json", "avro")
     for bad, match in [
         ({"valueFormat": "xml"}, "valueFormat"),
         ({"valueSubject": "s"}, "valueSubject"),

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from tests.schemas.avro_topics import V1, V2, produce_avro, served
+from tests.schemas.json_topics import JSON_V1, JSON_V2, produce_json
 
 pytestmark = pytest.mark.spark
 
@@ -36,6 +37,20 @@ def test_restarted_job_has_each_record_once_and_evolves_with_the_schema(store, t
     assert sorted((r["partition"], r["offset"]) for r in rows) == sorted({(r["partition"], r["offset"]) for r in rows})
     notes = {r["id"]: r["note"] for r in rows}
     assert notes[6] == "n" and notes[7] is None and notes[0] is None  # older records: the default
+
+
+def test_a_json_schema_topic_is_materialized_and_read_by_delta_rs(store, tmp_path):
+    table = tmp_path / "orders_table"
+    store.create_topic("orders", partitions=2)
+    with served(store) as url:
+        produce_json(store, url, "orders", JSON_V1, [{"id": i, "item": f"i{i}"} for i in range(4)])
+        store.materialize("orders", str(table))
+        produce_json(store, url, "orders", JSON_V2, [{"id": 4, "item": "i4", "note": "n"}])
+        store.materialize("orders", str(table))
+    rows = sorted(delta_rs_rows(table), key=lambda r: r["id"])
+    assert [r["id"] for r in rows] == [0, 1, 2, 3, 4]  # each record once
+    assert set(rows[0]) == {"id", "item", "note", "partition", "offset", "timestamp"}
+    assert [r["note"] for r in rows] == [None, None, None, None, "n"]
 
 
 def test_a_field_named_like_a_record_column_is_refused(store, tmp_path):
