@@ -96,13 +96,21 @@ class Target:
             consumer.close()
 
 
+# KIP-848 members' session timeout, 45 s by default on both sides, shortened alike so that a
+# killed member's partitions move within a test's patience (the broker's minimum goes down too).
+KIP848_TIMEOUTS = {
+    "group.consumer.min.session.timeout.ms": "6000",
+    "group.consumer.session.timeout.ms": "10000",
+}
+
+
 @pytest.fixture(scope="module")
 def target(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
     workdir = tmp_path_factory.mktemp(f"frameworks-{request.param}")
     if request.param == KAFKA:
         from benchmarks.kafka_reference import KafkaBroker
 
-        broker = KafkaBroker().start()
+        broker = KafkaBroker(KIP848_TIMEOUTS).start()
         try:
             yield Target(KAFKA, broker.bootstrap, broker.log_path)
         finally:
@@ -113,7 +121,9 @@ def target(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
 
     store = workdir / "store"
     Store.open(store).close()
-    agent = Agent(store, log=workdir / "agent.log")
+    conf = workdir / "lakelog.conf"
+    conf.write_text("".join(f"{k} {v}\n" for k, v in KIP848_TIMEOUTS.items() if not k.startswith("group.consumer.min")))
+    agent = Agent(store, log=workdir / "agent.log", conf=conf)
     try:
         yield Target(LAKELOG, agent.bootstrap, agent.log)
     finally:
