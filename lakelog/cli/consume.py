@@ -186,24 +186,32 @@ def _check(args: argparse.Namespace) -> None:
         raise InvalidConfigError("--from-beginning and --offset cannot be given together")
 
 
-class _Stopped(Exception):
-    """SIGTERM, raised in the main thread like Ctrl-C's KeyboardInterrupt."""
+class _StopRequest:
+    """Ctrl-C or SIGTERM, noted by a signal handler and acted on between polls: an exception
+    raised inside the client's or a library's code (a Delta load, a Parquet read) could leave
+    it half done. A second Ctrl-C interrupts at once."""
+
+    def __init__(self) -> None:
+        self.requested = False
+
+    def __call__(self, signum: int, _frame: Any) -> None:
+        if self.requested and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        self.requested = True
 
 
 @contextlib.contextmanager
-def _stop_on_sigterm() -> Iterator[None]:
+def _stop_on_signals() -> Iterator[_StopRequest]:
+    stop = _StopRequest()
     if threading.current_thread() is not threading.main_thread():
-        yield
+        yield stop
         return
-
-    def stop(_signum: int, _frame: Any) -> None:
-        raise _Stopped
-
-    previous = signal.signal(signal.SIGTERM, stop)
+    previous = {signum: signal.signal(signum, stop) for signum in (signal.SIGINT, signal.SIGTERM)}
     try:
-        yield
+        yield stop
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def consumer_config(args: argparse.Namespace) -> dict[str, Any]:
@@ -254,7 +262,7 @@ def cmd_consume(args: argparse.Namespace, out: Out) -> int:
     committed: dict[TopicPartition, int] = {}  # what this run last committed
     stdout = sys.stdout
     try:
-        with _stop_on_sigterm():
+        with _stop_on_signals() as stop:
             try:
                 if args.group is not None and args.partition is None:
                     consumer.subscribe([topic])
@@ -264,7 +272,7 @@ def cmd_consume(args: argparse.Namespace, out: Out) -> int:
                         _seek(consumer, store, args, topic, tps)
                 last_record = time.monotonic()
                 next_commit = time.monotonic() + COMMIT_INTERVAL_S
-                while args.max_messages is None or count < args.max_messages:
+                while not stop.requested and (args.max_messages is None or count < args.max_messages):
                     wait_ms = 500 if args.timeout_ms is None else max(0, min(500, args.timeout_ms))
                     limit = None if args.max_messages is None else args.max_messages - count
                     records = consumer.poll(timeout_ms=wait_ms, max_records=limit)
@@ -283,7 +291,7 @@ def cmd_consume(args: argparse.Namespace, out: Out) -> int:
                     if args.group is not None and now >= next_commit:
                         _commit(consumer, unprinted, committed)
                         next_commit = now + COMMIT_INTERVAL_S
-            except (KeyboardInterrupt, _Stopped):
+            except KeyboardInterrupt:
                 pass
             if args.group is not None:
                 _commit(consumer, unprinted, committed)
