@@ -184,6 +184,7 @@ class DataFrameAppend:
         self._keyless = topic is not None and "key" not in df.columns and "partition" not in df.columns
         self._source = normalize_sink_frame(df, topic)
         self._counted: _Counted | None = None
+        self._tasks: int | None = None  # the input's Spark tasks, once asked
         # What the write job numbers from: the count's result, or one partition per task.
         self._plan: _Counted | _OnePartitionPerTask | None = None
         # Appended optimistically (Committer.append), the rows may skip the count when each
@@ -321,7 +322,10 @@ class DataFrameAppend:
     def _sticky_partitions(self, view: TableState) -> list[int] | None:
         """For keyless rows of at most as many Spark tasks as partitions: the partitions the
         tasks fill, least filled first; else None (rows go round-robin)."""
-        tasks = self._source.rdd.getNumPartitions()
+        if self._tasks is None:
+            # Planning the input to learn its task count costs a query plan: once per write.
+            self._tasks = self._source.rdd.getNumPartitions()
+        tasks = self._tasks
         partitions = view.topics[self._topic].partitions  # type: ignore[index]
         if tasks > partitions:
             return None
