@@ -329,13 +329,24 @@ def _rebalances(group: Group, side: str, size: int) -> dict[str, float]:
     group.start(joiner)
     _wait_for(lambda: any(e["event"] == "subscribing" and e["member"] == joiner for e in group.events()), 60, "join")
     joined_at = next(e["t"] for e in group.events() if e["event"] == "subscribing" and e["member"] == joiner)
-    time.sleep(12)
+    _quiet_after(group, joined_at)
     figures = {"join_settled_s": _settled(group.events(), joined_at)}
     left_at = time.time()
     group.stop(_names(side, size)[0])
-    time.sleep(12)
+    _quiet_after(group, left_at)
     figures["leave_settled_s"] = _settled(group.events(), left_at)
     return figures
+
+
+def _quiet_after(group: Group, since: float, quiet_s: float = 4.0, limit_s: float = 12.0) -> None:
+    """Wait until a rebalance begun at ``since`` has handed out partitions and then none for
+    ``quiet_s`` (longer than a cooperative rebalance's second round takes to follow its first),
+    or ``limit_s`` passed."""
+    while time.time() < since + limit_s:
+        assigned = [e["t"] for e in group.events() if e["event"] == "assigned" and e["t"] >= since]
+        if assigned and time.time() - max(assigned) >= quiet_s:
+            return
+        time.sleep(0.1)
 
 
 def _stop_all(group: Group) -> None:

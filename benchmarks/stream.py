@@ -132,7 +132,7 @@ def _wait_until(check: Callable[[], bool], timeout_s: float = 120) -> None:
     deadline = time.monotonic() + timeout_s
     while not check():
         if time.monotonic() > deadline:
-            raise TimeoutError("the record did not arrive in the sink")
+            raise TimeoutError(f"the streaming query did not get there within {timeout_s:.0f} s")
         time.sleep(0.005)
 
 
@@ -158,7 +158,9 @@ def _lakelog_latency(store: Store, src: str, dst: str, samples: int, work_dir: s
     reader = TableLog(store.uri)
     latencies = []
     try:
-        time.sleep(10)  # let the first (empty) batches and Python workers start
+        # The query's source is planned (its Python worker up) once it waits for data; the first
+        # two samples, not counted, pay for the rest of the start-up.
+        _wait_until(lambda: query.status["message"] == "Waiting for data to arrive")
         with store.producer(linger_ms=0) as producer:
             copied = _records_in(reader, dst)
             for i in range(samples + 2):
@@ -206,8 +208,7 @@ def _delta_latency(store: Store, samples: int, work_dir: str) -> list[float]:
     )
     latencies = []
     try:
-        time.sleep(10)
-        _wait_until(lambda: _sink_rows(sink_path) >= 1)
+        _wait_until(lambda: _sink_rows(sink_path) >= 1)  # the first batch ran: the query is up
         for i in range(samples + 2):
             _append_value(source_path, f"latency-{i}".encode())
             returned = time.monotonic()

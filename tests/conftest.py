@@ -20,6 +20,13 @@ from lakelog.spark_connector.session import build_session
 # would each wait the 3 s default. Agents and worker processes the tests spawn inherit it.
 os.environ.setdefault("LAKELOG_GROUP_INITIAL_REBALANCE_DELAY_MS", "0")
 
+# Every JVM the tests start (the shared SparkSession, Spark worker processes, CLI verbs, Kafka
+# brokers, Streams and Connect programs) lives seconds to minutes on small data, where C2's compiler
+# threads cost 2 cores more CPU than their code saves: C1 only ran the Spark tests of test_write.py and
+# test_read.py in 247 s and 338 s against 320 s and 406 s (interleaved, load 7-13). The java launcher
+# reads JDK_JAVA_OPTIONS (JDK 9+) and notes it on stderr; javac does not read it.
+os.environ.setdefault("JDK_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1")
+
 
 @pytest.fixture(scope="session")
 def s3_server():
