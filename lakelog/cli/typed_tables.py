@@ -42,8 +42,9 @@ def add_parser(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
         parents=parents,
         help="bring a topic's typed table up to date (or keep it so with --continuous)",
         description="Appends the topic's records not yet in the table to the Delta table at --table: the value "
-        "schema's fields (decoded with Spark's from_avro and the store's Schema Registry) plus partition, offset "
-        "and timestamp, each record once, new columns added when the subject's schema evolves compatibly.",
+        "schema's fields (decoded with the store's Schema Registry: Avro, JSON Schema or Protobuf) plus "
+        "partition, offset and timestamp, each record once, new columns added when the subject's schema "
+        "evolves compatibly.",
     )
     add_topic_args(p, "the topic")
     p.add_argument("--table", required=True, help="where the Delta table is (a path or s3a:// URI)")

@@ -17,7 +17,7 @@ the other kind fails there.
 
 Typed reads (lakelog's own options, named as Spark's ``from_avro`` users and Databricks'
 ``from_avro(..., subject, schemaRegistryAddress)`` name them): ``valueFormat`` / ``keyFormat``
-``avro`` or ``json`` (JSON Schema) decode the column with the store's Schema Registry (its
+``avro``, ``json`` (JSON Schema) or ``protobuf`` decode the column with the store's Schema Registry (its
 ``_schemas`` topic), ``valueSubject`` / ``keySubject`` name the subject (default ``<topic>-value`` /
 ``<topic>-key``), ``mode`` is ``from_avro``'s and ``from_json``'s FAILFAST (default) or PERMISSIVE;
 see :mod:`lakelog.schemas.spark_columns`.

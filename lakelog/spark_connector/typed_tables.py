@@ -1,9 +1,9 @@
-"""Typed tables: a topic whose values use the registry's Avro or JSON schemas, kept as a Delta table of its own.
+"""Typed tables: a topic of the registry's Avro, JSON or Protobuf values, kept as a Delta table of its own.
 
 The table has the value schema's fields as columns, then ``partition``, ``offset`` and
 ``timestamp`` of each record. It is filled by a Structured Streaming query: ``format("lakelog")``
 with ``valueFormat`` the subject's format (:mod:`lakelog.schemas.spark_columns`; Spark's
-``from_avro`` or ``from_json``) into
+``from_avro``, ``from_json`` or lakelog-jvm.jar's ``lakelog_from_protobuf``) into
 Delta's streaming sink, so it is
 
 * exactly-once: Delta's sink commits each micro-batch with the query's id and batch id as an
@@ -68,9 +68,9 @@ def typed_table(store_uri: str, topic: str, table: str, checkpoint: str | None =
 
 def typed_frame(spark: SparkSession, spec: TypedTable, *, streaming: bool = True) -> DataFrame:
     """The topic's records as the table's rows: the value's fields, then ``partition``,
-    ``offset``, ``timestamp``, decoded in the format of the subject's latest schema (Avro or JSON
-    Schema). Raises InvalidConfigError when the subject has no schema or one in neither format,
-    or a field is named like one of those."""
+    ``offset``, ``timestamp``, decoded in the format of the subject's latest schema (Avro, JSON
+    Schema or Protobuf). Raises InvalidConfigError when the subject has no schema, or a field is
+    named like one of those."""
     # Read here, so that an error reaches the caller as itself rather than through Spark's worker.
     fmt = subject_format(
         read_state(spec.store_uri), Decoding("value", spec.topic, spec.subject or f"{spec.topic}-value")
