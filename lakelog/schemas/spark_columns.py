@@ -40,9 +40,10 @@ decode with Spark's own ``from_avro`` (the ``spark-avro`` module,
   schema's file (to name the message of the indexes) and the subject's latest schema with the
   files it imports (a FileDescriptorSet): the data is parsed with the latest schema's message,
   Protobuf's own evolution (fields match by number; one an older writer lacked is unset, null).
-  The message read is the first of the latest schema's file (Confluent's ``ProtobufSchema.name()``);
-  a record holding another one fails (FAILFAST, naming it) or reads as null (PERMISSIVE), as does
-  data that does not parse.
+  The message read is the first of the latest schema's file (Confluent's ``ProtobufSchema.name()``)
+  unless ``valueMessage`` / ``keyMessage`` name another (spark-protobuf's ``messageName``); a record
+  holding another one fails (FAILFAST, naming it) or reads as null (PERMISSIVE), as does data that
+  does not parse.
 
 The subject is Confluent's TopicNameStrategy (``<topic>-value``, ``<topic>-key``) unless named.
 """
@@ -51,7 +52,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from google.protobuf import descriptor_pb2
@@ -86,6 +87,7 @@ class Decoding:
     subject: str
     mode: str = "FAILFAST"
     format: str = "avro"  # one of FORMATS
+    message: str | None = None  # protobuf: the message read (default: the schema's first)
 
 
 def sql_string(text: str) -> str:
@@ -195,19 +197,16 @@ def json_expression(state: RegistryState, decoding: Decoding) -> str:
 
 def protobuf_expression(state: RegistryState, decoding: Decoding) -> str:
     """A Spark SQL expression over the Kafka source's columns that decodes ``decoding.column``
-    (Confluent's Protobuf wire format) with lakelog-jvm.jar's ``lakelog_from_protobuf`` into the
-    first message of the subject's latest schema as a struct, for every schema id of the subject.
-    Raises TypedReadError when the subject has no Protobuf schema or a schema's files do not
-    resolve (an import that is neither a reference nor a well-known file)."""
+    (Confluent's Protobuf wire format) with lakelog-jvm.jar's ``lakelog_from_protobuf`` into
+    ``decoding.message`` of the subject's latest schema (default: its first message) as a struct,
+    for every schema id of the subject. Raises TypedReadError when the subject has no Protobuf
+    schema, the latest one no such message, or a schema's files do not resolve (an import that is
+    neither a reference nor a well-known file)."""
     versions = subject_versions(state, decoding)
     latest = state.versions(decoding.subject)[-1]
     reader = _files(state, decoding, latest)
     main = reader.file[-1]
-    if not main.message_type:
-        raise TypedReadError(
-            f"topic {decoding.topic!r}: subject {decoding.subject!r}'s latest schema defines no message to read"
-        )
-    message = ".".join(filter(None, [main.package, main.message_type[0].name]))
+    message = read_message(main, decoding)
     reader_files = base64.standard_b64encode(reader.SerializeToString(deterministic=True)).decode("ascii")
     column = f"`{decoding.column}`"
 
@@ -225,6 +224,31 @@ def protobuf_expression(state: RegistryState, decoding: Decoding) -> str:
         return f"{FROM_PROTOBUF}(substring({column}, 6), `partition`, `offset`, {sql_map(options)})"
 
     return by_schema_id(decoding, versions, decode)
+
+
+def read_message(main: descriptor_pb2.FileDescriptorProto, decoding: Decoding) -> str:
+    """The full name of the message of ``main`` (the subject's latest schema) that ``decoding``
+    reads: ``decoding.message`` (a full name, or one relative to the file's package), else the
+    file's first. Raises TypedReadError naming the messages there are."""
+    names: list[str] = []
+
+    def walk(messages: Iterable[descriptor_pb2.DescriptorProto], scope: str) -> None:
+        for m in messages:
+            if not m.options.map_entry:
+                names.append(f"{scope}{m.name}")
+                walk(m.nested_type, f"{scope}{m.name}.")
+
+    walk(main.message_type, f"{main.package}." if main.package else "")
+    if decoding.message is None and names:
+        return names[0]
+    wanted = (decoding.message or "").removeprefix(".")
+    for candidate in (wanted, f"{main.package}.{wanted}"):
+        if candidate in names:
+            return candidate
+    raise TypedReadError(
+        f"topic {decoding.topic!r}: subject {decoding.subject!r}'s latest schema has no message "
+        f"{decoding.message!r} to read; its messages: {', '.join(names) or 'none'}"
+    )
 
 
 def _files(state: RegistryState, decoding: Decoding, version: SchemaVersion) -> descriptor_pb2.FileDescriptorSet:

@@ -11,6 +11,7 @@ from google.protobuf.descriptor_pb2 import FileDescriptorProto, FileDescriptorSe
 
 from lakelog.engine.errors import InvalidConfigError
 from lakelog.schemas.json_spark_types import JsonSchemaMappingError
+from lakelog.schemas.protobuf_schemas import parse_protobuf
 from lakelog.schemas.schemas_topic import RegistryState, SchemaVersion, schema_record
 from lakelog.schemas.spark_columns import (
     Decoding,
@@ -19,6 +20,7 @@ from lakelog.schemas.spark_columns import (
     header,
     json_expression,
     protobuf_expression,
+    read_message,
     subject_format,
 )
 from lakelog.spark_connector.options import parse_source_options
@@ -119,6 +121,21 @@ def test_protobuf_reads_each_schema_id_as_the_latest_message():
     assert "raise_error" not in permissive and {o["mode"] for o in protobuf_options(permissive)} == {"PERMISSIVE"}
 
 
+def test_protobuf_message_read_is_the_first_or_the_one_named():
+    text = """syntax = "proto3"; package shop;
+    message Address { string city = 1; message Line { string text = 1; } map<string, string> tags = 2; }
+    message Customer { Address address = 1; }"""
+    main = parse_protobuf(text)
+    assert read_message(main, Decoding("value", "t", "t-value", format="protobuf")) == "shop.Address"
+    for named, full in [("Customer", "shop.Customer"), ("shop.Address.Line", "shop.Address.Line")]:
+        assert read_message(main, Decoding("value", "t", "t-value", format="protobuf", message=named)) == full
+    with pytest.raises(
+        TypedReadError,
+        match=r"no message 'Order' to read; its messages: shop\.Address, shop\.Address\.Line, shop\.Customer$",
+    ):
+        read_message(main, Decoding("value", "t", "t-value", format="protobuf", message="Order"))
+
+
 def test_protobuf_schema_that_does_not_resolve_is_a_named_error():
     unresolved = 'syntax = "proto3"; import "other.proto"; message Order { Other other = 1; }'
     state = state_with(SchemaVersion("orders-value", 1, 3, unresolved, "PROTOBUF"))
@@ -136,11 +153,12 @@ def test_format_options():
     assert value == Decoding("value", "orders", "orders-value", "PERMISSIVE")
     key, value = options(keyFormat="avro", valueFormat="avro", valueSubject="s").decodings
     assert (key.subject, value.subject) == ("orders-key", "s")
-    key, value = options(keyFormat="json", valueFormat="protobuf").decodings
-    assert (key.format, value.format) == ("json", "protobuf")
+    key, value = options(keyFormat="json", valueFormat="protobuf", valueMessage="shop.Order").decodings
+    assert (key.format, value.format, key.message, value.message) == ("json", "protobuf", None, "shop.Order")
     for bad, match in [
         ({"valueFormat": "xml"}, "valueFormat"),
         ({"valueSubject": "s"}, "valueSubject"),
+        ({"valueFormat": "avro", "valueMessage": "M"}, "'valueMessage' applies with option valueFormat=protobuf only"),
         ({"mode": "PERMISSIVE"}, "mode"),
         ({"valueFormat": "avro", "mode": "DROPMALFORMED"}, "mode"),
     ]:

@@ -13,6 +13,7 @@ from google.protobuf import descriptor_pb2
 from tests.schemas.avro_topics import V1, V2, produce_avro, served
 from tests.schemas.json_topics import JSON_V1, JSON_V2, produce_json
 from tests.schemas.protobuf_topics import PROTO_V1, PROTO_V2, FieldProto, produce_protobuf
+from tests.schemas.test_typed_tables import delta_rs_rows
 
 pytestmark = pytest.mark.spark
 # Each format's producer and two compatible versions of one Order schema (id, item; then note).
@@ -183,6 +184,25 @@ def test_protobuf_data_that_does_not_parse_fails_naming_the_record_or_reads_null
         typed(spark, store, "protobuf").where("offset = 2").collect()
     rows = typed(spark, store, "protobuf", mode="PERMISSIVE").orderBy("offset").collect()
     assert [r.value and r.value.id for r in rows] == [1, None, None]
+
+
+def test_protobuf_records_of_the_files_second_message_read_with_value_message(spark, store, registry_url, tmp_path):
+    fdp = descriptor_pb2.FileDescriptorProto(name="shop/customer.proto", package="shop", syntax="proto3")
+    address = fdp.message_type.add(name="Address")
+    address.field.add(name="city", number=1, type=FieldProto.TYPE_STRING)
+    customer = fdp.message_type.add(name="Customer")
+    customer.field.add(name="id", number=1, type=FieldProto.TYPE_INT64)
+    customer.field.add(name="address", number=2, type=FieldProto.TYPE_MESSAGE, type_name=".shop.Address")
+    store.create_topic("orders", partitions=1)
+    # The serializer writes message indexes [1] before each Customer.
+    produce_protobuf(store, registry_url, "orders", fdp, [{"id": 7, "address": {"city": "Oslo"}}], name="Customer")
+    with pytest.raises(Exception, match=r"offset 0 .*it holds message shop\.Customer, not the subject's shop\.Address"):
+        typed(spark, store, "protobuf").collect()
+    (row,) = typed(spark, store, "protobuf", valueMessage="Customer").select("value.*").collect()
+    assert (row.id, row.address.city) == (7, "Oslo")
+    table = tmp_path / "customers"
+    store.materialize("orders", str(table), message="shop.Customer")
+    assert [(r["id"], r["address"]) for r in delta_rs_rows(table)] == [(7, {"city": "Oslo"})]
 
 
 def test_recursive_protobuf_message_is_a_named_error(spark, store, registry_url):

@@ -56,6 +56,7 @@ public final class ProtobufDecode extends Expression implements CodegenFallback,
     private final StructType type;
     private transient Descriptor reader;
     private transient FileDescriptorProto writer;
+    private transient ProtobufRows rows;
 
     ProtobufDecode(Expression data, Expression partition, Expression offset, Map<String, String> options) {
         this.data = data;
@@ -106,7 +107,10 @@ public final class ProtobufDecode extends Expression implements CodegenFallback,
             return null;
         }
         try {
-            return ProtobufRows.row(decode(bytes));
+            if (rows == null) {
+                rows = new ProtobufRows();
+            }
+            return rows.row(decode(bytes));
         } catch (InvalidProtocolBufferException | UninitializedMessageException | MalformedException e) {
             if (options.get("mode").equals("PERMISSIVE")) {
                 return null;

@@ -1,6 +1,8 @@
 package io.lakelog.spark;
 
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
 
 import com.google.protobuf.ByteString;
 import com.google.protobuf.Descriptors.Descriptor;
@@ -18,14 +20,15 @@ import org.apache.spark.unsafe.types.UTF8String;
  * A decoded Protobuf message as Spark's internal row of {@link ProtobufTypes#struct}'s type, as
  * spark-protobuf's ProtobufDeserializer reads it: a singular field the message does not hold (not
  * set, or a proto3 scalar at its default, which the wire format cannot tell apart) is null unless
- * it has a declared default; repeated fields and maps are empty, never null.
+ * it has a declared default; repeated fields and maps are empty, never null. One instance per
+ * task (not thread-safe): it keeps each message type's columns.
  */
 final class ProtobufRows {
-    private ProtobufRows() {}
+    private final Map<Descriptor, List<FieldDescriptor>> columns = new HashMap<>();
 
-    static InternalRow row(Message message) {
-        Descriptor type = message.getDescriptorForType();
-        List<FieldDescriptor> columns = ProtobufTypes.columns(type);
+    InternalRow row(Message message) {
+        List<FieldDescriptor> columns = this.columns.computeIfAbsent(
+                message.getDescriptorForType(), ProtobufTypes::columns);
         Object[] values = new Object[columns.size()];
         for (int i = 0; i < values.length; i++) {
             FieldDescriptor field = columns.get(i);
@@ -45,7 +48,7 @@ final class ProtobufRows {
         return new GenericInternalRow(values);
     }
 
-    private static ArrayBasedMapData map(FieldDescriptor field, Message message) {
+    private ArrayBasedMapData map(FieldDescriptor field, Message message) {
         FieldDescriptor key = field.getMessageType().findFieldByNumber(1);
         FieldDescriptor value = field.getMessageType().findFieldByNumber(2);
         List<?> entries = (List<?>) message.getField(field);
@@ -60,7 +63,7 @@ final class ProtobufRows {
     }
 
     /** One value of {@code field} (an element, for a repeated one) as Spark holds it. */
-    private static Object value(FieldDescriptor field, Object value) {
+    private Object value(FieldDescriptor field, Object value) {
         switch (field.getJavaType()) {
             case STRING:
                 return UTF8String.fromString((String) value);
