@@ -71,6 +71,17 @@ public final class ProtobufDecode extends Expression implements CodegenFallback,
         this.type = ProtobufTypes.struct(reader());
     }
 
+    /** A copy over other children (the analyzer's and optimizer's rewrites): the type as it was. */
+    private ProtobufDecode(ProtobufDecode of, Expression data, Expression partition, Expression offset) {
+        this.data = data;
+        this.partition = partition;
+        this.offset = offset;
+        this.options = of.options;
+        this.type = of.type;
+        this.reader = of.reader;
+        this.writer = of.writer;
+    }
+
     /** The function builder {@link LakelogExtensions} registers under {@link #NAME}. */
     static Expression build(Seq<Expression> arguments) {
         List<Expression> args = CollectionConverters.asJava(arguments);
@@ -191,7 +202,7 @@ public final class ProtobufDecode extends Expression implements CodegenFallback,
 
     @Override
     public Expression withNewChildrenInternal(IndexedSeq<Expression> children) {
-        return new ProtobufDecode(children.apply(0), children.apply(1), children.apply(2), options);
+        return new ProtobufDecode(this, children.apply(0), children.apply(1), children.apply(2));
     }
 
     @Override
