@@ -2,8 +2,8 @@
 
 Run by ``make setup`` in a checkout and by the build backend (jvm/build_backend.py) when a wheel is built
 and the jar is missing or older than its sources. Needs ``javac`` (JDK 17) and PySpark importable (its
-jars are the compile class path); Delta's LogStore API (delta-storage) and hadoop-aws come from Maven
-Central through Ivy, without their dependencies. Nothing is written under ``~/.m2``.
+jars are the compile class path); Delta's LogStore API (delta-storage), hadoop-aws and protobuf-java
+come from Maven Central through Ivy, without their dependencies. Nothing is written under ``~/.m2``.
 
 Usage: python jvm/build_jar.py [--if-stale]
 """
@@ -69,6 +69,7 @@ def build() -> Path:
     coordinates = (
         f"io.delta:delta-storage:{pinned('delta-spark')}",
         f"org.apache.hadoop:hadoop-aws:{jars.hadoop_version()}",
+        *jars.protobuf_jar_set().coordinates,
     )
     with tempfile.TemporaryDirectory(prefix="lakelog-jvm-build-") as tmp:
         work = Path(tmp)

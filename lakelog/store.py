@@ -364,20 +364,22 @@ class Store:
         *,
         checkpoint: str | None = None,
         subject: str | None = None,
+        message: str | None = None,
         continuous: bool = False,
         trigger_interval: str = "10 seconds",
         timeout_s: float | None = None,
     ) -> None:
-        """Keep ``topic`` (values in Confluent's wire format, Avro schemas in the store's registry) as
+        """Keep ``topic`` (values in Confluent's wire format, Avro, JSON or Protobuf schemas in the
+        store's registry; ``message``: the Protobuf message read, default the schema's first) as
         the Delta table at ``table``: the value's fields plus ``partition``, ``offset``, ``timestamp``,
         each record exactly once, its schema evolving with the registry's compatible versions
         (:mod:`lakelog.spark_connector.typed_tables`). Brings the table up to date and returns,
         or with ``continuous`` keeps it so until ``timeout_s``. The checkpoint defaults to the
-        store's scratch area. Raises InvalidConfigError for a topic without an Avro subject
-        (``subject``, default ``<topic>-value``) and what the streaming query raises."""
+        store's scratch area. Raises InvalidConfigError for a topic without a subject (``subject``,
+        default ``<topic>-value``) and what the streaming query raises."""
         from lakelog.spark_connector import typed_tables
 
-        spec = typed_tables.typed_table(self.uri, topic, table, checkpoint, subject)
+        spec = typed_tables.typed_table(self.uri, topic, table, checkpoint, subject, message)
         typed_tables.run(
             self.spark, spec, continuous=continuous, trigger_interval=trigger_interval, timeout_s=timeout_s
         )

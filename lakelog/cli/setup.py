@@ -1,6 +1,7 @@
 """``lakelog setup``: fetch, ahead of the first SparkSession, the jars lakelog's sessions use.
 
-Delta Lake's jars, Spark's spark-avro (``from_avro`` of typed reads) and with ``--s3`` Hadoop's S3A
+Delta Lake's jars, Spark's spark-avro (``from_avro`` of typed reads), protobuf-java (Protobuf typed
+reads) and with ``--s3`` Hadoop's S3A
 connector are resolved through Ivy from Maven Central into the user's Ivy cache and kept under
 ``jars.dir`` (default ``~/.cache/lakelog/jars``), as the first session would do on its own;
 lakelog's own JVM library ships inside the package. Running it again resolves nothing and prints
@@ -33,7 +34,8 @@ def cmd_setup(args: argparse.Namespace, out: Out) -> int:
     from lakelog.jvm import jars as jvm_jars
 
     root = jvm_jars.cache_root(args.jars_dir or load_settings(args.conf).jars_dir)
-    sets = [jvm_jars.delta_jar_set(), jvm_jars.spark_avro_jar_set()] + ([jvm_jars.s3a_jar_set()] if args.s3 else [])
+    sets = [jvm_jars.delta_jar_set(), jvm_jars.spark_avro_jar_set(), jvm_jars.protobuf_jar_set()]
+    sets += [jvm_jars.s3a_jar_set()] if args.s3 else []
     results: list[tuple[str, list[Path]]] = []
     with steps("looking for lakelog's jars") as progress:
         for jar_set in sets:

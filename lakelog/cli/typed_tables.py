@@ -23,6 +23,7 @@ def cmd_tables_run(args: argparse.Namespace, out: Out) -> None:
             args.table,
             checkpoint=args.checkpoint_location,
             subject=args.subject,
+            message=args.message,
             continuous=args.continuous,
             trigger_interval=f"{args.interval} seconds",
             timeout_s=args.timeout,
@@ -42,12 +43,14 @@ def add_parser(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
         parents=parents,
         help="bring a topic's typed table up to date (or keep it so with --continuous)",
         description="Appends the topic's records not yet in the table to the Delta table at --table: the value "
-        "schema's fields (decoded with Spark's from_avro and the store's Schema Registry) plus partition, offset "
-        "and timestamp, each record once, new columns added when the subject's schema evolves compatibly.",
+        "schema's fields (decoded with the store's Schema Registry: Avro, JSON Schema or Protobuf) plus "
+        "partition, offset and timestamp, each record once, new columns added when the subject's schema "
+        "evolves compatibly.",
     )
     add_topic_args(p, "the topic")
     p.add_argument("--table", required=True, help="where the Delta table is (a path or s3a:// URI)")
     p.add_argument("--subject", help="the value subject (default: <topic>-value, Confluent's TopicNameStrategy)")
+    p.add_argument("--message", help="Protobuf: the message of the schema read (default: its first)")
     p.add_argument("--checkpoint-location", help="the streaming checkpoint (default: in the store's _lakelog/)")
     p.add_argument("--continuous", action="store_true", help="keep running, one micro-batch every --interval")
     p.add_argument("--interval", type=float_at_least(0.1), default=10.0, help="seconds between micro-batches")

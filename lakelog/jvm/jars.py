@@ -10,7 +10,8 @@
 - Hadoop's S3A connector (``hadoop-aws`` of PySpark's Hadoop version and the AWS SDK bundle, ~650 MiB)
   only when an ``s3a://`` store is opened.
 - Spark's ``spark-avro`` module of PySpark's version (``from_avro`` for typed reads,
-  :func:`spark_avro_jar_set`), resolved the same way.
+  :func:`spark_avro_jar_set`), resolved the same way, and ``protobuf-java``, which lakelog-jvm.jar's
+  Protobuf decoding of typed reads calls (:func:`protobuf_jar_set`).
 - lakelog's own small JVM library (LogStores, the partitioner UDF, the ``format("lakelog")`` provider)
   ships inside the package as ``lakelog/jvm/lakelog-jvm.jar``.
 
@@ -87,6 +88,24 @@ def spark_avro_jar_set() -> JarSet:
         name=f"spark-avro-{spark}",
         coordinates=(f"org.apache.spark:spark-avro_{SCALA_BINARY}:{spark}",),
         keep=lambda org, artifact: org == "org.apache.spark" and artifact.startswith("spark-avro"),
+        transitive=False,
+    )
+
+
+# protobuf-java of the same protobuf release (36.2) as the Python runtime lakelog is tested with
+# (protobuf 7.36.2). Spark and Delta put no protobuf-java of their own on the class path (Spark's
+# is shaded into org.sparkproject), so this one conflicts with none.
+PROTOBUF_JAVA = "4.36.2"
+
+
+def protobuf_jar_set() -> JarSet:
+    """``com.google.protobuf:protobuf-java`` (no dependencies): the DynamicMessage and descriptors
+    lakelog-jvm.jar's ``lakelog_from_protobuf`` decodes Protobuf topics with (spark-protobuf, Spark's
+    own decoder, is not on the Maven repository lakelog resolves from)."""
+    return JarSet(
+        name=f"protobuf-java-{PROTOBUF_JAVA}",
+        coordinates=(f"com.google.protobuf:protobuf-java:{PROTOBUF_JAVA}",),
+        keep=lambda org, artifact: org == "com.google.protobuf" and artifact == "protobuf-java",
         transitive=False,
     )
 

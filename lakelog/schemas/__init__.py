@@ -14,7 +14,8 @@
   ``lakelog serve``'s Produce;
 * :mod:`decoding` -- records in Confluent's wire format decoded with the registry, without Spark.
 
-* :mod:`spark_columns` -- the Spark SQL expressions (Spark's ``from_avro``, ``from_json``) that
+* :mod:`spark_columns` -- the Spark SQL expressions (Spark's ``from_avro``, ``from_json``,
+  lakelog-jvm.jar's ``lakelog_from_protobuf``) that
   decode a topic's keys and values for typed reads of ``format("lakelog")`` (pure);
 * :mod:`json_spark_types` -- a JSON Schema as the Spark type ``from_json`` reads into (pure).
 

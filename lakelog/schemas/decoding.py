@@ -18,33 +18,18 @@ from typing import Any, Protocol
 
 import avro.errors
 import avro.io
-from google.protobuf import (
-    any_pb2,
-    descriptor_pb2,
-    descriptor_pool,
-    duration_pb2,
-    empty_pb2,
-    field_mask_pb2,
-    json_format,
-    message_factory,
-    struct_pb2,
-    timestamp_pb2,
-    wrappers_pb2,
-)
+from google.protobuf import descriptor_pool, json_format, message_factory
 from google.protobuf.message import DecodeError
 
 from lakelog.engine.context import StoreContext
 from lakelog.engine.errors import FatalError
 from lakelog.schemas.formats import ParsedSchema
-from lakelog.schemas.protobuf_schemas import parse_protobuf
+from lakelog.schemas.protobuf_schemas import file_set
 from lakelog.schemas.registry import Registry
+from lakelog.schemas.registry_errors import InvalidSchemaError
 from lakelog.schemas.schemas_topic import Reference, RegistryState
 from lakelog.schemas.subject_rules import get_version, parse_version_schema
 from lakelog.schemas.validation import schema_id_of
-
-# Imported for their descriptors: Protobuf schemas import these well-known files without
-# registering them (confluent-kafka's skip.known.types).
-WELL_KNOWN = (any_pb2, duration_pb2, empty_pb2, field_mask_pb2, struct_pb2, timestamp_pb2, wrappers_pb2)
 
 
 class RecordDecodeError(FatalError, ValueError):
@@ -86,8 +71,16 @@ class RecordDecoder:
                 return _avro(writer, _reader(state, subject, writer), payload[5:])
             if writer.schema_type == "JSON":
                 return json.loads(payload[5:])
-            return _protobuf(found[0].schema, _imported_files(state, found[0].references), payload[5:])
-        except (ValueError, TypeError, KeyError, IndexError, DecodeError, avro.errors.AvroException) as exc:
+            return _protobuf(found[0].schema, imported_files(state, found[0].references), payload[5:])
+        except (
+            ValueError,
+            TypeError,
+            KeyError,
+            IndexError,
+            DecodeError,
+            InvalidSchemaError,
+            avro.errors.AvroException,
+        ) as exc:
             raise RecordDecodeError(f"record{at} does not decode with schema id {schema_id}: {exc}") from exc
 
     def value(self, record: Any) -> Any:
@@ -137,12 +130,12 @@ def message_indexes(data: bytes) -> tuple[list[int], int]:
     return indexes, at
 
 
-def _imported_files(state: RegistryState, references: tuple[Reference, ...]) -> tuple[tuple[str, str], ...]:
+def imported_files(state: RegistryState, references: tuple[Reference, ...]) -> tuple[tuple[str, str], ...]:
     """(import name, schema text) of each referenced file and of theirs, each after what it imports."""
     files: list[tuple[str, str]] = []
     for ref in references:
         sv = get_version(state, ref.subject, "latest" if ref.version == -1 else ref.version)
-        files += [f for f in _imported_files(state, sv.references) if f not in files]
+        files += [f for f in imported_files(state, sv.references) if f not in files]
         files.append((ref.name, sv.schema))
     return tuple(files)
 
@@ -159,22 +152,10 @@ def _message_class(text: str, imports: tuple[tuple[str, str], ...], indexes: tup
     """The message class ``indexes`` names in the file ``text``, built in a pool of its own with the
     files it imports (registered references, else protobuf's well-known files)."""
     pool = descriptor_pool.DescriptorPool()
-    files = []
-    for name, imported in imports:
-        proto = parse_protobuf(imported)
-        proto.name = name
-        files.append(proto)
-    main = parse_protobuf(text)
-    files.append(main)
-    known = {f.name for f in files}
+    files = file_set(text, imports).file
     for f in files:
-        for dependency in f.dependency:
-            if dependency not in known:
-                proto = descriptor_pb2.FileDescriptorProto()
-                descriptor_pool.Default().FindFileByName(dependency).CopyToProto(proto)
-                pool.Add(proto)
-                known.add(dependency)
         pool.Add(f)
+    main = files[-1]
     message = main.message_type[indexes[0]]
     name = message.name
     for index in indexes[1:]:

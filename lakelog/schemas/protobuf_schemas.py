@@ -29,7 +29,17 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from antlr4.error.ErrorListener import ErrorListener
-from google.protobuf import descriptor_pb2
+from google.protobuf import (
+    any_pb2,
+    descriptor_pb2,
+    descriptor_pool,
+    duration_pb2,
+    empty_pb2,
+    field_mask_pb2,
+    struct_pb2,
+    timestamp_pb2,
+    wrappers_pb2,
+)
 from google.protobuf.message import DecodeError
 from proto_schema_parser import ast
 from proto_schema_parser.parser import Parser
@@ -37,6 +47,9 @@ from proto_schema_parser.parser import Parser
 from lakelog.schemas.registry_errors import InvalidSchemaError
 
 FDP = descriptor_pb2.FileDescriptorProto
+# Imported for their descriptors: Protobuf schemas import these well-known files without
+# registering them (confluent-kafka's skip.known.types).
+WELL_KNOWN = (any_pb2, duration_pb2, empty_pb2, field_mask_pb2, struct_pb2, timestamp_pb2, wrappers_pb2)
 FieldProto = descriptor_pb2.FieldDescriptorProto
 
 _SCALARS = {
@@ -84,6 +97,43 @@ def parse_protobuf(text: str, references: Sequence[str] = ()) -> FDP:
     for ref in references:
         _descriptor(ref)
     return _descriptor(text)
+
+
+def file_set(text: str, imports: Sequence[tuple[str, str]] = ()) -> descriptor_pb2.FileDescriptorSet:
+    """The schema ``text`` with every file it imports, each after the files it imports, as a
+    descriptor pool resolves them (type names fully qualified); the schema's own file is the last.
+    ``imports`` are (import name, schema text) of its registered references, each after those it
+    imports; any other import must be one of protobuf's well-known files. Raises
+    InvalidSchemaError naming what does not parse, is not imported or does not resolve."""
+    files = []
+    for name, imported in imports:
+        proto = parse_protobuf(imported)
+        proto.name = name
+        files.append(proto)
+    files.append(parse_protobuf(text))
+    pool = descriptor_pool.DescriptorPool()
+    ordered: list[str] = []
+    for f in files:
+        for dependency in f.dependency:
+            if dependency not in ordered and dependency not in {g.name for g in files}:
+                try:
+                    known = descriptor_pool.Default().FindFileByName(dependency)
+                except KeyError as exc:
+                    problem = f"Invalid schema: {f.name} imports {dependency}, which is no reference"
+                    raise InvalidSchemaError(problem) from exc
+                proto = FDP()
+                known.CopyToProto(proto)
+                pool.Add(proto)
+                ordered.append(dependency)
+        try:
+            pool.Add(f)
+        except (TypeError, ValueError) as exc:  # the pool's "Couldn't build proto file" errors
+            raise InvalidSchemaError(f"Invalid schema: {f.name} does not resolve ({exc})") from exc
+        ordered.append(f.name)
+    out = descriptor_pb2.FileDescriptorSet()
+    for name in ordered:
+        pool.FindFileByName(name).CopyToProto(out.file.add())
+    return out
 
 
 def serialized(descriptor: FDP) -> str:

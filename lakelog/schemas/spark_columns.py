@@ -31,26 +31,45 @@ decode with Spark's own ``from_avro`` (the ``spark-avro`` module,
   ``mode`` is handed to ``from_json`` too (FAILFAST: a document that does not parse as the type
   fails the query; PERMISSIVE: its fields read as null).
 
-Protobuf is not offered: Spark's ``from_protobuf`` is the ``spark-protobuf`` module, which the
-Maven repository this project fetches jars from does not serve;
-:class:`lakelog.schemas.decoding.RecordDecoder` decodes Protobuf records in Python instead.
+* Protobuf (:func:`protobuf_expression`): Spark's ``from_protobuf`` is the ``spark-protobuf``
+  module, which the Maven repository this project fetches jars from does not serve, so
+  lakelog-jvm.jar registers ``lakelog_from_protobuf`` (jvm/src/.../ProtobufDecode.java: the same
+  decoding, spark-protobuf's type mapping, with protobuf-java's DynamicMessage). Confluent's
+  Protobuf wire format is the same header, then the message indexes (which message of the
+  schema's file), then the message. Each schema id gets its own branch, handed the writer
+  schema's file (to name the message of the indexes) and the subject's latest schema with the
+  files it imports (a FileDescriptorSet): the data is parsed with the latest schema's message,
+  Protobuf's own evolution (fields match by number; one an older writer lacked is unset, null).
+  The message read is the first of the latest schema's file (Confluent's ``ProtobufSchema.name()``)
+  unless ``valueMessage`` / ``keyMessage`` name another (spark-protobuf's ``messageName``); a record
+  holding another one fails (FAILFAST, naming it) or reads as null (PERMISSIVE), as does data that
+  does not parse.
 
 The subject is Confluent's TopicNameStrategy (``<topic>-value``, ``<topic>-key``) unless named.
 """
 
 from __future__ import annotations
 
+import base64
 import json
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from google.protobuf import descriptor_pb2
+
 from lakelog.engine.errors import InvalidConfigError
+from lakelog.schemas.decoding import imported_files
 from lakelog.schemas.json_schemas import parse_json_schema
 from lakelog.schemas.json_spark_types import spark_struct
+from lakelog.schemas.protobuf_schemas import file_set
+from lakelog.schemas.registry_errors import InvalidSchemaError
 from lakelog.schemas.schemas_topic import RegistryState, SchemaVersion
 
-FORMATS = ("avro", "json")
+FORMATS = ("avro", "json", "protobuf")
 # The registry's schemaType of each format (Confluent's names).
-SCHEMA_TYPES = {"avro": "AVRO", "json": "JSON"}
+SCHEMA_TYPES = {"avro": "AVRO", "json": "JSON", "protobuf": "PROTOBUF"}
+# lakelog-jvm.jar's Protobuf decoder (jvm/src/.../ProtobufDecode.java NAME).
+FROM_PROTOBUF = "lakelog_from_protobuf"
 MODES = ("FAILFAST", "PERMISSIVE")
 
 
@@ -68,6 +87,7 @@ class Decoding:
     subject: str
     mode: str = "FAILFAST"
     format: str = "avro"  # one of FORMATS
+    message: str | None = None  # protobuf: the message read (default: the schema's first)
 
 
 def sql_string(text: str) -> str:
@@ -82,22 +102,14 @@ def header(schema_id: int) -> str:
 
 def subject_format(state: RegistryState, decoding: Decoding) -> str:
     """The format (one of FORMATS) of the subject's latest schema, for a reader that did not name
-    one (the typed tables). Raises TypedReadError when the subject has no live version or its
-    schemas are in no format typed reads decode (PROTOBUF)."""
+    one (the typed tables). Raises TypedReadError when the subject has no live version."""
     live = state.versions(decoding.subject)
     if not live:
         raise TypedReadError(
             f"topic {decoding.topic!r}: subject {decoding.subject!r} has no schema in the store's registry, "
             f"so its {decoding.column}s cannot be decoded"
         )
-    found = [f for f, t in SCHEMA_TYPES.items() if t == live[-1].schema_type]
-    if not found:
-        raise TypedReadError(
-            f"topic {decoding.topic!r}: subject {decoding.subject!r} holds {live[-1].schema_type} schemas; "
-            f"typed reads in Spark decode {' and '.join(SCHEMA_TYPES.values())} (Spark's from_protobuf is not "
-            "available here; lakelog.schemas.decoding.RecordDecoder decodes them in Python)"
-        )
-    return found[0]
+    return next(f for f, t in SCHEMA_TYPES.items() if t == live[-1].schema_type)
 
 
 def subject_versions(state: RegistryState, decoding: Decoding) -> list[SchemaVersion]:
@@ -115,8 +127,10 @@ def subject_versions(state: RegistryState, decoding: Decoding) -> list[SchemaVer
 
 
 def expression(state: RegistryState, decoding: Decoding) -> str:
-    """The decoding expression of ``decoding.format`` (:func:`avro_expression`, :func:`json_expression`)."""
-    return json_expression(state, decoding) if decoding.format == "json" else avro_expression(state, decoding)
+    """The decoding expression of ``decoding.format`` (:func:`avro_expression`, :func:`json_expression`,
+    :func:`protobuf_expression`)."""
+    planners = {"avro": avro_expression, "json": json_expression, "protobuf": protobuf_expression}
+    return planners[decoding.format](state, decoding)
 
 
 def avro_expression(state: RegistryState, decoding: Decoding) -> str:
@@ -126,21 +140,34 @@ def avro_expression(state: RegistryState, decoding: Decoding) -> str:
     versions = subject_versions(state, decoding)
     reader = state.versions(decoding.subject)[-1]
     column = f"`{decoding.column}`"
-    options = {"mode": decoding.mode}
-    branches = []
-    for schema_id in sorted({sv.schema_id for sv in versions}):
-        writer = next(sv for sv in versions if sv.schema_id == schema_id)
-        chosen = options if schema_id == reader.schema_id else {**options, "avroSchema": reader.schema}
-        arguments = ", ".join(f"{sql_string(k)}, {sql_string(v)}" for k, v in chosen.items())
-        branches.append(
-            f"WHEN {header(schema_id)} THEN "
-            f"from_avro(substring({column}, 6), {sql_string(writer.schema)}, map({arguments}))"
-        )
+
+    def decode(writer: SchemaVersion) -> str:
+        options = {"mode": decoding.mode}
+        if writer.schema_id != reader.schema_id:
+            options["avroSchema"] = reader.schema
+        return f"from_avro(substring({column}, 6), {sql_string(writer.schema)}, {sql_map(options)})"
+
+    return by_schema_id(decoding, versions, decode)
+
+
+def by_schema_id(decoding: Decoding, versions: list[SchemaVersion], decode: Callable[[SchemaVersion], str]) -> str:
+    """A CASE over the column's 5-byte header: the data of each schema id of ``versions`` decoded by
+    ``decode(its version)``, a null column null, any other header :func:`unknown_id`."""
+    column = f"`{decoding.column}`"
+    branches = [
+        f"WHEN {header(schema_id)} THEN {decode(next(sv for sv in versions if sv.schema_id == schema_id))}"
+        for schema_id in sorted({sv.schema_id for sv in versions})
+    ]
     return (
         f"CASE WHEN {column} IS NULL THEN NULL ELSE CASE substring({column}, 1, 5) "
         + " ".join(branches)
         + f" ELSE {unknown_id(decoding)} END END"
     )
+
+
+def sql_map(options: dict[str, str]) -> str:
+    """A Spark SQL ``map`` of string literals (the options of from_avro, from_json and lakelog_from_protobuf)."""
+    return "map(" + ", ".join(f"{sql_string(k)}, {sql_string(v)}" for k, v in options.items()) + ")"
 
 
 def json_expression(state: RegistryState, decoding: Decoding) -> str:
@@ -160,12 +187,78 @@ def json_expression(state: RegistryState, decoding: Decoding) -> str:
     headers = ", ".join(header(i) for i in sorted({sv.schema_id for sv in versions}))
     decoded = (
         f"from_json(CAST(substring({column}, 6) AS STRING), {sql_string(json.dumps(struct))}, "
-        f"map('mode', {sql_string(decoding.mode)}))"
+        f"{sql_map({'mode': decoding.mode})})"
     )
     return (
         f"CASE WHEN {column} IS NULL THEN NULL WHEN substring({column}, 1, 5) IN ({headers}) "
         f"THEN {decoded} ELSE {unknown_id(decoding)} END"
     )
+
+
+def protobuf_expression(state: RegistryState, decoding: Decoding) -> str:
+    """A Spark SQL expression over the Kafka source's columns that decodes ``decoding.column``
+    (Confluent's Protobuf wire format) with lakelog-jvm.jar's ``lakelog_from_protobuf`` into
+    ``decoding.message`` of the subject's latest schema (default: its first message) as a struct,
+    for every schema id of the subject. Raises TypedReadError when the subject has no Protobuf
+    schema, the latest one no such message, or a schema's files do not resolve (an import that is
+    neither a reference nor a well-known file)."""
+    versions = subject_versions(state, decoding)
+    latest = state.versions(decoding.subject)[-1]
+    reader = _files(state, decoding, latest)
+    main = reader.file[-1]
+    message = read_message(main, decoding)
+    reader_files = base64.standard_b64encode(reader.SerializeToString(deterministic=True)).decode("ascii")
+    column = f"`{decoding.column}`"
+
+    def decode(writer: SchemaVersion) -> str:
+        main = _files(state, decoding, writer).file[-1]
+        options = {
+            "topic": decoding.topic,
+            "column": decoding.column,
+            "schemaId": str(writer.schema_id),
+            "writerFile": base64.standard_b64encode(main.SerializeToString(deterministic=True)).decode("ascii"),
+            "readerFiles": reader_files,
+            "message": message,
+            "mode": decoding.mode,
+        }
+        return f"{FROM_PROTOBUF}(substring({column}, 6), `partition`, `offset`, {sql_map(options)})"
+
+    return by_schema_id(decoding, versions, decode)
+
+
+def read_message(main: descriptor_pb2.FileDescriptorProto, decoding: Decoding) -> str:
+    """The full name of the message of ``main`` (the subject's latest schema) that ``decoding``
+    reads: ``decoding.message`` (a full name, or one relative to the file's package), else the
+    file's first. Raises TypedReadError naming the messages there are."""
+    names: list[str] = []
+
+    def walk(messages: Iterable[descriptor_pb2.DescriptorProto], scope: str) -> None:
+        for m in messages:
+            if not m.options.map_entry:
+                names.append(f"{scope}{m.name}")
+                walk(m.nested_type, f"{scope}{m.name}.")
+
+    walk(main.message_type, f"{main.package}." if main.package else "")
+    if decoding.message is None and names:
+        return names[0]
+    wanted = (decoding.message or "").removeprefix(".")
+    for candidate in (wanted, f"{main.package}.{wanted}"):
+        if candidate in names:
+            return candidate
+    raise TypedReadError(
+        f"topic {decoding.topic!r}: subject {decoding.subject!r}'s latest schema has no message "
+        f"{decoding.message!r} to read; its messages: {', '.join(names) or 'none'}"
+    )
+
+
+def _files(state: RegistryState, decoding: Decoding, version: SchemaVersion) -> descriptor_pb2.FileDescriptorSet:
+    try:
+        return file_set(version.schema, imported_files(state, version.references))
+    except InvalidSchemaError as exc:
+        raise TypedReadError(
+            f"topic {decoding.topic!r}: subject {decoding.subject!r} version {version.version} (schema id "
+            f"{version.schema_id}) cannot be read: {exc}"
+        ) from exc
 
 
 def unknown_id(decoding: Decoding) -> str:

@@ -17,9 +17,10 @@ the other kind fails there.
 
 Typed reads (lakelog's own options, named as Spark's ``from_avro`` users and Databricks'
 ``from_avro(..., subject, schemaRegistryAddress)`` name them): ``valueFormat`` / ``keyFormat``
-``avro`` or ``json`` (JSON Schema) decode the column with the store's Schema Registry (its
+``avro``, ``json`` (JSON Schema) or ``protobuf`` decode the column with the store's Schema Registry (its
 ``_schemas`` topic), ``valueSubject`` / ``keySubject`` name the subject (default ``<topic>-value`` /
-``<topic>-key``), ``mode`` is ``from_avro``'s and ``from_json``'s FAILFAST (default) or PERMISSIVE;
+``<topic>-key``), ``valueMessage`` / ``keyMessage`` the Protobuf message read (default: the
+schema's first), ``mode`` is ``from_avro``'s and ``from_json``'s FAILFAST (default) or PERMISSIVE;
 see :mod:`lakelog.schemas.spark_columns`.
 
 S3A settings (``fs.s3a.endpoint``, ``fs.s3a.access.key``, ... and their
@@ -69,6 +70,8 @@ SOURCE_OPTIONS = (
     "keyFormat",
     "valueSubject",
     "keySubject",
+    "valueMessage",
+    "keyMessage",
     "mode",
 )
 # checkpointLocation is Spark's own; DataStreamWriter hands it to the sink with the rest.
@@ -383,6 +386,9 @@ def _decodings(options: Mapping[str, str], subscription: Subscription) -> tuple[
     for column in ("key", "value"):
         fmt = options.get(f"{column}format", "binary").strip().lower()
         subject = options.get(f"{column}subject")
+        message = options.get(f"{column}message")
+        if message is not None and fmt != "protobuf":
+            raise InvalidConfigError(f"option '{column}Message' applies with option {column}Format=protobuf only")
         if fmt == "binary":
             if subject is not None:
                 raise InvalidConfigError(f"option '{column}Subject' applies with option '{column}Format' only")
@@ -399,7 +405,7 @@ def _decodings(options: Mapping[str, str], subscription: Subscription) -> tuple[
                 f"subscribe to exactly one topic (got {subscription.describe()})"
             )
         subject = (subject or "").strip() or f"{topics[0]}-{column}"
-        found.append(Decoding(column, topics[0], subject, mode, fmt))
+        found.append(Decoding(column, topics[0], subject, mode, fmt, (message or "").strip() or None))
     if "mode" in options and not found:
         raise InvalidConfigError("option 'mode' applies with option 'valueFormat' or 'keyFormat' only")
     return tuple(found)

@@ -40,7 +40,7 @@ S3_LOG_STORE = "io.lakelog.storage.ConditionalS3LogStore"
 
 def session_jars(configured: str = "", *, s3a: bool = False) -> tuple[list[Path], list[Path]]:
     """(``spark.jars``, S3A class path) of a lakelog-built session: Delta's jars, Spark's spark-avro
-    (``from_avro`` of typed reads) and lakelog-jvm.jar,
+    (``from_avro`` of typed reads), protobuf-java (lakelog-jvm.jar's Protobuf decoding) and lakelog-jvm.jar,
     and Hadoop's S3A connector when ``s3a`` asks for it or an earlier run already resolved it.
     Resolves through Ivy on first use (see :mod:`lakelog.jvm.jars`); raises
     :class:`StoreError` when that is impossible."""
@@ -49,6 +49,7 @@ def session_jars(configured: str = "", *, s3a: bool = False) -> tuple[list[Path]
     jars = [
         *jvm_jars.ensure(jvm_jars.delta_jar_set(), root, status=status),
         *jvm_jars.ensure(jvm_jars.spark_avro_jar_set(), root, status=status),
+        *jvm_jars.ensure(jvm_jars.protobuf_jar_set(), root, status=status),
         jvm_jars.lakelog_jar(),
     ]
     s3 = jvm_jars.s3a_jar_set()

@@ -1,9 +1,9 @@
-"""Typed tables: a topic whose values use the registry's Avro or JSON schemas, kept as a Delta table of its own.
+"""Typed tables: a topic of the registry's Avro, JSON or Protobuf values, kept as a Delta table of its own.
 
 The table has the value schema's fields as columns, then ``partition``, ``offset`` and
 ``timestamp`` of each record. It is filled by a Structured Streaming query: ``format("lakelog")``
 with ``valueFormat`` the subject's format (:mod:`lakelog.schemas.spark_columns`; Spark's
-``from_avro`` or ``from_json``) into
+``from_avro``, ``from_json`` or lakelog-jvm.jar's ``lakelog_from_protobuf``) into
 Delta's streaming sink, so it is
 
 * exactly-once: Delta's sink commits each micro-batch with the query's id and batch id as an
@@ -52,9 +52,17 @@ class TypedTable:
     table: str
     checkpoint: str
     subject: str | None = None
+    message: str | None = None  # Protobuf: the message read (default: the schema's first)
 
 
-def typed_table(store_uri: str, topic: str, table: str, checkpoint: str | None = None, subject: str | None = None):
+def typed_table(
+    store_uri: str,
+    topic: str,
+    table: str,
+    checkpoint: str | None = None,
+    subject: str | None = None,
+    message: str | None = None,
+) -> TypedTable:
     """The :class:`TypedTable`, its checkpoint defaulting to the store's scratch area
     (``_lakelog/tables/<topic>-<hash of the table's location>``, which Delta readers and VACUUM
     leave alone), one per (topic, table)."""
@@ -63,14 +71,14 @@ def typed_table(store_uri: str, topic: str, table: str, checkpoint: str | None =
     if checkpoint is None:
         digest = hashlib.sha1(table.rstrip("/").encode()).hexdigest()[:12]
         checkpoint = f"{store_uri.rstrip('/')}/{SCRATCH_DIR}/tables/{topic}-{digest}/checkpoint"
-    return TypedTable(store_uri, topic, table, checkpoint, subject)
+    return TypedTable(store_uri, topic, table, checkpoint, subject, message)
 
 
 def typed_frame(spark: SparkSession, spec: TypedTable, *, streaming: bool = True) -> DataFrame:
     """The topic's records as the table's rows: the value's fields, then ``partition``,
-    ``offset``, ``timestamp``, decoded in the format of the subject's latest schema (Avro or JSON
-    Schema). Raises InvalidConfigError when the subject has no schema or one in neither format,
-    or a field is named like one of those."""
+    ``offset``, ``timestamp``, decoded in the format of the subject's latest schema (Avro, JSON
+    Schema or Protobuf). Raises InvalidConfigError when the subject has no schema, a message is
+    named for a subject not in Protobuf, or a field is named like one of those."""
     # Read here, so that an error reaches the caller as itself rather than through Spark's worker.
     fmt = subject_format(
         read_state(spec.store_uri), Decoding("value", spec.topic, spec.subject or f"{spec.topic}-value")
@@ -80,6 +88,13 @@ def typed_frame(spark: SparkSession, spec: TypedTable, *, streaming: bool = True
     reader = reader.option("startingOffsets", "earliest").option("valueFormat", fmt)
     if spec.subject:
         reader = reader.option("valueSubject", spec.subject)
+    if spec.message:
+        if fmt != "protobuf":
+            raise InvalidConfigError(
+                f"topic {spec.topic!r}: a message ({spec.message!r}) is named for Protobuf subjects; "
+                f"this one's schemas are {fmt}"
+            )
+        reader = reader.option("valueMessage", spec.message)
     frame = reader.load()
     fields = frame.schema["value"].dataType.fieldNames()
     clash = sorted(set(fields) & set(RECORD_COLUMNS))

@@ -26,6 +26,9 @@ def test_setup_resolves_delta_jars_once_and_keeps_only_what_spark_lacks(tmp_path
     # from_avro of typed reads: spark-avro alone (Avro itself ships with PySpark).
     avro = jvm_jars.resolved(jvm_jars.spark_avro_jar_set(), tmp_path)
     assert avro is not None and [j.name for j in avro] == [f"spark-avro_2.13-{jvm_jars.spark_version()}.jar"]
+    # lakelog_from_protobuf of typed reads: protobuf-java alone.
+    protobuf = jvm_jars.resolved(jvm_jars.protobuf_jar_set(), tmp_path)
+    assert protobuf is not None and [j.name for j in protobuf] == [f"protobuf-java-{jvm_jars.PROTOBUF_JAVA}.jar"]
 
     def no_second_resolution(*args, **kwargs):
         raise AssertionError("resolved again")

@@ -8,6 +8,7 @@ import pytest
 
 from tests.schemas.avro_topics import V1, V2, produce_avro, served
 from tests.schemas.json_topics import JSON_V1, JSON_V2, produce_json
+from tests.schemas.protobuf_topics import PROTO_V1, PROTO_V2, produce_protobuf
 
 pytestmark = pytest.mark.spark
 
@@ -51,6 +52,20 @@ def test_a_json_schema_topic_is_materialized_and_read_by_delta_rs(store, tmp_pat
     assert [r["id"] for r in rows] == [0, 1, 2, 3, 4]  # each record once
     assert set(rows[0]) == {"id", "item", "note", "partition", "offset", "timestamp"}
     assert [r["note"] for r in rows] == [None, None, None, None, "n"]
+
+
+def test_a_protobuf_topic_is_materialized_and_read_by_delta_rs(store, tmp_path):
+    table = tmp_path / "orders_table"
+    store.create_topic("orders", partitions=2)
+    with served(store) as url:
+        produce_protobuf(store, url, "orders", PROTO_V1, [{"id": i, "item": f"i{i}"} for i in range(1, 4)])
+        store.materialize("orders", str(table))
+        produce_protobuf(store, url, "orders", PROTO_V2, [{"id": 4, "item": "i4", "note": "n"}])
+        store.materialize("orders", str(table))
+    rows = sorted(delta_rs_rows(table), key=lambda r: r["id"])
+    assert [r["id"] for r in rows] == [1, 2, 3, 4]  # each record once
+    assert set(rows[0]) == {"id", "item", "note", "partition", "offset", "timestamp"}
+    assert [r["note"] for r in rows] == [None, None, None, "n"]  # added by the second version
 
 
 def test_a_field_named_like_a_record_column_is_refused(store, tmp_path):

@@ -5,9 +5,11 @@ import java.util.List;
 
 import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.SparkSessionExtensions;
+import org.apache.spark.sql.catalyst.FunctionIdentifier;
 import org.apache.spark.sql.catalyst.expressions.Alias;
 import org.apache.spark.sql.catalyst.expressions.Attribute;
 import org.apache.spark.sql.catalyst.expressions.Expression;
+import org.apache.spark.sql.catalyst.expressions.ExpressionInfo;
 import org.apache.spark.sql.catalyst.expressions.NamedExpression;
 import org.apache.spark.sql.catalyst.expressions.NamedExpression$;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
@@ -16,6 +18,7 @@ import org.apache.spark.sql.catalyst.rules.Rule;
 import org.apache.spark.sql.catalyst.trees.TreeNodeTag;
 
 import scala.Option;
+import scala.Tuple3;
 import scala.jdk.javaapi.CollectionConverters;
 import scala.runtime.BoxedUnit;
 
@@ -24,8 +27,9 @@ import scala.runtime.BoxedUnit;
  * typed reads of {@code format("lakelog")}.
  *
  * <p>With {@code valueFormat} / {@code keyFormat}, the Python data source plans the decoding
- * (lakelog/schemas/spark_columns.py: Spark's {@code from_avro} per schema id of the subject, read
- * as its latest schema) and hands the Spark SQL expression over in the metadata of its
+ * (lakelog/schemas/spark_columns.py: Spark's {@code from_avro} or {@code from_json}, or
+ * {@link ProtobufDecode}'s {@code lakelog_from_protobuf}, which these extensions register, per
+ * schema id of the subject, read as its latest schema) and hands the Spark SQL expression over in the metadata of its
  * {@code value} / {@code key} field ({@link #DECODE}). A Python data source can only return rows,
  * so this analyzer rule puts the expression on top of the relation: a Project that replaces each
  * such column by its decoded struct under the same name. Batch reads (DataSourceV2Relation) and
@@ -40,6 +44,10 @@ public class LakelogExtensions implements scala.Function1<SparkSessionExtensions
     @Override
     public BoxedUnit apply(SparkSessionExtensions extensions) {
         extensions.injectResolutionRule(TypedColumns::new);
+        extensions.injectFunction(new Tuple3<>(
+                new FunctionIdentifier(ProtobufDecode.NAME),
+                new ExpressionInfo(ProtobufDecode.class.getName(), ProtobufDecode.NAME),
+                ProtobufDecode::build));
         return BoxedUnit.UNIT;
     }
 
