@@ -150,7 +150,8 @@ class TransactionBatch(ProducerBatch):
             )
         if self._group is not None:
             group_log, meta = self._group
-            records = group_log.latest(view)
+            # The group's state is what the check needs, not its offsets (check_group_commit).
+            records = group_log.latest(view, offsets=False)
             now_ms = int(time.time() * 1000)
             check_group_commit(
                 group_log,
@@ -204,6 +205,7 @@ class TransactionalProducer:
         self._send_error: BaseException | None = None
         self._offsets: dict[TopicPartition, OffsetAndMetadata] = {}
         self._group: ConsumerGroupMetadata | None = None
+        self._group_logs: dict[tuple[str, int], GroupLog] = {}
 
     # -- lifecycle --------------------------------------------------------------
 
@@ -378,8 +380,7 @@ class TransactionalProducer:
                     self._context.latest_topics(),
                 ):
                     batch.add(group_tp, key, value, None, now, len(key) + len(value), len(batch))
-                group_log = GroupLog(self._context.log, self._records_reader, self._group.group_id, partitions)
-                group = (group_log, self._group)
+                group = (self._group_log(self._group.group_id, partitions), self._group)
             if not len(batch):
                 batch.complete(None, {})  # type: ignore[arg-type]
                 self.state = TransactionState.READY
@@ -397,6 +398,15 @@ class TransactionalProducer:
                 raise  # still in the transaction: the caller may retry the commit or abort
             commit.complete()
             self.state = TransactionState.READY
+
+    def _group_log(self, group_id: str, partitions: int) -> GroupLog:
+        """The group's log, kept from one commit to the next: it reads on from where it stopped,
+        where a new one would read the group's whole ``__consumer_offsets`` partition."""
+        found = self._group_logs.get((group_id, partitions))
+        if found is None:
+            found = GroupLog(self._context.log, self._records_reader, group_id, partitions)
+            self._group_logs[(group_id, partitions)] = found
+        return found
 
     def abort_transaction(self) -> None:
         """Drop the open transaction: none of its records or offsets are ever visible."""
