@@ -214,6 +214,7 @@ def perf_streams(
     application failed or timed out."""
     from benchmarks.kafka_reference import KafkaBroker
     from benchmarks.scratch import scratch_dir
+    from lakelog.store import Store
 
     load = workload(lines, words_per_line, vocabulary)
     warmup = workload(warmup_lines, words_per_line, vocabulary, seed=32) if warmup_lines else None
@@ -222,8 +223,6 @@ def perf_streams(
     with scratch_dir("streams", work_dir) as scratch:
         workdir = Path(scratch)
         store = f"{scratch}/store"
-        from lakelog.store import Store
-
         Store.open(store).close()
         agent, bound = start_agent(store)
         broker = None
