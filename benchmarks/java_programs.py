@@ -44,6 +44,8 @@ from benchmarks.kafka_reference import MAVEN_REPOSITORY
 from lakelog.jvm.jars import cache_root
 
 JAVA_DIR = Path(__file__).with_name("java")
+# The jars' cache is keyed by the pom's bytes and shared by every checkout on the machine: a
+# checkout whose pom differs (even in a comment) evicts the jars of the others as they run.
 POM = JAVA_DIR / "pom.xml"
 SOURCES = JAVA_DIR / "src"
 JARS_DIR = cache_root() / "kafka-frameworks"
