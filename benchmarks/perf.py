@@ -413,6 +413,24 @@ def cmd_perf_rebalance(args: argparse.Namespace, out: Out) -> None:
     perf_rebalance(**sizes, kafka=not args.no_kafka, work_dir=args.work_dir, out=out)
 
 
+def cmd_perf_streams(args: argparse.Namespace, out: Out) -> None:
+    from benchmarks.scratch import check_work_dir
+    from benchmarks.streams import perf_streams
+
+    check_work_dir(args.work_dir, s3=False)
+    perf_streams(
+        lines=args.lines,
+        words_per_line=args.words_per_line,
+        vocabulary=args.vocabulary,
+        partitions=args.partitions,
+        rounds=args.rounds,
+        warmup_lines=args.warmup_lines,
+        kafka=not args.no_kafka,
+        work_dir=args.work_dir,
+        out=out,
+    )
+
+
 def cmd_perf_stream(args: argparse.Namespace, out: Out) -> None:
     from benchmarks.stream import perf_stream
 

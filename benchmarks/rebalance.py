@@ -7,8 +7,8 @@ default assignors: RangeAssignor first) join and settle; then the last one start
 is the time from that start (its JVM's launch) until the group is settled again: every member
 owns partitions and their union covers the topic, each partition once. The eager protocol
 makes that a full rebalance: every member learns of it from its next heartbeat (3 s by
-default), gives its partitions up and joins again. The members are the frameworks harness'
-``GroupConsumer`` (tests/kafka_endpoint/frameworks/java), which prints a line on each
+default), gives its partitions up and joins again. The members are
+benchmarks.java_programs' ``GroupConsumer`` (benchmarks/java), which prints a line on each
 rebalance callback; the group's state is read from those lines as they arrive.
 
 The broker is benchmarks.kafka_reference's (``group.initial.rebalance.delay.ms=0``); the
@@ -102,7 +102,7 @@ def perf_rebalance(
 
 def _round(bootstrap: str, topic: str, group: str, members: int, partitions: int, scratch: str) -> float:
     """One side's round: seconds from the last member's launch until the group settled."""
-    from tests.kafka_endpoint.frameworks.harness import GROUP_CONSUMER, JavaProgram, owned_partitions
+    from benchmarks.java_programs import GROUP_CONSUMER, JavaProgram, owned_partitions
 
     everything = {f"{topic}-{p}" for p in range(partitions)}
     workdir = Path(tempfile.mkdtemp(prefix=f"{group}-", dir=scratch))

@@ -151,3 +151,36 @@ def test_the_private_access_check_finds_a_reach_into_another_module(tmp_path):
         "lakelog/engine/client.py:1: import _helper",
         "lakelog/engine/client.py:6: store._latest_topics",
     ]
+
+
+def imports_of_tests(folder: Path) -> list[str]:
+    """Each import of the ``tests`` package (``import tests...``, ``from tests... import``) in the
+    modules under ``folder``, as ``path:line: statement``: benchmarks/ is imported by lakelog perf
+    and by tests, never the other way round."""
+    found = []
+    for path in sorted(folder.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = (
+                [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else []
+            )
+            if any(name == "tests" or name.startswith("tests.") for name in names):
+                found.append(f"{path.relative_to(folder.parent)}:{node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_benchmarks_never_import_the_tests():
+    assert imports_of_tests(ROOT / "benchmarks") == []
+
+
+def test_the_benchmarks_check_finds_an_import_of_the_tests(tmp_path):
+    (tmp_path / "benchmarks").mkdir()
+    (tmp_path / "benchmarks" / "run.py").write_text(
+        "import testsuite\n\n\ndef run():\n    from tests.frameworks.harness import JavaProgram\n"
+    )
+    assert imports_of_tests(tmp_path / "benchmarks") == [
+        "benchmarks/run.py:5: from tests.frameworks.harness import JavaProgram"
+    ]

@@ -220,6 +220,26 @@ def add_parser(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
     p.add_argument("--work-dir", help="where the temporary stores go (default: the system's temp directory)")
     p.set_defaults(func=_driver("rebalance"))
     p = psub.add_parser(
+        "streams",
+        parents=parents,
+        help="Kafka Streams' word count under exactly_once_v2, end to end, against lakelog serve and a Kafka broker",
+        description="Produces --lines lines into an input topic of --partitions partitions, then times a Kafka "
+        "Streams 4.4 word count (exactly_once_v2, Streams' defaults otherwise: commit.interval.ms 100) from its "
+        "launch until a read_committed reader of the output topic has every word's final count; lines/s per "
+        "side, --rounds interleaved rounds after a warm-up round, medians, and the ratio lakelog/Kafka.",
+    )
+    p.add_argument("--lines", type=COUNT, default=1_000_000)
+    p.add_argument("--words-per-line", type=COUNT, default=5)
+    p.add_argument("--vocabulary", type=COUNT, default=1000, help="distinct words")
+    p.add_argument("--partitions", type=COUNT, default=4, help="input (and output) partitions")
+    p.add_argument("--rounds", type=COUNT, default=3, help="interleaved rounds per side (median reported)")
+    p.add_argument(
+        "--warmup-lines", type=NON_NEGATIVE, default=100_000, help="lines of the uncounted first round (0: none)"
+    )
+    p.add_argument("--no-kafka", action="store_true", help="skip the Apache Kafka broker side")
+    p.add_argument("--work-dir", help="where the temporary store goes (default: the system's temp directory)")
+    p.set_defaults(func=_driver("streams"))
+    p = psub.add_parser(
         "schemas",
         parents=parents,
         help="the Schema Registry: register, lookups by id and by subject (p50/p99) from a warm client",

@@ -84,17 +84,17 @@ class TxnProxy:
         tp = TopicPartition(topic, partition)
         with self.lock:
             self._begin()
+            records: list[tuple[Any, Any, Any, Any]] = []
             for batch in batches:
                 expected = self._sequences.get(tp, batch.base_sequence)
                 if batch.base_sequence < expected:
                     continue  # a retried request of this transaction: already added
                 self._sequences[tp] = batch.base_sequence + len(batch)
-                for key, value, headers, stamp in zip(
-                    batch.keys, batch.values, batch.headers, batch.timestamps, strict=True
-                ):
-                    future = self.producer.send(topic, value, key, partition, headers, stamp)
-                    if future.done() and future.exception() is not None:
-                        raise future.exception()
+                records += zip(batch.keys, batch.values, batch.headers, batch.timestamps, strict=True)
+            # One look at the topics for the request's records (send_all), not one per record.
+            for future in self.producer.send_all(topic, partition, records):
+                if future.done() and future.exception() is not None:
+                    raise future.exception()
 
     def send_offsets(
         self,

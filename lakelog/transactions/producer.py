@@ -33,7 +33,7 @@ import hashlib
 import logging
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from lakelog.engine.client_config import PRODUCER_CONFIG_KEYS
@@ -56,7 +56,7 @@ from lakelog.engine.produce.batches import ProducerBatch, RecordBatch, RecordFut
 from lakelog.engine.produce.partitioner import KeylessPartitioner
 from lakelog.engine.produce.placement import outgoing_record
 from lakelog.engine.schema import LOG_ARROW_SCHEMA
-from lakelog.engine.topics import OFFSETS_TOPIC, TopicPartition
+from lakelog.engine.topics import OFFSETS_TOPIC, TopicMetadata, TopicPartition
 
 log = logging.getLogger(__name__)
 
@@ -150,7 +150,8 @@ class TransactionBatch(ProducerBatch):
             )
         if self._group is not None:
             group_log, meta = self._group
-            records = group_log.latest(view)
+            # The group's state is what the check needs, not its offsets (check_group_commit).
+            records = group_log.latest(view, offsets=False)
             now_ms = int(time.time() * 1000)
             check_group_commit(
                 group_log,
@@ -204,6 +205,7 @@ class TransactionalProducer:
         self._send_error: BaseException | None = None
         self._offsets: dict[TopicPartition, OffsetAndMetadata] = {}
         self._group: ConsumerGroupMetadata | None = None
+        self._group_logs: dict[tuple[str, int], GroupLog] = {}
 
     # -- lifecycle --------------------------------------------------------------
 
@@ -248,34 +250,73 @@ class TransactionalProducer:
         """
         with self._lock:
             self._require(TransactionState.IN_TRANSACTION, "send()")
-            meta = self._context.latest_topics().get(topic)
-            if meta is None and isinstance(topic, str):
-                try:
-                    if self._context.auto_create_topics([topic]):
-                        meta = self._context.latest_topics().get(topic)
-                except LakelogError as exc:  # the name was refused or the creation failed to commit
-                    self._send_error = self._send_error or exc
-                    return RecordFuture(error=exc)
-            record = outgoing_record(
-                topic,
-                meta,
-                value,
-                key,
-                partition,
-                headers,
-                timestamp,
-                keyless=self._keyless,
-                ignore_keys=self._config["partitioner.ignore.keys"],
-            )
-            if record.error is not None:
-                self._send_error = self._send_error or record.error
-                return RecordFuture(error=record.error)
-            assert self._batch is not None and record.partition is not None
-            tp = TopicPartition(topic, record.partition)
-            index = self._batch.add(
-                tp, record.key, record.value, record.headers, record.timestamp_ms, record.size, len(self._batch)
-            )
-            return RecordFuture(self._batch, index)
+            meta = self._topic(topic)
+            if isinstance(meta, RecordFuture):
+                return meta
+            return self._add(topic, meta, value, key, partition, headers, timestamp)
+
+    def send_all(
+        self, topic: str, partition: int | None, records: Iterable[tuple[Any, Any, Any, Any]]
+    ) -> list[RecordFuture]:
+        """:meth:`send` of each ``(key, value, headers, timestamp)`` of ``records`` to ``topic``
+        (``partition``, or partitioned as send() does when None), in order, with the topic looked
+        up once rather than once per record (a look at the log each): a Kafka client's
+        transactional produce request holds a batch of records for one partition. The futures
+        fail as send()'s would (and then so will the commit)."""
+        with self._lock:
+            self._require(TransactionState.IN_TRANSACTION, "send_all()")
+            meta = self._topic(topic)
+            if isinstance(meta, RecordFuture):
+                return [meta for _ in records]
+            return [
+                self._add(topic, meta, value, key, partition, headers, timestamp)
+                for key, value, headers, timestamp in records
+            ]
+
+    def _topic(self, topic: str) -> TopicMetadata | RecordFuture | None:
+        """The topic's metadata (None if it does not exist), auto-created first when the store
+        allows; a failed future when its creation was refused or failed (noted as the
+        transaction's send error)."""
+        meta = self._context.latest_topics().get(topic)
+        if meta is None and isinstance(topic, str):
+            try:
+                if self._context.auto_create_topics([topic]):
+                    meta = self._context.latest_topics().get(topic)
+            except LakelogError as exc:  # the name was refused or the creation failed to commit
+                self._send_error = self._send_error or exc
+                return RecordFuture(error=exc)
+        return meta
+
+    def _add(
+        self,
+        topic: str,
+        meta: TopicMetadata | None,
+        value: Any,
+        key: Any,
+        partition: int | None,
+        headers: Any,
+        timestamp: Any,
+    ) -> RecordFuture:
+        record = outgoing_record(
+            topic,
+            meta,
+            value,
+            key,
+            partition,
+            headers,
+            timestamp,
+            keyless=self._keyless,
+            ignore_keys=self._config["partitioner.ignore.keys"],
+        )
+        if record.error is not None:
+            self._send_error = self._send_error or record.error
+            return RecordFuture(error=record.error)
+        assert self._batch is not None and record.partition is not None
+        tp = TopicPartition(topic, record.partition)
+        index = self._batch.add(
+            tp, record.key, record.value, record.headers, record.timestamp_ms, record.size, len(self._batch)
+        )
+        return RecordFuture(self._batch, index)
 
     def send_offsets_to_transaction(
         self, offsets: Mapping[Any, Any], group_metadata: ConsumerGroupMetadata | str
@@ -339,8 +380,7 @@ class TransactionalProducer:
                     self._context.latest_topics(),
                 ):
                     batch.add(group_tp, key, value, None, now, len(key) + len(value), len(batch))
-                group_log = GroupLog(self._context.log, self._records_reader, self._group.group_id, partitions)
-                group = (group_log, self._group)
+                group = (self._group_log(self._group.group_id, partitions), self._group)
             if not len(batch):
                 batch.complete(None, {})  # type: ignore[arg-type]
                 self.state = TransactionState.READY
@@ -358,6 +398,15 @@ class TransactionalProducer:
                 raise  # still in the transaction: the caller may retry the commit or abort
             commit.complete()
             self.state = TransactionState.READY
+
+    def _group_log(self, group_id: str, partitions: int) -> GroupLog:
+        """The group's log, kept from one commit to the next: it reads on from where it stopped,
+        where a new one would read the group's whole ``__consumer_offsets`` partition."""
+        found = self._group_logs.get((group_id, partitions))
+        if found is None:
+            found = GroupLog(self._context.log, self._records_reader, group_id, partitions)
+            self._group_logs[(group_id, partitions)] = found
+        return found
 
     def abort_transaction(self) -> None:
         """Drop the open transaction: none of its records or offsets are ever visible."""

@@ -171,6 +171,30 @@ def test_perf_rebalance_times_java_members_settling_on_the_agent_and_a_broker(tm
     assert list(tmp_path.iterdir()) == []
 
 
+def test_the_streams_workload_is_seeded_and_counts_every_word_of_its_lines():
+    from collections import Counter
+
+    from benchmarks.streams import workload
+
+    load = workload(200, 5, 30)
+    assert len(load.lines) == 200 and {len(line.split()) for line in load.lines} == {5}
+    assert load.counts == Counter(word.decode() for line in load.lines for word in line.split())
+    assert len(load.counts) == 30 and workload(200, 5, 30) == load
+    assert workload(200, 5, 30, seed=32) != load
+
+
+@pytest.mark.kafka
+@pytest.mark.slow
+def test_perf_streams_times_a_word_count_under_exactly_once_on_the_agent_and_a_broker(tmp_path, capsys):
+    argv = ["perf", "streams", "--lines", "3000", "--rounds", "1", "--warmup-lines", "300"]
+    assert main([*argv, "--work-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "warm-up: lakelog " in out and "warm-up: kafka   " in out
+    assert "round 1: lakelog " in out and "round 1: kafka   " in out
+    assert "exactly_once_v2" in out and "ratio lakelog/kafka: " in out
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_security_ratios_compare_each_sides_tls_cost_with_the_other():
     from benchmarks.serve_security import security_ratios, verdict, within_target
 

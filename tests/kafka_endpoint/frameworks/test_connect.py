@@ -14,16 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.java_programs import CONNECT_WORKERS, JavaProgram, stopped_after
 from tests.kafka_endpoint.frameworks.conftest import Target, against_kafka_and_lakelog
-from tests.kafka_endpoint.frameworks.harness import (
-    CONNECT_WORKERS,
-    JavaProgram,
-    free_ports,
-    rest,
-    stopped_after,
-    until,
-    worker_properties,
-)
+from tests.kafka_endpoint.frameworks.harness import free_ports, rest, until, worker_properties
 
 pytestmark = [pytest.mark.slow, pytest.mark.kafka]
 

@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.kafka_endpoint.frameworks.conftest import Target, against_kafka_and_lakelog
-from tests.kafka_endpoint.frameworks.harness import (
+from benchmarks.java_programs import (
     GROUP_CONSUMER,
     HarnessError,
     JavaProgram,
     owned_partitions,
     stopped_after,
 )
+from tests.kafka_endpoint.frameworks.conftest import Target, against_kafka_and_lakelog
 
 pytestmark = [pytest.mark.slow, pytest.mark.kafka]
 

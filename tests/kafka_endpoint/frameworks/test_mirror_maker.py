@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.java_programs import CONNECT_WORKERS, JavaProgram, stopped_after
 from tests.kafka_endpoint.frameworks import harness
 from tests.kafka_endpoint.frameworks.conftest import KAFKA, Target, on_lakelog
 
@@ -62,9 +63,9 @@ def test_mirror_maker_2_copies_a_topic_from_kafka_into_lakelog_once(
     source.create_topic(TOPIC, 3)
     source.produce(TOPIC, values)
 
-    with harness.stopped_after([]) as programs:
+    with stopped_after([]) as programs:
         levels = {"org.apache.kafka.connect.mirror": "INFO"}
-        workers = harness.JavaProgram(harness.CONNECT_WORKERS, tmp_path, "mm2", args=[str(worker)], log_levels=levels)
+        workers = JavaProgram(CONNECT_WORKERS, tmp_path, "mm2", args=[str(worker)], log_levels=levels)
         programs.append(workers)
         workers.wait_for(lambda w: bool(w.events("STARTED")), 120, "the worker started")
         url = f"http://127.0.0.1:{port}"

@@ -17,18 +17,18 @@ from pathlib import Path
 
 import pytest
 
-from lakelog.engine.errors import RebalanceInProgressError
-from lakelog.engine.groups.classic_coordinator import ClassicCoordinator
-from lakelog.store import Store
-from tests.kafka_endpoint.conftest import Agent
-from tests.kafka_endpoint.frameworks.conftest import LAKELOG, Target
-from tests.kafka_endpoint.frameworks.harness import (
+from benchmarks.java_programs import (
     GROUP_CONSUMER,
     HarnessError,
     JavaProgram,
     owned_partitions,
     stopped_after,
 )
+from lakelog.engine.errors import RebalanceInProgressError
+from lakelog.engine.groups.classic_coordinator import ClassicCoordinator
+from lakelog.store import Store
+from tests.kafka_endpoint.conftest import Agent
+from tests.kafka_endpoint.frameworks.conftest import LAKELOG, Target
 
 pytestmark = [pytest.mark.slow, pytest.mark.kafka]
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.java_programs import WORD_COUNT, HarnessError, JavaProgram, stopped_after
 from tests.kafka_endpoint.frameworks.conftest import Target, against_kafka_and_lakelog
-from tests.kafka_endpoint.frameworks.harness import WORD_COUNT, HarnessError, JavaProgram, stopped_after
 
 pytestmark = [pytest.mark.slow, pytest.mark.kafka]
 
