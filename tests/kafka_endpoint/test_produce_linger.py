@@ -3,6 +3,9 @@ among them; a refused one fails alone (no sockets, no Spark)."""
 
 from __future__ import annotations
 
+import threading
+import time
+
 import pytest
 
 from lakelog.engine.commit import RetryPolicy
@@ -41,6 +44,47 @@ def test_requests_within_the_linger_share_one_commit_and_get_their_own_offsets(p
     finally:
         group.close()
     assert plain_store.log.latest().end_offset(TopicPartition("t", 0)) == 7
+
+
+class _Held:
+    """A real committer whose commits wait until ``release`` is set: a commit held in flight."""
+
+    def __init__(self, committer):
+        self._committer = committer
+        self.uri = committer.uri
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def latest(self):
+        return self._committer.latest()
+
+    def append(self, batch, policy):
+        self.entered.set()
+        assert self.release.wait(60)
+        return self._committer.append(batch, policy)
+
+
+def test_requests_queued_behind_a_commit_in_flight_go_together_without_a_second_linger(plain_store):
+    """Kafka's producer keeps five requests in flight: those that arrive while a commit is in
+    flight have waited their linger by the time it lands, so they commit at once, in one commit
+    (lingering again left the committer idle while the producer's requests waited)."""
+    plain_store.create_topic("t", partitions=1)
+    held = _Held(plain_store.context.committer("test"))
+    group = ProduceLinger(held, RetryPolicy(), linger_ms=1500)
+    try:
+        version = plain_store.log.latest_version()
+        first = group.submit(_table(0, 1))
+        assert held.entered.wait(30)  # after its linger, the first request's commit is in flight
+        queued = [group.submit(_table(0, 2)), group.submit(_table(0, 3))]
+        time.sleep(1.7)  # longer than the linger: they waited it out behind the commit
+        held.release.set()
+        released = time.monotonic()
+        assert list(first.result(timeout=30).offsets) == [0]
+        assert [list(f.result(timeout=30).offsets) for f in queued] == [[1, 2], [3, 4, 5]]
+        assert time.monotonic() - released < 1.2  # no second linger of 1.5 s
+        assert plain_store.log.latest_version() == version + 2  # the two queued ones share a commit
+    finally:
+        group.close()
 
 
 def _claim(producer_id: int, partition: int, base: int, count: int, topic_id: str):
