@@ -2,7 +2,10 @@
 
 Each connection's requests are answered in the order they came (as a Kafka
 broker does), each handled on a worker thread so that a commit or a long
-poll of one connection never holds up another. A frame that cannot be
+poll of one connection never holds up another; a Produce request is read,
+decoded and handed to the group commit while the connection's earlier ones
+are still committing, and waits for its commit on the event loop, holding
+no thread. A frame that cannot be
 parsed closes only its connection. An API or version the endpoint does not
 answer gets UNSUPPORTED_VERSION in a response of that API (ApiVersions with
 its v0 response, as Kafka does, so that a client learns what is supported),
