@@ -181,7 +181,7 @@ class ProduceLinger:
         started = time.monotonic()
         result = self._writer.append(batch, self._policy)
         if self._observe is not None:
-            self._observe(time.monotonic() - started, result.attempts, len(tables))
+            self._observe(time.monotonic() - started, result.attempts, len(group))
         assert batch.offsets is not None
         return batch.offsets
 

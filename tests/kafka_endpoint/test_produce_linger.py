@@ -31,12 +31,16 @@ def _table(partition: int, n: int, topic: str = "t"):
 
 def test_requests_within_the_linger_share_one_commit_and_get_their_own_offsets(plain_store):
     plain_store.create_topic("t", partitions=3)
-    group = ProduceLinger(plain_store.context.committer("test"), RetryPolicy(), linger_ms=200)
+    observed = []  # what the agent's metrics are told: (seconds, attempts, requests) per commit
+    group = ProduceLinger(
+        plain_store.context.committer("test"), RetryPolicy(), linger_ms=200, observe=lambda *c: observed.append(c)
+    )
     try:
         version = plain_store.log.latest_version()
         futures = [group.submit(_table(p, n)) for p, n in [(0, 3), (1, 2), (0, 4), (2, 1)]]
         results = [f.result(timeout=30) for f in futures]
         assert plain_store.log.latest_version() == version + 1  # one Delta commit for all four
+        assert [(attempts, requests) for _, attempts, requests in observed] == [(1, 4)]
         assert [list(r.offsets) for r in results] == [[0, 1, 2], [0, 1], [3, 4, 5, 6], [0]]
         bad = group.submit(_table(9, 1))
         good = group.submit(_table(1, 1))
