@@ -34,7 +34,7 @@ from lakelog.kafka_endpoint.authorization import RequestAuthorizer
 from lakelog.kafka_endpoint.fetch import FETCH, FetchApis
 from lakelog.kafka_endpoint.groups import GroupApis
 from lakelog.kafka_endpoint.messages import Request, api_key, build, response_class
-from lakelog.kafka_endpoint.produce import ProduceApis
+from lakelog.kafka_endpoint.produce import ProduceApis, StartedProduce
 from lakelog.kafka_endpoint.sasl import SaslApis
 from lakelog.kafka_endpoint.security_apis import SecurityApis
 from lakelog.kafka_endpoint.transaction_states import TransactionStateApis
@@ -111,15 +111,15 @@ class Endpoint:
         self.groups.close()
         self.transactions.close()
 
-    def start_produce(self, request: Request) -> Callable[[], Any | None]:
-        """A Produce request handed to its commits; what waits for them (see
+    def start_produce(self, request: Request) -> StartedProduce:
+        """A Produce request handed to its commits (see
         :meth:`kafka_endpoint.produce.ProduceApis.start`). Topics the connection's principal may
         not write are taken out before (:mod:`kafka_endpoint.authorization`) and answered refused."""
         decision = self.authorizer.decide(request)
         if decision.answer is not None:
-            return lambda: decision.answer
-        finish = self.produce.start(decision.request)
-        return lambda: decision.complete(finish())
+            return StartedProduce((), lambda: decision.answer)
+        started = self.produce.start(decision.request)
+        return StartedProduce(started.waits, lambda: decision.complete(started.answer()))
 
     def handle(self, request: Request, stopping: Callable[[], bool] = lambda: False) -> Any | None:
         """The response body for ``request``; None when none is sent (Produce with acks=0). A

@@ -57,6 +57,25 @@ class _Done:
     metadata: Any
 
 
+@dataclass(frozen=True)
+class StartedProduce:
+    """A Produce request handed to its commits: ``waits`` are the futures of the commits
+    holding its records, ``answer()`` builds its response body (None for acks=0). ``answer``
+    blocks until every one of ``waits`` is done, and reads the store back for a batch sent
+    twice, so it is called right away only when :meth:`ready` says neither can happen."""
+
+    waits: tuple[Future, ...]
+    answer: Callable[[], Any | None]
+
+    def ready(self) -> bool:
+        """Every commit ended and none failed: ``answer()`` neither blocks nor reads."""
+        return all(f.done() and f.exception() is None for f in self.waits)
+
+
+def _waits(sent: Any) -> bool:
+    return isinstance(sent, Future | _Sequenced)
+
+
 class ProduceApis:
     """Produce over one store: plain and idempotent batches lingered into shared commits
     (idempotent ones committed at most once), transactional ones handed to their transaction."""
@@ -82,19 +101,20 @@ class ProduceApis:
 
     def produce(self, request: Request) -> Any | None:
         """The records committed; the answer after every commit holding them landed."""
-        return self.start(request)()
+        return self.start(request).answer()
 
-    def start(self, request: Request) -> Callable[[], Any | None]:
+    def start(self, request: Request) -> StartedProduce:
         """Decode and check the request's records and hand them to the linger (in the order
-        requests arrive: a connection's requests commit in its order); returns what waits for
-        the commits and builds the response (None for acks=0). An idempotent producer's
+        requests arrive: a connection's requests commit in its order); returns the commits to
+        wait for and what builds the response (None for acks=0). An idempotent producer's
         batches are lingered as plain ones are, their sequences checked in this order."""
         body = request.body
         pending = []
         for topic in body.topic_data:
             for part in topic.partition_data:
                 pending.append((topic.name, part.index, self._send(topic.name, part.index, part.records)))
-        return lambda: self._response(request, pending)
+        waits = tuple(sent.future if isinstance(sent, _Sequenced) else sent for _, _, sent in pending if _waits(sent))
+        return StartedProduce(waits, lambda: self._response(request, pending))
 
     def _response(self, request: Request, pending: list[tuple[str, int, Any]]) -> Any | None:
         body = request.body
@@ -200,11 +220,11 @@ class _Sequenced:
     its first commit got, read back from the partition's rows."""
 
     def __init__(self, apis: ProduceApis, tp: TopicPartition, claim: SequenceClaim, future: Future) -> None:
-        self._apis, self._tp, self._claim, self._future = apis, tp, claim, future
+        self._apis, self._tp, self._claim, self.future = apis, tp, claim, future
 
     def result(self) -> Committed:
         try:
-            return self._future.result()
+            return self.future.result()
         except DuplicateSequenceError:
             claim = self._claim
             start = self._apis.first_commit_of(self._tp, claim.producer_id, claim.base_sequence)

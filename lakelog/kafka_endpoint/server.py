@@ -2,7 +2,10 @@
 
 Each connection's requests are answered in the order they came (as a Kafka
 broker does), each handled on a worker thread so that a commit or a long
-poll of one connection never holds up another. A frame that cannot be
+poll of one connection never holds up another; a Produce request is read,
+decoded and handed to the group commit while the connection's earlier ones
+are still committing, and waits for its commit on the event loop, holding
+no thread. A frame that cannot be
 parsed closes only its connection. An API or version the endpoint does not
 answer gets UNSUPPORTED_VERSION in a response of that API (ApiVersions with
 its v0 response, as Kafka does, so that a client learns what is supported),
@@ -26,7 +29,7 @@ import struct
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from kio.index import load_response_schema
@@ -53,7 +56,7 @@ from lakelog.kafka_endpoint.messages import (
     parse_request,
 )
 from lakelog.kafka_endpoint.metrics import Metrics
-from lakelog.kafka_endpoint.produce import PRODUCE
+from lakelog.kafka_endpoint.produce import PRODUCE, StartedProduce
 from lakelog.kafka_endpoint.sasl import SASL_AUTHENTICATE, SASL_HANDSHAKE
 from lakelog.kafka_endpoint.session import Session
 from lakelog.kafka_endpoint.unexpected_errors import UnexpectedErrors
@@ -89,6 +92,29 @@ def error_response(
     # one of those still answers the correlation id, which is all the client needs to go on.
     fields = {"error_code": code} if "error_code" in known_fields(cls) else {}
     return encode_response(api_key, api_version, correlation_id, build(cls, **fields))
+
+
+async def _all_done(futures: tuple[Future, ...]) -> None:
+    """Wait until every one of ``futures`` (set by other threads) is done. Unlike
+    asyncio.wrap_future, a cancelled wait never cancels them: their owner still sets them."""
+    if not futures:
+        return
+    loop = asyncio.get_running_loop()
+    waiter = loop.create_future()
+    left = [len(futures)]
+
+    def one_done() -> None:
+        left[0] -= 1
+        if left[0] == 0 and not waiter.done():
+            waiter.set_result(None)
+
+    def landed(_: Future) -> None:
+        with contextlib.suppress(RuntimeError):  # the loop closed: nobody waits any more
+            loop.call_soon_threadsafe(one_done)
+
+    for future in futures:
+        future.add_done_callback(landed)
+    await waiter
 
 
 class UnsupportedRequests:
@@ -249,8 +275,8 @@ class Server:
                     done.set_result(answer)
                 elif parsed.api_key == PRODUCE:
                     parsed = dataclasses.replace(parsed, session=session)
-                    finish = await loop.run_in_executor(self._pool, self._start_produce, parsed, peer)
-                    done = loop.run_in_executor(self._pool, finish)
+                    started = await loop.run_in_executor(self._pool, self._start_produce, parsed, peer)
+                    done = asyncio.ensure_future(self._produced(started))
                 else:
                     parsed = dataclasses.replace(parsed, session=session)
                     done = loop.run_in_executor(self._pool, self._answer, parsed, None, peer)
@@ -281,17 +307,27 @@ class Server:
                 writer.write(frame)
                 await writer.drain()
 
-    def _start_produce(self, request: Request, peer: object = None) -> Callable[[], bytes | None]:
+    def _start_produce(self, request: Request, peer: object = None) -> StartedProduce:
         assert self.endpoint is not None
         try:
-            finish = self.endpoint.start_produce(request)
+            started = self.endpoint.start_produce(request)
         except Exception:
             log.exception("produce v%s failed", request.api_version)
             failed = error_response(
                 PRODUCE, request.api_version, request.correlation_id, ErrorCode.unknown_server_error
             )
-            return lambda: failed
-        return lambda: self._answer(request, finish, peer)
+            return StartedProduce((), lambda: failed)
+        return StartedProduce(started.waits, lambda: self._answer(request, started.answer, peer))
+
+    async def _produced(self, started: StartedProduce) -> bytes | None:
+        """A Produce request's answer once the commits holding its records ended. No worker
+        thread waits for them (a connection keeps several requests in flight, and many
+        connections would hold the whole pool); the answer is built here when that cannot
+        block, on a worker otherwise (a duplicate batch's offsets are read back)."""
+        await _all_done(started.waits)
+        if started.ready():
+            return started.answer()
+        return await asyncio.get_running_loop().run_in_executor(self._pool, started.answer)
 
     def _answer(self, request: Request, handler: Callable[[], Any] | None = None, peer: object = None) -> bytes | None:
         """The response frame (b"" when none is sent); a handler's unexpected failure is

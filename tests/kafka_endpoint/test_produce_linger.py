@@ -3,11 +3,16 @@ among them; a refused one fails alone (no sockets, no Spark)."""
 
 from __future__ import annotations
 
+import threading
+import time
+from pathlib import Path
+
 import pytest
 
 from lakelog.engine.commit import RetryPolicy
+from lakelog.engine.commit.data_files import DataFileWriter
 from lakelog.engine.errors import UnknownTopicOrPartitionError
-from lakelog.engine.produce.placement import columns_for_batch
+from lakelog.engine.produce.placement import columns_for_batch, place_records
 from lakelog.engine.topics import TopicPartition
 from lakelog.kafka_endpoint.idempotence import (
     DuplicateSequenceError,
@@ -16,7 +21,7 @@ from lakelog.kafka_endpoint.idempotence import (
     app_id,
     next_sequences,
 )
-from lakelog.kafka_endpoint.produce_linger import ProduceLinger
+from lakelog.kafka_endpoint.produce_linger import ProduceLinger, WrittenAhead
 from lakelog.store import Store
 
 
@@ -26,12 +31,16 @@ def _table(partition: int, n: int, topic: str = "t"):
 
 def test_requests_within_the_linger_share_one_commit_and_get_their_own_offsets(plain_store):
     plain_store.create_topic("t", partitions=3)
-    group = ProduceLinger(plain_store.context.committer("test"), RetryPolicy(), linger_ms=200)
+    observed = []  # what the agent's metrics are told: (seconds, attempts, requests) per commit
+    group = ProduceLinger(
+        plain_store.context.committer("test"), RetryPolicy(), linger_ms=200, observe=lambda *c: observed.append(c)
+    )
     try:
         version = plain_store.log.latest_version()
         futures = [group.submit(_table(p, n)) for p, n in [(0, 3), (1, 2), (0, 4), (2, 1)]]
         results = [f.result(timeout=30) for f in futures]
         assert plain_store.log.latest_version() == version + 1  # one Delta commit for all four
+        assert [(attempts, requests) for _, attempts, requests in observed] == [(1, 4)]
         assert [list(r.offsets) for r in results] == [[0, 1, 2], [0, 1], [3, 4, 5, 6], [0]]
         bad = group.submit(_table(9, 1))
         good = group.submit(_table(1, 1))
@@ -41,6 +50,47 @@ def test_requests_within_the_linger_share_one_commit_and_get_their_own_offsets(p
     finally:
         group.close()
     assert plain_store.log.latest().end_offset(TopicPartition("t", 0)) == 7
+
+
+class _Held:
+    """A real committer whose commits wait until ``release`` is set: a commit held in flight."""
+
+    def __init__(self, committer):
+        self._committer = committer
+        self.uri = committer.uri
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def latest(self):
+        return self._committer.latest()
+
+    def append(self, batch, policy):
+        self.entered.set()
+        assert self.release.wait(60)
+        return self._committer.append(batch, policy)
+
+
+def test_requests_queued_behind_a_commit_in_flight_go_together_without_a_second_linger(plain_store):
+    """Kafka's producer keeps five requests in flight: those that arrive while a commit is in
+    flight have waited their linger by the time it lands, so they commit at once, in one commit
+    (lingering again left the committer idle while the producer's requests waited)."""
+    plain_store.create_topic("t", partitions=1)
+    held = _Held(plain_store.context.committer("test"))
+    group = ProduceLinger(held, RetryPolicy(), linger_ms=1500)
+    try:
+        version = plain_store.log.latest_version()
+        first = group.submit(_table(0, 1))
+        assert held.entered.wait(30)  # after its linger, the first request's commit is in flight
+        queued = [group.submit(_table(0, 2)), group.submit(_table(0, 3))]
+        time.sleep(1.7)  # longer than the linger: they waited it out behind the commit
+        held.release.set()
+        released = time.monotonic()
+        assert list(first.result(timeout=30).offsets) == [0]
+        assert [list(f.result(timeout=30).offsets) for f in queued] == [[1, 2], [3, 4, 5]]
+        assert time.monotonic() - released < 1.2  # no second linger of 1.5 s
+        assert plain_store.log.latest_version() == version + 2  # the two queued ones share a commit
+    finally:
+        group.close()
 
 
 def _claim(producer_id: int, partition: int, base: int, count: int, topic_id: str):
@@ -128,3 +178,57 @@ def test_next_sequences_walks_each_producer_and_partition_in_order():
         next_sequences([*claims, SequenceClaim(a, 1, 0, 0, 3)], {b: 10})
     with pytest.raises(OutOfOrderSequenceError):
         next_sequences([SequenceClaim(a, 1, 0, 3, 2)], {a: 2})
+
+
+def _group(store, *tables):
+    return WrittenAhead(
+        place_records(store.log.latest(), list(tables)), [None] * len(tables), [t.num_rows for t in tables]
+    )
+
+
+def _parquet_files(store):
+    return sorted(str(p) for p in Path(store.uri.removeprefix("file://")).rglob("*.parquet"))
+
+
+def test_a_group_written_ahead_from_the_ends_the_commit_before_leaves_commits_those_files(plain_store):
+    """The pipeline's second half: the next group's files are written while the commit before
+    it is in flight, numbered from the ends that commit leaves, and its own commit takes them."""
+    plain_store.create_topic("t", partitions=2)
+    committer = plain_store.context.committer("test")
+    files = DataFileWriter(committer.uri)
+    first = _group(plain_store, _table(0, 3))
+    committer.append(first, RetryPolicy())
+    assert first.ends_after == {TopicPartition("t", 0): 3}
+    second = _group(plain_store, _table(0, 2), _table(1, 1))
+    ahead = {TopicPartition("t", 0): 3, TopicPartition("t", 1): 0}
+    second.write_ahead(ahead, plain_store.log.latest().topics, files)
+    written = _parquet_files(plain_store)
+    committer.append(second, RetryPolicy())
+    second.finish()
+    assert _parquet_files(plain_store) == written  # the files written ahead, no others
+    assert list(second.offsets) == [3, 4, 0]
+    state = plain_store.log.latest()
+    rows = plain_store.context.records.read(state.files_of(TopicPartition("t", 0)), TopicPartition("t", 0), 0)
+    assert rows.column("offset").to_pylist() == [0, 1, 2, 3, 4]
+
+
+def test_files_written_ahead_from_ends_that_did_not_come_are_deleted_and_the_group_written_again(plain_store):
+    """The commit before failed (or another agent appended): the guess is thrown away, so
+    nothing committed depends on it; files no attempt took are deleted too."""
+    plain_store.create_topic("t", partitions=1)
+    committer = plain_store.context.committer("test")
+    files = DataFileWriter(committer.uri)
+    tp = TopicPartition("t", 0)
+    wrong = _group(plain_store, _table(0, 2))
+    wrong.write_ahead({tp: 5}, plain_store.log.latest().topics, files)  # a commit of 5 that never landed
+    guessed = _parquet_files(plain_store)
+    committer.append(wrong, RetryPolicy())
+    wrong.finish()
+    assert list(wrong.offsets) == [0, 1] and wrong.ends_after == {tp: 2}
+    assert not set(guessed) & set(_parquet_files(plain_store))  # deleted, written again from 0
+    assert plain_store.log.latest().end_offset(tp) == 2
+    untaken = _group(plain_store, _table(0, 1))
+    untaken.write_ahead({tp: 2}, plain_store.log.latest().topics, files)
+    assert len(_parquet_files(plain_store)) == 2
+    untaken.finish()  # e.g. its sequence was refused before any attempt numbered it
+    assert len(_parquet_files(plain_store)) == 1 and untaken.numbered.is_set()

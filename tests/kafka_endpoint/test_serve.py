@@ -234,3 +234,65 @@ def test_a_record_over_max_message_bytes_is_refused_and_nothing_written(agent):
     producer.flush(30)
     assert errors and errors[0] is not None and errors[0].code() == KafkaError.MSG_SIZE_TOO_LARGE
     assert Store.open(agent.store, create=False).log.latest_version() == version
+
+
+def _produce_v3(correlation_id: int, topic: str, partition: int, batch: bytes) -> bytes:
+    """A Produce v3 request (acks=all) carrying one record batch for one partition."""
+    name = topic.encode()
+    return (
+        struct.pack(">hhih", 0, 3, correlation_id, -1)  # header v1: Produce v3, no client id
+        + struct.pack(">hhi", -1, -1, 30_000)  # no transactional id, acks=all, timeout
+        + struct.pack(">ih", 1, len(name))
+        + name
+        + struct.pack(">iii", 1, partition, len(batch))
+        + batch
+    )
+
+
+def _idempotent_batch(producer_id: int, base_sequence: int, values: list[bytes]) -> bytes:
+    from aiokafka.record.default_records import DefaultRecordBatchBuilder
+
+    builder = DefaultRecordBatchBuilder(
+        magic=2,
+        compression_type=0,
+        is_transactional=False,
+        producer_id=producer_id,
+        producer_epoch=0,
+        base_sequence=base_sequence,
+        batch_size=2**20,
+    )
+    for i, value in enumerate(values):
+        builder.append(i, 1_700_000_000_000, None, value, [])
+    return bytes(builder.build())
+
+
+def test_a_connections_pipelined_produce_requests_are_answered_in_order_and_share_commits(agent):
+    """Kafka's producer keeps max.in.flight requests outstanding on one connection: the agent
+    reads them while earlier ones commit, commits them in order (one producer's sequences
+    continue from request to request), several in one commit, and answers them in the order
+    they came, each after the commit holding its records."""
+    version = Store.open(agent.store, create=False).log.latest_version()
+    requests = 8
+    frames = b"".join(
+        struct.pack(">i", len(frame)) + frame
+        for frame in (
+            _produce_v3(100 + i, "t", 1, _idempotent_batch(4242, 10 * i, [b"r%d-%d" % (i, j) for j in range(10)]))
+            for i in range(requests)
+        )
+    )
+    answers = []
+    with socket.create_connection(("127.0.0.1", agent.port), timeout=30) as sock:
+        sock.sendall(frames)  # all eight in flight at once
+        for _ in range(requests):
+            answers.append(_exactly(sock, struct.unpack(">i", _exactly(sock, 4))[0]))
+    parsed = []
+    for answer in answers:
+        correlation_id, topics, name_length = struct.unpack_from(">iih", answer, 0)
+        at = 10 + name_length
+        partitions, index, error_code, base_offset = struct.unpack_from(">iihq", answer, at)
+        assert (topics, partitions, index) == (1, 1, 1)
+        parsed.append((correlation_id, error_code, base_offset))
+    assert parsed == [(100 + i, 0, 10 * i) for i in range(requests)]
+    state = Store.open(agent.store, create=False).log.latest()
+    assert state.end_offset(TopicPartition("t", 1)) == 10 * requests
+    assert state.version - version < requests  # some of them shared a commit
