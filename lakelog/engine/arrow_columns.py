@@ -14,7 +14,7 @@ interface, which never looks for pandas.
 from __future__ import annotations
 
 from array import array as std_array
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -61,10 +61,34 @@ def array(values: Sequence[Any] | np.ndarray | pa.Array, type: pa.DataType) -> p
         return pa.Array.from_buffers(type, len(packed), [None, pa.py_buffer(packed)])
     if type == pa.binary() and None not in values:
         return _binary(values)
+    if _is_key_value_list(type):
+        return key_value_lists([None if row is None else [_pair(e) for e in row] for row in values], type)
     from arro3.core import Array, DataType
 
-    built = pa.array(Array(list(values), DataType.from_arrow(storage)))
+    try:
+        built = pa.array(Array(list(values), DataType.from_arrow(storage)))
+    except NotImplementedError:
+        # A type arro3 cannot build from Python values: pyarrow's own constructor (which
+        # imports pandas) rather than no answer.
+        return pa.array(values, type)
     return built if storage == type else built.view(type)
+
+
+def _is_key_value_list(type: pa.DataType) -> bool:
+    if not pa.types.is_list(type) or not pa.types.is_struct(type.value_type):
+        return False
+    return [f.name for f in type.value_type] == ["key", "value"]
+
+
+def _pair(entry: Any) -> tuple[Any, Any]:
+    # A struct value as pa.array takes it: a mapping of its fields, or a (key, value) tuple; a null
+    # entry has a null key, as flattening a null struct gives.
+    if entry is None:
+        return None, None
+    if isinstance(entry, Mapping):
+        return entry.get("key"), entry.get("value")
+    key, value = entry  # TypeError/ValueError for anything but a pair
+    return key, value
 
 
 def _binary(values: Sequence[bytes]) -> pa.Array:

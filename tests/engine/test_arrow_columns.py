@@ -67,6 +67,19 @@ def test_header_lists_and_scalars_and_tables():
         pa.array([None if r is None else [{"key": k, "value": v} for k, v in r] for r in rows], HEADERS_ARROW)
     )
     assert len(key_value_lists([], HEADERS_ARROW)) == 0
+    # As send_batch's headers come: rows of {"key", "value"} mappings or (key, value) tuples.
+    dicts = [[{"key": "a", "value": b"v"}], None, [], [("b", None), {"key": "c", "value": b""}]]
+    built = array(dicts, HEADERS_ARROW)
+    assert built.to_pylist() == [
+        [{"key": "a", "value": b"v"}],
+        None,
+        [],
+        [{"key": "b", "value": None}, {"key": "c", "value": b""}],
+    ]
+    with pytest.raises((TypeError, ValueError)):
+        array([[("a", b"v", 3)]], HEADERS_ARROW)
+    # A type arro3 cannot build still gets built (by pyarrow).
+    assert array([[1, 2], None], pa.list_(pa.int64())).to_pylist() == [[1, 2], None]
     assert scalar(3, pa.int32()).equals(pa.scalar(3, pa.int32()))
     assert scalar("t", pa.string()).as_py() == "t"
     assert empty_table(LOG_ARROW_SCHEMA).equals(LOG_ARROW_SCHEMA.empty_table())
