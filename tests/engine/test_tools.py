@@ -30,6 +30,7 @@ def test_perf_commit_prints_every_section_with_its_baseline(tmp_path, capsys):
     assert "delta-rs blind append p50" in out and "pyarrow write_table of the same rows" in out
     assert "with directory syncs p50" in out and "without p50" in out and "ratio p50" in out
     assert "0 DeliveryTimeoutError(s)" in out
+    assert "cold Store.open + first poll" in out
     assert list(tmp_path.iterdir()) == []  # its temporary stores are gone
 
 
