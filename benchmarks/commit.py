@@ -381,14 +381,27 @@ def _measure(store, samples: int) -> tuple[float, float]:
 
 
 _FRESH = """
-import json, sys
+import json, sys, time
+started = time.perf_counter()
 from lakelog.store import Store
 from benchmarks.commit import _measure
-print(json.dumps(_measure(Store.open(sys.argv[1]), int(sys.argv[2]))))
+imported = time.perf_counter()
+store = Store.open(sys.argv[1])
+consumer = store.consumer(enable_auto_commit=False)
+consumer.assign([("t", 0)])
+# The newest record, as a consumer resuming near the end reads: one data file at any length
+# of the log (from offset 0 the poll would read max.poll.records one-record files).
+consumer.seek(("t", 0), store.end_offsets("t")[0] - 1)
+assert consumer.poll(timeout_ms=10_000), "the first poll found no record"
+consumer.close(autocommit=False)
+cold_ms = (time.perf_counter() - imported) * 1000
+print(json.dumps([*_measure(store, int(sys.argv[2])), cold_ms]))
 """
 
 
-def _fresh_measure(path: str, samples: int) -> tuple[float, float]:
+def _fresh_measure(path: str, samples: int) -> tuple[float, float, float]:
+    """In a new process: p50 of a one-record commit and of its poll, and the cold
+    ``Store.open`` + end offsets + first poll of the newest record (ms, imports not counted)."""
     done = subprocess.run(
         [sys.executable, "-c", _FRESH, path, str(samples)],
         cwd=ROOT,
@@ -397,8 +410,8 @@ def _fresh_measure(path: str, samples: int) -> tuple[float, float]:
         text=True,
         check=True,
     )
-    commit, poll = json.loads(done.stdout.strip().splitlines()[-1])
-    return commit, poll
+    commit, poll, cold = json.loads(done.stdout.strip().splitlines()[-1])
+    return commit, poll, cold
 
 
 def growth(work: str, small: int, large: int, samples: int, out: Callable[[str], None]) -> dict[str, float]:
@@ -434,6 +447,7 @@ def growth(work: str, small: int, large: int, samples: int, out: Callable[[str],
         "poll_ratio": after[1] / before[1],
         "fresh_commit_ratio": fresh_after[0] / fresh_before[0],
         "fresh_poll_ratio": fresh_after[1] / fresh_before[1],
+        "cold_open_ratio": fresh_after[2] / fresh_before[2],
     }
     out(
         f"growth: at ~{small:,} vs ~{large:,} versions (grown in {grown_s:.0f} s), p50 of {samples}: "
@@ -441,7 +455,8 @@ def growth(work: str, small: int, large: int, samples: int, out: Callable[[str],
         f"poll {before[1]:.2f} -> {after[1]:.2f} ms (x{figures['poll_ratio']:.2f}) in the process that followed "
         f"the log; in a fresh process commit {fresh_before[0]:.1f} -> {fresh_after[0]:.1f} ms "
         f"(x{figures['fresh_commit_ratio']:.2f}), poll {fresh_before[1]:.2f} -> {fresh_after[1]:.2f} ms "
-        f"(x{figures['fresh_poll_ratio']:.2f})"
+        f"(x{figures['fresh_poll_ratio']:.2f}); cold Store.open + first poll {fresh_before[2]:.0f} -> "
+        f"{fresh_after[2]:.0f} ms (x{figures['cold_open_ratio']:.2f})"
     )
     return figures
 

@@ -325,6 +325,14 @@ def cmd_perf_commit(args: argparse.Namespace, out: Out) -> None:
     )
 
 
+def cmd_perf_startup(args: argparse.Namespace, out: Out) -> None:
+    from benchmarks.scratch import check_work_dir
+    from benchmarks.startup import perf_startup
+
+    check_work_dir(args.work_dir, s3=False)
+    perf_startup(rounds=args.rounds, lines=args.lines, kafka=args.kafka, work_dir=args.work_dir, out=out)
+
+
 def cmd_perf_groups(args: argparse.Namespace, out: Out) -> None:
     from benchmarks.groups import perf_groups
     from benchmarks.scratch import check_work_dir

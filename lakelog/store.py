@@ -38,7 +38,6 @@ from lakelog.engine.commit import (
 )
 from lakelog.engine.commit.partition_reader import data_file_error
 from lakelog.engine.commit.reservations import DEFAULT_TIMEOUT_MS
-from lakelog.engine.consume import Consumer
 from lakelog.engine.context import StoreContext, commit_topic_creation
 from lakelog.engine.errors import (
     InconsistentWriteError,
@@ -63,10 +62,12 @@ from lakelog.engine.topics import (
     require_topic,
     resolve_topic_names,
 )
-from lakelog.transactions import TransactionalProducer
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+
+    from lakelog.engine.consume import Consumer
+    from lakelog.transactions import TransactionalProducer
 
 log = logging.getLogger(__name__)
 
@@ -343,6 +344,10 @@ class Store:
         config = {**self.settings.consumer, **config}
         if group_id is not None:
             config["group.id"] = group_id
+        # Imported here: consumers bring the group protocol (and kio), which a process that
+        # only administers topics or produces never needs (``lakelog perf startup``).
+        from lakelog.engine.consume import Consumer
+
         return Consumer(self.context, config)
 
     # -- writing -------------------------------------------------------------
@@ -355,6 +360,8 @@ class Store:
     def transactional_producer(self, transactional_id: str, **config: Any) -> TransactionalProducer:
         """A :class:`transactions.TransactionalProducer` for ``transactional_id``; call
         ``init_transactions()`` first. Config keys (and ``producer.*`` settings) as for ``producer``."""
+        from lakelog.transactions import TransactionalProducer
+
         return TransactionalProducer(self.context, transactional_id, {**self.settings.producer, **config})
 
     def materialize(

@@ -139,6 +139,19 @@ def add_parser(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
     p.add_argument("--work-dir", help="where the temporary stores go (default: the system's temp directory)")
     p.set_defaults(func=_driver("commit"))
     p = psub.add_parser(
+        "startup",
+        parents=parents,
+        help="fresh processes: import lakelog, python -c to the first acknowledged record, the topics/produce/"
+        "consume commands, beside confluent-kafka's import and first produce (no Spark, no --store)",
+    )
+    p.add_argument("--rounds", type=COUNT, default=3, help="interleaved rounds (medians reported)")
+    p.add_argument("--lines", type=COUNT, default=10_000, help="lines the produce command reads from stdin")
+    p.add_argument(
+        "--kafka", action="store_true", help="also time confluent-kafka's first acknowledged record from a broker"
+    )
+    p.add_argument("--work-dir", help="where the temporary store goes (default: the system's temp directory)")
+    p.set_defaults(func=_driver("startup"))
+    p = psub.add_parser(
         "groups",
         parents=parents,
         help="consumer groups of N processes: throughput, rebalances, duplicates, next to a Kafka broker",

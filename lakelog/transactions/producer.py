@@ -36,6 +36,7 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from lakelog.engine.arrow_columns import empty_table
 from lakelog.engine.client_config import PRODUCER_CONFIG_KEYS
 from lakelog.engine.commit import AppTransaction, RetryPolicy
 from lakelog.engine.commit.partition_reader import PartitionReader
@@ -117,7 +118,7 @@ class _EpochBump:
         return []
 
     def build(self, ends: Any, topics: Any, append_time_ms: int) -> Any:
-        return LOG_ARROW_SCHEMA.empty_table()
+        return empty_table(LOG_ARROW_SCHEMA)
 
 
 class TransactionBatch(ProducerBatch):

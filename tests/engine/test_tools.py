@@ -30,7 +30,29 @@ def test_perf_commit_prints_every_section_with_its_baseline(tmp_path, capsys):
     assert "delta-rs blind append p50" in out and "pyarrow write_table of the same rows" in out
     assert "with directory syncs p50" in out and "without p50" in out and "ratio p50" in out
     assert "0 DeliveryTimeoutError(s)" in out
+    assert "cold Store.open + first poll" in out
     assert list(tmp_path.iterdir()) == []  # its temporary stores are gone
+
+
+def test_perf_startup_prints_every_path_beside_confluent_kafka(tmp_path, capsys):
+    assert main(["perf", "startup", "--rounds", "1", "--lines", "20", "--work-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "startup: 1 interleaved rounds, medians (load average" in out
+    for row in (
+        "python (interpreter only)",
+        "import lakelog ",
+        "python -c -> first acknowledged record",
+        "lakelog topics --create",
+        "lakelog produce < lines",
+        "lakelog consume --max-messages 3",
+        "confluent-kafka import + first produce (queued)",
+    ):
+        assert f"  {row}" in out, row
+    assert out.count("target <= ") == 4
+    # Every lakelog path reports what it imported, and none of them imports the heavy ones.
+    assert out.count("imports none of pandas/pyspark/py4j/confluent_kafka") == 6, out
+    assert "broker first ack" not in out  # only with --kafka
+    assert list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.slow

@@ -29,6 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from lakelog.engine.arrow_columns import to_numpy
 from lakelog.engine.commit.actions import AddFile
 from lakelog.engine.offsets import FileStats
 from lakelog.engine.schema import LOG_ARROW_SCHEMA, PARTITION_COLUMNS, STATS_COLUMNS
@@ -75,14 +76,13 @@ class DataFile:
     full_path: str
 
 
-def _stats_time(value: dt.datetime | None, *, upper: bool) -> str | None:
-    if value is None:
+def _stats_time(micros: int | None, *, upper: bool) -> str | None:
+    if micros is None:
         return None
-    ms = value.replace(microsecond=(value.microsecond // 1000) * 1000)
     # Delta truncates to ms; a max that lost its micros would exclude its own row.
-    if upper and ms != value:
-        ms += dt.timedelta(milliseconds=1)
-    return ms.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms.microsecond // 1000:03d}Z"
+    ms = -(-micros // 1000) if upper else micros // 1000
+    when = dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(milliseconds=ms)
+    return when.strftime("%Y-%m-%dT%H:%M:%S.") + f"{when.microsecond // 1000:03d}Z"
 
 
 def file_stats_json(part: pa.Table) -> str:
@@ -93,9 +93,11 @@ def file_stats_json(part: pa.Table) -> str:
     for name in STATS_COLUMNS:
         column = part.column(name)
         bounds = pc.min_max(column)
-        lo, hi = bounds["min"].as_py(), bounds["max"].as_py()
         if name == "timestamp":
-            lo, hi = _stats_time(lo, upper=False), _stats_time(hi, upper=True)
+            # .value (microseconds), not as_py(): a zoned timestamp's as_py() imports pandas.
+            lo, hi = _stats_time(bounds["min"].value, upper=False), _stats_time(bounds["max"].value, upper=True)
+        else:
+            lo, hi = bounds["min"].as_py(), bounds["max"].as_py()
         if lo is not None:
             mins[name], maxs[name] = lo, hi
         nulls[name] = column.null_count
@@ -116,9 +118,7 @@ def partition_runs(table: pa.Table | pa.RecordBatch) -> list[tuple[TopicPartitio
         topics, partitions = topics.combine_chunks(), partitions.combine_chunks()
     encoded = pc.dictionary_encode(topics)
     names = encoded.dictionary.to_pylist()
-    codes = (encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64) << 32) | partitions.to_numpy(
-        zero_copy_only=False
-    ).astype(np.int64)
+    codes = (to_numpy(encoded.indices).astype(np.int64) << 32) | to_numpy(partitions).astype(np.int64)
     starts = np.concatenate([[0], np.flatnonzero(codes[1:] != codes[:-1]) + 1])
     ends = np.append(starts[1:], n)
     return [

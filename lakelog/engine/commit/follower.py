@@ -27,6 +27,7 @@ from urllib.parse import unquote, urlparse
 
 import pyarrow as pa
 
+from lakelog.engine.arrow_columns import table_from_stream
 from lakelog.engine.commit.actions import Commit, Metadata, Protocol
 from lakelog.engine.commit.checksum import checksum_disagreement
 from lakelog.engine.commit.delta_table import corrupt_commit, load_delta_table
@@ -223,7 +224,7 @@ class _Snapshot:
         if metadata is None or protocol is None:
             from_delta_rs = _metadata_and_protocol(table)
             metadata, protocol = metadata or from_delta_rs[0], protocol or from_delta_rs[1]
-        adds = pa.table(table.get_add_actions(flatten=True))
+        adds = table_from_stream(table.get_add_actions(flatten=True))
         return cls(table, loaded, adds, metadata, protocol, from_log, replayed)
 
     def disagreement(self, checksum: Mapping[str, Any]) -> str | None:
@@ -329,9 +330,19 @@ def _ms(value: object) -> int | None:
 def add_action_column(actions: pa.Table, name: str) -> list:
     """One column of delta-rs' flattened add actions as a list; all None when the table lacks it
     (no file has that statistic or partition value)."""
-    if name in actions.column_names:
-        return actions.column(name).to_pylist()
-    return [None] * actions.num_rows
+    if name not in actions.column_names:
+        return [None] * actions.num_rows
+    column = actions.column(name)
+    if pa.types.is_timestamp(column.type):
+        # As int milliseconds: a zoned timestamp's to_pylist() asks pyarrow's pandas shim
+        # (and so imports pandas) for every value.
+        times, per = _MS_SCALE[column.type.unit]
+        return [None if v is None else v * times // per for v in column.cast(pa.int64()).to_pylist()]
+    return column.to_pylist()
+
+
+# A timestamp unit's values in milliseconds: value * times // per.
+_MS_SCALE = {"s": (1000, 1), "ms": (1, 1), "us": (1, 1_000), "ns": (1, 1_000_000)}
 
 
 class TableLog:

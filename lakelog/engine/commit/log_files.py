@@ -222,16 +222,17 @@ class LogFiles:
     def checkpoint_actions(self, version: int) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
         """The ``metaData`` and ``protocol`` actions the classic checkpoint of ``version`` holds,
         as JSON bodies; (None, None) when there is no such checkpoint or it cannot be read."""
+        # ParquetFile, not pq.read_table (its pyarrow.dataset imports pandas).
         import pyarrow.parquet as pq
 
         name = checkpoint_name(version)
         try:
             if self._local:
-                table = pq.read_table(os.path.join(self.log_dir, name), columns=["metaData", "protocol"])
+                table = pq.ParquetFile(os.path.join(self.log_dir, name)).read(columns=["metaData", "protocol"])
             else:
                 assert self._fs is not None
                 with self._fs.open(f"{self._root}/{name}", "rb") as handle:
-                    table = pq.read_table(handle, columns=["metaData", "protocol"])
+                    table = pq.ParquetFile(handle).read(columns=["metaData", "protocol"])
         except (OSError, ValueError) as exc:  # absent, or not a checkpoint of this layout
             log.debug("checkpoint %s unreadable: %s", name, exc)
             return None, None
@@ -254,11 +255,11 @@ class LogFiles:
 
         name = checkpoint_name(version)
         if self._local:
-            table = pq.read_table(os.path.join(self.log_dir, name), columns=["add", "txn"])
+            table = pq.ParquetFile(os.path.join(self.log_dir, name)).read(columns=["add", "txn"])
         else:
             assert self._fs is not None
             with self._fs.open(f"{self._root}/{name}", "rb") as handle:
-                table = pq.read_table(handle, columns=["add", "txn"])
+                table = pq.ParquetFile(handle).read(columns=["add", "txn"])
         paths = {unquote(a["path"]) for a in table.column("add").to_pylist() if a}
         txns = {t["appId"]: int(t["version"]) for t in table.column("txn").to_pylist() if t}
         return paths, txns

@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from lakelog.engine.arrow_columns import array, empty_table, scalar, to_numpy
 from lakelog.engine.commit.data_files import written_by_lakelog
 from lakelog.engine.commit.state import PartitionFiles, TableState, overlapping
 from lakelog.engine.errors import CorruptLogError, DataLossError, ForeignRowsWarning, LakelogError, error_for_os_error
@@ -106,7 +107,7 @@ class PartitionReader:
                 part, ascending = _within(part, start, end)
                 in_order = in_order and ascending and (not part.num_rows or part.column("offset")[0].as_py() > top)
                 if ranks is not None:
-                    part = part.append_column(_RANK, pa.repeat(pa.scalar(ranks[f.path], pa.int32()), part.num_rows))
+                    part = part.append_column(_RANK, pa.repeat(scalar(ranks[f.path], pa.int32()), part.num_rows))
                 parts.append(part)
                 held += part.num_rows
                 if part.num_rows:
@@ -121,7 +122,9 @@ class PartitionReader:
                     below = (
                         held
                         if top < bound
-                        else sum(pc.sum(pc.less(p.column("offset"), bound)).as_py() or 0 for p in parts)
+                        else sum(
+                            pc.sum(pc.less(p.column("offset"), scalar(bound, pa.int64()))).as_py() or 0 for p in parts
+                        )
                     )
                     if below >= max_records:  # type: ignore[operator]
                         limit, stop = bound, True
@@ -129,7 +132,7 @@ class PartitionReader:
             if stop:
                 break
         if not parts:
-            table = _DATA_SCHEMA.empty_table()
+            table = empty_table(_DATA_SCHEMA)
         elif ranks is None:
             table = pa.concat_tables(parts)
             if not in_order:
@@ -204,10 +207,12 @@ class PartitionReader:
         wanted = list(columns) if columns is not None else _DATA_COLUMNS
         try:
             with self._fs.open(f"{self._root}/{unquote(path)}", "rb") as handle:
+                # ParquetFile, not pq.read_table: that one goes through pyarrow.dataset, whose
+                # import imports pandas.
+                parquet = pq.ParquetFile(handle)
                 if offsets is None:
-                    table = pq.read_table(handle, columns=wanted)
+                    table = parquet.read(columns=wanted)
                 else:
-                    parquet = pq.ParquetFile(handle)
                     table = parquet.read_row_groups(_row_groups(parquet.metadata, *offsets), columns=wanted)
         except (OSError, pa.ArrowException, ValueError, KeyError) as exc:
             raise data_file_error(exc, path, held) from exc
@@ -221,7 +226,7 @@ class PartitionReader:
         the others are read two columns at a time. Where files overlap (another writer's
         rows may repeat an offset) the partition is read as :meth:`read` reads it.
         """
-        threshold = pa.scalar(timestamp_ms * 1000, pa.timestamp("us", tz="UTC"))
+        threshold = scalar(timestamp_ms * 1000, pa.timestamp("us", tz="UTC"))
         if files.past_end or overlapping(files.covering(0, files.end)):
             records = self.read(files, tp, 0)
             stamps = records.column("timestamp").cast(pa.timestamp("us", tz="UTC"))
@@ -244,7 +249,7 @@ class PartitionReader:
                 continue
             first = pc.min(newer.column("offset")).as_py()
             if best is None or first < best[0]:
-                row = newer.filter(pc.equal(newer.column("offset"), first))
+                row = newer.filter(pc.equal(newer.column("offset"), scalar(first, pa.int64())))
                 best = (int(first), int(row.column("timestamp").cast(pa.int64())[0].as_py()) // 1000)
         return best
 
@@ -277,9 +282,9 @@ def _first_of_max(rows: pa.Table) -> tuple[int, int] | None:
     if not rows.num_rows:
         return None
     stamps = rows.column("timestamp").cast(pa.timestamp("us", tz="UTC")).cast(pa.int64())
-    top = pc.max(stamps).as_py()
+    top = pc.max(stamps)
     offset = pc.min(rows.column("offset").filter(pc.equal(stamps, top))).as_py()
-    return int(offset), int(top) // 1000
+    return int(offset), int(top.as_py()) // 1000
 
 
 def data_file_error(exc: BaseException, path: str, held: FileStats | None = None) -> LakelogError:
@@ -331,26 +336,26 @@ def _within(rows: pa.Table, start: int, end: int | None) -> tuple[pa.Table, bool
     copy); rows another writer left unordered are filtered."""
     column = rows.column("offset")
     if not column.null_count:
-        offsets = column.to_numpy()
+        offsets = to_numpy(column)
         if bool(np.all(offsets[1:] > offsets[:-1])):
             first = int(np.searchsorted(offsets, start, side="left"))
             last = len(offsets) if end is None else int(np.searchsorted(offsets, end, side="left"))
             return rows.slice(first, max(0, last - first)), True
-    keep = pc.greater_equal(column, start)
+    keep = pc.greater_equal(column, scalar(start, pa.int64()))
     if end is not None:
-        keep = pc.and_(keep, pc.less(column, end))
+        keep = pc.and_(keep, pc.less(column, scalar(end, pa.int64())))
     return rows.filter(keep), False
 
 
 def _one_per_offset(rows: pa.Table, tp: TopicPartition) -> pa.Table:
     """``rows`` (with a rank column) in offset order, the best-ranked row of each offset."""
     rows = rows.sort_by([("offset", "ascending"), (_RANK, "ascending")])
-    offsets = rows.column("offset").to_numpy()
+    offsets = to_numpy(rows.column("offset"))
     keep = np.ones(len(offsets), dtype=bool)
     keep[1:] = offsets[1:] != offsets[:-1]
     if not keep.all():
         _warn_foreign(tp, "a second row at an offset lakelog had already committed")
-        rows = rows.filter(pa.array(keep))
+        rows = rows.filter(array(keep, pa.bool_()))
     return rows.drop_columns([_RANK])
 
 
@@ -368,8 +373,8 @@ def _warn_foreign(tp: TopicPartition, what: str) -> None:
 def with_partition_columns(tp: TopicPartition, rows: pa.Table) -> pa.Table:
     """``rows`` of one data file (no partition columns) with ``topic`` and ``partition`` in front."""
     n = rows.num_rows
-    return rows.add_column(0, "topic", pa.repeat(pa.scalar(tp.topic, pa.string()), n)).add_column(
-        1, "partition", pa.repeat(pa.scalar(tp.partition, pa.int32()), n)
+    return rows.add_column(0, "topic", pa.repeat(scalar(tp.topic, pa.string()), n)).add_column(
+        1, "partition", pa.repeat(scalar(tp.partition, pa.int32()), n)
     )
 
 

@@ -52,6 +52,7 @@ from typing import Any, NamedTuple, Protocol
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakelog.engine.arrow_columns import empty_table, scalar
 from lakelog.engine.client_config import CONSUMER_CONFIG_KEYS
 from lakelog.engine.commit import RetryPolicy, TableState
 from lakelog.engine.commit.partition_reader import PartitionReader
@@ -96,6 +97,9 @@ class ConsumerRecord(NamedTuple):
 # tuple.__new__ straight from each row's values: a NamedTuple's own __new__ is a Python
 # function that costs more than the rest of building the record.
 _new_record = partial(tuple.__new__, ConsumerRecord)
+# An Arrow scalar, not the int: pyarrow turns a Python int argument into a scalar through
+# pa.scalar, which imports pandas (engine.arrow_columns).
+_MICROS_PER_MS = scalar(1000, pa.int64())
 
 
 def records_of(table: pa.Table) -> list[ConsumerRecord]:
@@ -117,7 +121,7 @@ def records_of(table: pa.Table) -> list[ConsumerRecord]:
                 table.column("partition").to_pylist(),
                 table.column("offset").to_pylist(),
                 # The column holds microseconds (UTC); Kafka's timestamps are whole milliseconds.
-                pc.divide(table.column("timestamp").cast(pa.int64()), 1000).to_pylist(),
+                pc.divide(table.column("timestamp").cast(pa.int64()), _MICROS_PER_MS).to_pylist(),
                 table.column("timestamp_type").to_pylist(),
                 table.column("key").to_pylist(),
                 table.column("value").to_pylist(),
@@ -564,7 +568,7 @@ class Consumer:
 
 
 def _empty() -> pa.Table:
-    return LOG_ARROW_SCHEMA.empty_table()
+    return empty_table(LOG_ARROW_SCHEMA)
 
 
 class _MemberSide:

@@ -21,11 +21,7 @@ changes itself, and the conflict rules of the commit core order them.
 
 from __future__ import annotations
 
-from lakelog.engine.kio_import import import_kio_without_hypothesis
-
-# Before any module of this package imports kio (consumer_protocol does).
-import_kio_without_hypothesis()
-
-from lakelog.engine.groups.offsets_topic import OffsetAndMetadata  # noqa: E402
+# Only consumer_protocol imports kio (through engine.kio_import); nothing here loads it.
+from lakelog.engine.groups.offsets_topic import OffsetAndMetadata
 
 __all__ = ["OffsetAndMetadata"]

@@ -16,18 +16,24 @@ import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from kio.index import load_entity_schema
-from kio.schema.consumer_protocol_assignment.v1.data import ConsumerProtocolAssignment
-from kio.schema.consumer_protocol_assignment.v1.data import TopicPartition as AssignedTopic
-from kio.schema.consumer_protocol_subscription.v2.data import ConsumerProtocolSubscription
-from kio.schema.consumer_protocol_subscription.v2.data import TopicPartition as OwnedTopic
-from kio.schema.types import TopicName
-from kio.serial import entity_reader, entity_writer
-from kio.static.constants import EntityType
-from kio.static.primitive import i32
+from lakelog.engine.kio_import import import_kio_without_hypothesis
 
-from lakelog.engine.errors import InvalidRecordError
-from lakelog.engine.topics import TopicPartition
+# Before kio's imports below (engine.kio_import says why); here rather than in the package's
+# __init__, so that the rest of engine.groups (offsets, group ids) loads without kio.
+import_kio_without_hypothesis()
+
+from kio.index import load_entity_schema  # noqa: E402
+from kio.schema.consumer_protocol_assignment.v1.data import ConsumerProtocolAssignment  # noqa: E402
+from kio.schema.consumer_protocol_assignment.v1.data import TopicPartition as AssignedTopic  # noqa: E402
+from kio.schema.consumer_protocol_subscription.v2.data import ConsumerProtocolSubscription  # noqa: E402
+from kio.schema.consumer_protocol_subscription.v2.data import TopicPartition as OwnedTopic  # noqa: E402
+from kio.schema.types import TopicName  # noqa: E402
+from kio.serial import entity_reader, entity_writer  # noqa: E402
+from kio.static.constants import EntityType  # noqa: E402
+from kio.static.primitive import i32  # noqa: E402
+
+from lakelog.engine.errors import InvalidRecordError  # noqa: E402
+from lakelog.engine.topics import TopicPartition  # noqa: E402
 
 PROTOCOL_TYPE = "consumer"
 SUBSCRIPTION_VERSION = 2  # topics, user data, owned partitions, their generation (Kafka 2.4+ / 3.x)

@@ -19,6 +19,7 @@ from dataclasses import replace
 
 import pyarrow as pa
 
+from lakelog.engine.arrow_columns import array
 from lakelog.engine.commit import Committer, RetryPolicy, TableLog, TableState
 from lakelog.engine.commit.data_files import OFFSETS_LABEL, holds_only_offsets
 from lakelog.engine.commit.partition_reader import PartitionReader
@@ -115,17 +116,17 @@ def record_rows(tp: TopicPartition, start: int, records: list[tuple[bytes, bytes
     n = len(records)
     return pa.table(
         {
-            "topic": pa.array([tp.topic] * n, pa.string()),
-            "partition": pa.array([tp.partition] * n, pa.int32()),
-            "offset": pa.array(range(start, start + n), pa.int64()),
-            "timestamp": pa.array([now_ms * 1000] * n, pa.timestamp("us", tz="UTC")),
-            "timestamp_type": pa.array([0] * n, pa.int32()),
-            "key": pa.array([k for k, _ in records], pa.binary()),
-            "value": pa.array([v for _, v in records], pa.binary()),
+            "topic": array([tp.topic] * n, pa.string()),
+            "partition": array([tp.partition] * n, pa.int32()),
+            "offset": array(range(start, start + n), pa.int64()),
+            "timestamp": array([now_ms * 1000] * n, pa.timestamp("us", tz="UTC")),
+            "timestamp_type": array([0] * n, pa.int32()),
+            "key": array([k for k, _ in records], pa.binary()),
+            "value": array([v for _, v in records], pa.binary()),
             "headers": pa.nulls(n, LOG_ARROW_SCHEMA.field("headers").type),
-            "producer_id": pa.array([-1] * n, pa.int64()),
-            "producer_epoch": pa.array([-1] * n, pa.int32()),
-            "sequence": pa.array([-1] * n, pa.int32()),
+            "producer_id": array([-1] * n, pa.int64()),
+            "producer_epoch": array([-1] * n, pa.int32()),
+            "sequence": array([-1] * n, pa.int32()),
         },
         schema=LOG_ARROW_SCHEMA,
     )

@@ -27,11 +27,14 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from lakelog.engine.errors import InvalidConfigError, InvalidOffsetError
-from lakelog.engine.groups.classic import ClassicGroup
-from lakelog.engine.groups.consumer_group import ConsumerGroup
 from lakelog.engine.topics import OFFSETS_TOPIC_PARTITIONS, TopicPartition
+
+if TYPE_CHECKING:
+    from lakelog.engine.groups.classic import ClassicGroup
+    from lakelog.engine.groups.consumer_group import ConsumerGroup
 
 # Kafka's protocol carries a group id as a STRING: an int16 length, then that many UTF-8 bytes
 # (Kafka protocol guide, "Protocol Primitive Types"). A longer id could not be named by any Kafka
@@ -187,8 +190,14 @@ class GroupRecords:
                     v.get("topic_id"),
                 )
         elif k.get("type") == "consumer":
+            from lakelog.engine.groups.consumer_group import ConsumerGroup
+
             self.consumer = None if value is None else ConsumerGroup.from_json(value.decode())
         else:
+            # Imported when a group's state is read: the CLI's offset checks (check_offset)
+            # load this module in every command, which need neither protocol's state machine.
+            from lakelog.engine.groups.classic import ClassicGroup
+
             self.state = None if value is None else ClassicGroup.from_json(value.decode())
 
 

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from lakelog.engine.arrow_columns import array, key_value_lists
 from lakelog.engine.commit import AppTransaction
 from lakelog.engine.commit.state import TableState
 from lakelog.engine.errors import DeliveryTimeoutError, LakelogError, RecordTooLargeError, UnknownTopicOrPartitionError
@@ -340,19 +341,21 @@ def log_rows(
         timestamps = np.where(stamped, append_time_ms, timestamps)
         types = np.where(stamped, TIMESTAMP_TYPE_CODES["LogAppendTime"], types).astype(np.int32)
     # Built in C (take over the few distinct names), not as a million Python strings.
-    topic_column = pa.array(names, pa.string()).take(pa.array(topic_of_tp[row_tps]))
+    topic_column = array(names, pa.string()).take(array(topic_of_tp[row_tps], pa.int32()))
     table = pa.table(
         {
             "topic": topic_column,
-            "partition": pa.array(tp_partition[row_tps], pa.int32()),
-            "offset": pa.array(offsets, pa.int64()),
-            "timestamp": pa.array(timestamps * 1000, pa.timestamp("us", tz="UTC")),
-            "timestamp_type": pa.array(types, pa.int32()),
+            "partition": array(tp_partition[row_tps], pa.int32()),
+            "offset": array(offsets, pa.int64()),
+            "timestamp": array(timestamps * 1000, pa.timestamp("us", tz="UTC")),
+            "timestamp_type": array(types, pa.int32()),
             "key": keys,
             "value": values,
             "headers": headers,
-            "producer_id": pa.array(np.broadcast_to(np.asarray(producer_id, dtype=np.int64), len(row_tps))),
-            "producer_epoch": pa.array(np.broadcast_to(np.asarray(producer_epoch, dtype=np.int32), len(row_tps))),
+            "producer_id": array(np.broadcast_to(np.asarray(producer_id, dtype=np.int64), len(row_tps)), pa.int64()),
+            "producer_epoch": array(
+                np.broadcast_to(np.asarray(producer_epoch, dtype=np.int32), len(row_tps)), pa.int32()
+            ),
             "sequence": sequences,
         },
         schema=LOG_ARROW_SCHEMA,
@@ -422,24 +425,22 @@ class ProducerBatch:
         sorted_tp = self._tp_ids[order]
         self._offsets[order] = offsets
 
-        take = pa.array(order)
+        take = array(order, pa.int64())
         headers = records.headers
         header_column = (
             pa.nulls(len(order), HEADERS_ARROW)
             if not any(h is not None for h in headers)
-            else pa.array(
-                [None if h is None else [{"key": k, "value": v} for k, v in h] for h in headers], HEADERS_ARROW
-            ).take(take)
+            else key_value_lists(headers, HEADERS_ARROW).take(take)
         )
         table, self._append_time_ms = log_rows(
             records.tps,
             sorted_tp,
             offsets,
             np.asarray(records.timestamps, dtype=np.int64)[order],
-            keys=pa.array(records.keys, pa.binary()).take(take),
-            values=pa.array(records.values, pa.binary()).take(take),
+            keys=array(records.keys, pa.binary()).take(take),
+            values=array(records.values, pa.binary()).take(take),
             headers=header_column,
-            sequences=pa.array(records.sequences, pa.int32()).take(take),
+            sequences=array(records.sequences, pa.int32()).take(take),
             producer_id=self._producer_id,
             producer_epoch=self._producer_epoch,
             topics=topics,

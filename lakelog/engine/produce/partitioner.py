@@ -16,6 +16,8 @@ import threading
 import numpy as np
 import pyarrow as pa
 
+from lakelog.engine.arrow_columns import to_numpy
+
 _SEED = 0x9747B28C
 _M = 0x5BD1E995
 _MASK32 = 0xFFFFFFFF
@@ -84,7 +86,7 @@ def murmur2_array(keys: pa.Array | pa.ChunkedArray) -> np.ndarray:
     lengths = (offsets[1:] - offsets[:-1]).astype(np.int64)
     if keys.null_count:
         # A null slot's offsets may span bytes (Arrow does not forbid it).
-        lengths[keys.is_null().to_numpy(zero_copy_only=False)] = 0
+        lengths[to_numpy(keys.is_null())] = 0
     data = np.frombuffer(data_buffer, dtype=np.uint8) if data_buffer is not None else np.empty(0, np.uint8)
     unique_lengths, groups = np.unique(lengths, return_inverse=True)
     for group, length in enumerate(unique_lengths.tolist()):

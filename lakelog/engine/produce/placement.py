@@ -23,6 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakelog.engine.arrow_columns import array, empty_table, scalar, to_numpy
 from lakelog.engine.commit import AppTransaction
 from lakelog.engine.commit.state import TableState
 from lakelog.engine.errors import InvalidRecordError, InvalidTopicError, LakelogError, UnknownTopicOrPartitionError
@@ -160,7 +161,7 @@ class PlacedBatch:
             keys, values, headers = records.keys, records.values, headers
             timestamps, row_tps = records.timestamps_ms, records.tp_ids
         else:
-            take = pa.array(order)
+            take = array(order, pa.int64())
             keys, values = records.keys.take(take), records.values.take(take)
             headers = headers if headers.null_count == n else headers.take(take)
             timestamps, row_tps = records.timestamps_ms[order], records.tp_ids[order]
@@ -173,7 +174,7 @@ class PlacedBatch:
             keys=keys,
             values=values,
             headers=pa.nulls(n, HEADERS_ARROW) if headers.null_count == n else headers,
-            sequences=pa.array(
+            sequences=array(
                 order + self.base_sequence if producers is None else producers.sequences[order], pa.int32()
             ),
             producer_id=self.producer_id if producers is None else producers.producer_ids[order],
@@ -207,15 +208,15 @@ def columns_for_batch(
         return column
 
     stamps = (
-        pa.array(np.full(n, int(time.time() * 1000), dtype=np.int64))
+        array(np.full(n, int(time.time() * 1000), dtype=np.int64), pa.int64())
         if timestamps is None
         else optional(timestamps, "timestamps", pa.int64())
     )
     check_timestamps_ms(stamps)
     return pa.Table.from_arrays(
         [
-            pa.array([topic], pa.string()).take(pa.array(np.zeros(n, dtype=np.int32))),
-            pa.nulls(n, pa.int32()) if partition is None else pa.array(np.full(n, partition, dtype=np.int32)),
+            array([topic], pa.string()).take(array(np.zeros(n, dtype=np.int32), pa.int32())),
+            pa.nulls(n, pa.int32()) if partition is None else array(np.full(n, partition, dtype=np.int32), pa.int32()),
             optional(keys, "keys", pa.binary()),
             value_column,
             optional(headers, "headers", HEADERS_ARROW),
@@ -235,16 +236,16 @@ def _binary_column(data: Any, name: str) -> pa.Array:
             return data.cast(pa.string()).cast(pa.binary())
         raise InvalidRecordError(f"{name} must be binary or string, got Arrow type {data.type}")
     try:
-        return pa.array([v.encode() if isinstance(v, str) else v for v in data], pa.binary())
-    except (TypeError, pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+        return array([v.encode() if isinstance(v, str) else v for v in data], pa.binary())
+    except (TypeError, OverflowError, pa.ArrowInvalid, pa.ArrowTypeError) as exc:
         raise InvalidRecordError(f"{name} must hold bytes, str or None: {exc}") from exc
 
 
 def _typed_column(data: Any, name: str, kind: pa.DataType) -> pa.Array:
     try:
         column = data.combine_chunks() if isinstance(data, pa.ChunkedArray) else data
-        return column.cast(kind) if isinstance(column, pa.Array) else pa.array(column, kind)
-    except (TypeError, pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+        return column.cast(kind) if isinstance(column, pa.Array) else array(column, kind)
+    except (TypeError, ValueError, OverflowError, pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
         raise InvalidRecordError(f"{name} must be {kind}: {exc}") from exc
 
 
@@ -264,29 +265,31 @@ def place_records(view: TableState, tables: list[pa.Table]) -> PlacedRecords:
     table = (
         pa.concat_tables([t.select(RECORD_SCHEMA.names) for t in tables]).combine_chunks()
         if tables
-        else RECORD_SCHEMA.empty_table()
+        else empty_table(RECORD_SCHEMA)
     )
     n = table.num_rows
     if n == 0:
         none = np.zeros(0, dtype=np.int64)
-        key, value, headers = (pa.array([], RECORD_SCHEMA.field(name).type) for name in ("key", "value", "headers"))
+        key, value, headers = (pa.nulls(0, RECORD_SCHEMA.field(name).type) for name in ("key", "value", "headers"))
         return PlacedRecords([], none, key, value, headers, none, none)
     column = {name: table.column(name).chunk(0) for name in RECORD_SCHEMA.names}
     encoded = column["topic"].dictionary_encode()
     names: list[str] = encoded.dictionary.to_pylist()
     # Null topics get the id len(names), whose per-topic entries say "no such topic".
-    topic_ids = encoded.indices.fill_null(len(names)).to_numpy().astype(np.int64)
+    topic_ids = to_numpy(encoded.indices.fill_null(scalar(len(names), encoded.indices.type))).astype(np.int64)
     metas = [view.topics.get(name) for name in names]
     exists = np.array([m is not None for m in metas] + [False], dtype=bool)
     counts = np.array([m.partitions if m else 0 for m in metas] + [0], dtype=np.int64)
     max_bytes = np.array([m.max_message_bytes if m else 0 for m in metas] + [0], dtype=np.int64)
 
     given = _valid(column["partition"])
-    partitions = column["partition"].fill_null(0).to_numpy().astype(np.int64)
+    partitions = to_numpy(column["partition"].fill_null(scalar(0, pa.int32()))).astype(np.int64)
     keys = column["key"]
     header_sizes, header_refused = _header_sizes(column["headers"])
     sizes = _lengths(keys) + _lengths(column["value"]) + header_sizes
-    timestamps = column["timestamp_ms"].fill_null(int(time.time() * 1000)).to_numpy().astype(np.int64)
+    timestamps = to_numpy(column["timestamp_ms"].fill_null(scalar(int(time.time() * 1000), pa.int64()))).astype(
+        np.int64
+    )
 
     row_counts = counts[topic_ids]
     refused = (
@@ -305,7 +308,7 @@ def place_records(view: TableState, tables: list[pa.Table]) -> PlacedRecords:
     key_valid = _valid(keys)
     keyed = np.flatnonzero(~given & key_valid)
     if len(keyed):
-        partitions[keyed] = partitions_for_keys(keys.take(pa.array(keyed)), row_counts[keyed])
+        partitions[keyed] = partitions_for_keys(keys.take(array(keyed, pa.int64())), row_counts[keyed])
     keyless = np.flatnonzero(~given & ~key_valid)
     if len(keyless):
         partitions[keyless] = _keyless_partitions(keyless, topic_ids, names, counts, sizes)
@@ -322,25 +325,27 @@ def place_records(view: TableState, tables: list[pa.Table]) -> PlacedRecords:
     )
 
 
-def _valid(array: pa.Array) -> np.ndarray:
-    return array.is_valid().to_numpy(zero_copy_only=False)
+def _valid(column: pa.Array) -> np.ndarray:
+    return to_numpy(column.is_valid())
 
 
-def _lengths(array: pa.Array) -> np.ndarray:
+def _lengths(column: pa.Array) -> np.ndarray:
     """Byte length of each entry (UTF-8 bytes for strings), 0 for nulls."""
-    return pc.binary_length(array).fill_null(0).to_numpy().astype(np.int64)
+    lengths = pc.binary_length(column)
+    return to_numpy(lengths.fill_null(scalar(0, lengths.type))).astype(np.int64)
 
 
 def _header_sizes(headers: pa.ListArray) -> tuple[np.ndarray, np.ndarray]:
     """Per record: the bytes of its header keys and values, and whether the producer
     refuses its headers (a null header or header key)."""
-    per_record = pc.list_value_length(headers).fill_null(0).to_numpy().astype(np.int64)
+    lengths = pc.list_value_length(headers)
+    per_record = to_numpy(lengths.fill_null(scalar(0, lengths.type))).astype(np.int64)
     bounds = np.concatenate([[0], np.cumsum(per_record)])
     # flatten() drops the entries of null lists, so header j belongs to the record
     # whose bounds hold j; the struct's own nulls become null keys.
     header_keys, header_values = headers.flatten().flatten()
     sizes = np.concatenate([[0], np.cumsum(_lengths(header_keys) + _lengths(header_values))])
-    refused = np.concatenate([[0], np.cumsum(header_keys.is_null().to_numpy(zero_copy_only=False))])
+    refused = np.concatenate([[0], np.cumsum(to_numpy(header_keys.is_null()))])
     return sizes[bounds[1:]] - sizes[bounds[:-1]], (refused[bounds[1:]] - refused[bounds[:-1]]) > 0
 
 
