@@ -36,7 +36,7 @@ lint: setup
 	$(VENV)/bin/ruff format --check .
 
 test: lint
-	$(PY) -m pytest
+	$(PY) -m pytest -n 2 --dist loadscope --durations=30
 
 # The randomized multi-process workload under SIGKILLs, checked for anomalies (tests/soak.py):
 #   make soak SOAK_OPERATIONS=100000 SOAK_KILLS=50 [SOAK_S3=1] [SOAK_ARGS="--seed 7 --keep"]

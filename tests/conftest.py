@@ -27,6 +27,26 @@ os.environ.setdefault("LAKELOG_GROUP_INITIAL_REBALANCE_DELAY_MS", "0")
 # reads JDK_JAVA_OPTIONS (JDK 9+) and notes it on stderr; javac does not read it.
 os.environ.setdefault("JDK_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1")
 
+# `make test` runs two pytest-xdist workers at once: each gets its own temporary directory (Python's,
+# the JVMs' and every process it spawns, through TMPDIR), so a test that checks it left nothing in
+# the temporary directory sees only its own worker's files.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    import tempfile
+
+    _worker = os.environ["PYTEST_XDIST_WORKER"]
+    _worker_temp = os.path.join(tempfile.gettempdir(), f"lakelog-tests-{os.getpid()}-{_worker}")
+    os.makedirs(_worker_temp, exist_ok=True)
+    os.environ["TMPDIR"] = _worker_temp
+    tempfile.tempdir = None  # gettempdir() reads TMPDIR again
+
+
+def pytest_unconfigure(config):
+    worker_temp = globals().get("_worker_temp")
+    if worker_temp:
+        import shutil
+
+        shutil.rmtree(worker_temp, ignore_errors=True)
+
 
 @pytest.fixture(scope="session")
 def s3_server():
