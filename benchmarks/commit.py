@@ -190,7 +190,9 @@ def _log_rows(values: pa.Array, partition: int, first: int, now_ms: int) -> pa.T
     )
 
 
-def throughput(work: str, records: int, size: int, rounds: int, out: Callable[[str], None]) -> dict[str, float]:
+def throughput(
+    work: str, records: int, size: int, rounds: int, out: Callable[[str], None], bootstrap: str | None = None
+) -> dict[str, float]:
     partitions = 8
     store = _store(f"{work}/throughput-store", partitions)
     values = random_values(records, size)
@@ -198,6 +200,9 @@ def throughput(work: str, records: int, size: int, rounds: int, out: Callable[[s
     slices = [values.slice(p * per, per) for p in range(partitions)]
     now = int(time.time() * 1000)
     ours, theirs = [], []
+    sample = min(records, 200_000)
+    sample_values = values.slice(0, sample).to_pylist()
+    sends, produces, polls, kafka_polls = [], [], [], []
     with store.producer(linger_ms=0, client_id="perf-throughput") as producer:
         producer.send_batch("t", values.slice(0, 1000), partition=0).get()  # warm-up
         pq.write_table(_log_rows(values.slice(0, 1000), 0, 0, now), f"{work}/warm.parquet")
@@ -214,23 +219,99 @@ def throughput(work: str, records: int, size: int, rounds: int, out: Callable[[s
                 pq.write_table(_log_rows(slices[p], p, r * per, now), f"{directory}/part-{p}.parquet")
             theirs.append(time.perf_counter() - started)
             shutil.rmtree(directory)
-        sample = min(records, 200_000)
-        started = time.perf_counter()
-        batch_values = values.slice(0, sample).to_pylist()
-        for i, value in enumerate(batch_values):
-            producer.send("t", value, partition=i % partitions)
-        producer.flush()
-        per_record = sample / (time.perf_counter() - started)
-    polled = _per_record_poll(store, sample)
+        # Per-record loops, Kafka's way (one call per record, acknowledged by a flush), round by
+        # round beside confluent-kafka's own loops against the broker when there is one.
+        kafka = _KafkaLoops(bootstrap, partitions) if bootstrap else None
+        for _ in range(rounds if kafka else 1):
+            sends.append(_per_record_send(producer, sample_values, partitions))
+            polls.append(_per_record_poll(store, sample))
+            if kafka:
+                produces.append(kafka.produce(sample_values))
+                kafka_polls.append(kafka.poll(sample))
     mb = records * size / 2**20
     ours_rate, theirs_rate = records / statistics.median(ours), records / statistics.median(theirs)
+    per_record, polled = statistics.median(sends), statistics.median(polls)
     out(
         f"throughput: {records:,} x {size} B into {partitions} partitions, median of {rounds}: lakelog send_batch "
         f"{ours_rate:,.0f} rec/s ({mb / statistics.median(ours):.0f} MB/s); pyarrow write_table of the same rows "
         f"{theirs_rate:,.0f} rec/s; ratio {ours_rate / theirs_rate:.2f}. Per-record send(): {per_record:,.0f} rec/s "
         f"(ratio {per_record / theirs_rate:.2f}); per-record poll() of as many: {polled:,.0f} rec/s"
     )
-    return {"send_batch_rps": ours_rate, "pyarrow_rps": theirs_rate, "send_rps": per_record, "poll_rps": polled}
+    figures = {"send_batch_rps": ours_rate, "pyarrow_rps": theirs_rate, "send_rps": per_record, "poll_rps": polled}
+    if kafka:
+        figures["kafka_produce_rps"] = statistics.median(produces)
+        figures["kafka_poll_rps"] = statistics.median(kafka_polls)
+        out(
+            f"throughput: per-record loops of {sample:,} records, {rounds} interleaved rounds, medians: lakelog send() "
+            f"{per_record:,.0f} rec/s vs confluent-kafka produce() -> broker {figures['kafka_produce_rps']:,.0f} "
+            f"(ratio {per_record / figures['kafka_produce_rps']:.2f}, target >= 1); lakelog poll() {polled:,.0f} "
+            f"rec/s vs confluent-kafka poll() {figures['kafka_poll_rps']:,.0f} "
+            f"(ratio {polled / figures['kafka_poll_rps']:.2f}, target >= 2)"
+        )
+    return figures
+
+
+def _per_record_send(producer, values: list, partitions: int) -> float:
+    """Records a second through ``Producer.send()`` one record at a time, all acknowledged."""
+    started = time.perf_counter()
+    for i, value in enumerate(values):
+        producer.send("t", value, partition=i % partitions)
+    producer.flush()
+    return len(values) / (time.perf_counter() - started)
+
+
+class _KafkaLoops:
+    """confluent-kafka's per-record loops against a broker: ``produce()`` per record then a
+    flush (acks=all, idempotent, as lakelog's producer), and ``poll()`` per message from the
+    beginning of the records they produced -- what lakelog's send() and poll() are set beside."""
+
+    def __init__(self, bootstrap: str, partitions: int) -> None:
+        from confluent_kafka import Producer
+        from confluent_kafka.admin import AdminClient, NewTopic
+
+        self._bootstrap, self._partitions = bootstrap, partitions
+        self._topic = f"perf-commit-{os.getpid()}-{time.monotonic_ns()}"
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin.create_topics([NewTopic(self._topic, partitions, 1)])[self._topic].result(60)
+        self._producer = Producer(
+            {"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 5}
+        )
+        self._producer.produce(self._topic, b"warm-up", partition=0)
+        self._producer.flush(60)
+
+    def produce(self, values: list) -> float:
+        producer, topic, partitions = self._producer, self._topic, self._partitions
+        started = time.perf_counter()
+        for i, value in enumerate(values):
+            while True:
+                try:
+                    producer.produce(topic, value, partition=i % partitions)
+                    break
+                except BufferError:  # its queue is full: serve deliveries, as a produce loop must
+                    producer.poll(0.01)
+        if producer.flush(120) != 0:
+            raise RuntimeError("confluent-kafka did not deliver every record within 120 s")
+        return len(values) / (time.perf_counter() - started)
+
+    def poll(self, records: int) -> float:
+        from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+        consumer = Consumer(
+            {"bootstrap.servers": self._bootstrap, "group.id": self._topic, "enable.auto.commit": False}
+        )
+        consumer.assign([TopicPartition(self._topic, p, OFFSET_BEGINNING) for p in range(self._partitions)])
+        seen = 0
+        started = time.perf_counter()
+        deadline = time.monotonic() + 120
+        while seen < records and time.monotonic() < deadline:
+            message = consumer.poll(1.0)
+            if message is not None and message.error() is None:
+                seen += message.offset() >= 0
+        elapsed = time.perf_counter() - started
+        consumer.close()
+        if seen < records:
+            raise RuntimeError(f"confluent-kafka polled {seen} of {records} records within 120 s")
+        return seen / elapsed
 
 
 def _per_record_poll(store, records: int) -> float:
@@ -253,42 +334,69 @@ def _per_record_poll(store, records: int) -> float:
 
 
 def contention_worker(path: str, name: str, batches: int, per_batch: int, start_file: str) -> None:
-    """One contending process: ``batches`` flushed batches of ``per_batch`` records to partition 0."""
-    from lakelog.store import Store
+    """One contending process: ``batches`` flushed batches of ``per_batch`` records to partition 0
+    of the store at ``path``, or of the broker's topic when ``path`` is ``kafka://bootstrap/topic``
+    (confluent-kafka, acks=all and idempotent as lakelog's producer)."""
+    if path.startswith("kafka://"):
+        bootstrap, topic = path.removeprefix("kafka://").split("/", 1)
+        send, flush, close = _kafka_sender(bootstrap, topic, name)
+    else:
+        from lakelog.store import Store
 
-    store = Store.open(path)
+        producer = Store.open(path).producer(client_id=name, linger_ms=5)
+        topic = "t"
+
+        def send(value: str) -> object:
+            return producer.send(topic, value, partition=0)
+
+        def flush(futures: list) -> int:
+            producer.flush()
+            return sum(type(f.exception()).__name__ == "DeliveryTimeoutError" for f in futures)
+
+        close = producer.close
+
     latencies, timeouts = [], 0
     while not os.path.exists(start_file):
         time.sleep(0.005)
     began = time.time()
-    with store.producer(client_id=name, linger_ms=5) as producer:
-        for b in range(batches):
-            started = time.perf_counter()
-            futures = [producer.send("t", f"{name}-{b}-{i}", partition=0) for i in range(per_batch)]
-            producer.flush()
-            errors = [f.exception() for f in futures]
-            timeouts += sum(type(e).__name__ == "DeliveryTimeoutError" for e in errors)
-            latencies.append((time.perf_counter() - started) * 1000)
-    print(json.dumps({"began": began, "ended": time.time(), "latencies": latencies, "timeouts": timeouts}))
+    for b in range(batches):
+        started = time.perf_counter()
+        timeouts += flush([send(f"{name}-{b}-{i}") for i in range(per_batch)])
+        latencies.append((time.perf_counter() - started) * 1000)
+    ended = time.time()
+    close()
+    print(json.dumps({"began": began, "ended": ended, "latencies": latencies, "timeouts": timeouts}))
 
 
-def contention(work: str, processes: int, batches: int, out: Callable[[str], None]) -> dict[str, float]:
-    path = f"{work}/contention-store"
-    store = _store(path)
-    go = f"{work}/go"
+def _kafka_sender(bootstrap: str, topic: str, name: str) -> tuple[Callable, Callable, Callable]:
+    from confluent_kafka import Producer
+
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "client.id": name, "acks": "all", "enable.idempotence": True, "linger.ms": 5}
+    )
+    failed: list[str] = []
+
+    def delivered(error, _message) -> None:
+        if error is not None:
+            failed.append(str(error))
+
+    def send(value: str) -> None:
+        producer.produce(topic, value.encode(), partition=0, on_delivery=delivered)
+
+    def flush(_futures: list) -> int:
+        if producer.flush(120) != 0 or failed:
+            raise RuntimeError(f"{name}: confluent-kafka did not deliver a batch: {failed[:1]}")
+        return 0
+
+    return send, flush, lambda: None
+
+
+def _contend(target: str, work: str, processes: int, batches: int, label: str) -> dict[str, float]:
+    """``processes`` contention workers against ``target`` (a store path or kafka://...), started together."""
+    go = f"{work}/go-{label}"
     children = [
         subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "benchmarks.commit",
-                "contention-worker",
-                path,
-                f"w{i}",
-                str(batches),
-                "100",
-                go,
-            ],
+            [sys.executable, "-m", "benchmarks.commit", "contention-worker", target, f"w{i}", str(batches), "100", go],
             cwd=ROOT,
             env={**os.environ, "PYTHONPATH": str(ROOT)},
             stdout=subprocess.PIPE,
@@ -296,29 +404,65 @@ def contention(work: str, processes: int, batches: int, out: Callable[[str], Non
         )
         for i in range(processes)
     ]
-    time.sleep(3)  # let every process open the store before the start
+    time.sleep(3)  # let every process open its client before the start
     Path(go).touch()
     results = []
     for child in children:
         stdout, _ = child.communicate(timeout=1800)
         if child.returncode != 0:
-            raise RuntimeError(f"a contention worker exited {child.returncode}")
+            raise RuntimeError(f"a contention worker ({label}) exited {child.returncode}")
         results.append(json.loads(stdout.strip().splitlines()[-1]))
     wall = max(r["ended"] for r in results) - min(r["began"] for r in results)
     latencies = [x for r in results for x in r["latencies"]]
-    total = processes * batches * 100
-    assert sum(store.end_offsets("t").values()) == total
-    figures = {
-        "records_per_s": total / wall,
+    return {
+        "records_per_s": processes * batches * 100 / wall,
         "p50_ms": percentile(latencies, 0.5),
         "p99_ms": percentile(latencies, 0.99),
         "timeouts": sum(r["timeouts"] for r in results),
     }
+
+
+def contention(
+    work: str, processes: int, batches: int, out: Callable[[str], None], bootstrap: str | None = None
+) -> dict[str, float]:
+    """One round of N lakelog processes on one partition; with a broker, 3 rounds interleaved with
+    as many confluent-kafka processes on one partition of a broker topic, medians."""
+    path = f"{work}/contention-store"
+    store = _store(path)
+    rounds = 3 if bootstrap else 1
+    ours, theirs = [], []
+    admin = None
+    if bootstrap:
+        from confluent_kafka.admin import AdminClient, NewTopic
+
+        admin = AdminClient({"bootstrap.servers": bootstrap})  # kept: its futures fail once it is destroyed
+    for r in range(rounds):
+        ours.append(_contend(path, work, processes, batches, f"lakelog-{r}"))
+        if admin is not None:
+            topic = f"perf-contention-{os.getpid()}-{r}"
+            admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(60)
+            theirs.append(_contend(f"kafka://{bootstrap}/{topic}", work, processes, batches, f"kafka-{r}"))
+    assert sum(store.end_offsets("t").values()) == rounds * processes * batches * 100
+
+    def median(results: list[dict[str, float]]) -> dict[str, float]:
+        return {key: statistics.median(r[key] for r in results) for key in results[0]}
+
+    figures = median(ours)
     out(
-        f"contention: {processes} processes x {batches} batches of 100 records on one partition: "
+        f"contention: {processes} processes x {batches} batches of 100 records on one partition"
+        f"{f', median of {rounds} interleaved rounds' if bootstrap else ''}: "
         f"{figures['records_per_s']:,.0f} acknowledged rec/s, batch p50 {figures['p50_ms']:.0f} ms, "
-        f"p99 {figures['p99_ms']:.0f} ms, {figures['timeouts']} DeliveryTimeoutError(s) at default settings"
+        f"p99 {figures['p99_ms']:.0f} ms, {figures['timeouts']:.0f} DeliveryTimeoutError(s) at default settings"
     )
+    if bootstrap:
+        peer = median(theirs)
+        figures |= {f"kafka_{key}": value for key, value in peer.items() if key != "timeouts"}
+        figures["ratio"] = figures["records_per_s"] / peer["records_per_s"]
+        out(
+            f"contention: confluent-kafka -> broker, the same processes and batches: {peer['records_per_s']:,.0f} "
+            f"acknowledged rec/s, batch p50 {peer['p50_ms']:.0f} ms, p99 {peer['p99_ms']:.0f} ms; ratio "
+            f"lakelog/kafka {figures['ratio']:.2f} (target >= 0.2, lakelog p99 <= 100 ms)"
+        )
     return figures
 
 
@@ -473,25 +617,37 @@ def perf_commit(
     large_versions: int,
     work_dir: str | None,
     out: Callable[[str], None],
+    kafka: bool = False,
 ) -> dict[str, dict[str, float]]:
-    """Run the chosen sections in a temporary directory (removed afterwards); their figures."""
+    """Run the chosen sections in a temporary directory (removed afterwards); their figures. With
+    ``kafka``, throughput's per-record loops and contention also run against a Kafka broker
+    (:class:`benchmarks.kafka_reference.KafkaBroker`, started once, stopped at the end)."""
     work = tempfile.mkdtemp(prefix="lakelog-perf-commit-", dir=work_dir)
     figures: dict[str, dict[str, float]] = {}
+    broker = None
+    bootstrap: str | None = None
     try:
+        if kafka and {"throughput", "contention"} & set(sections):
+            from benchmarks.kafka_reference import KafkaBroker
+
+            broker = KafkaBroker().start()
+            bootstrap = broker.bootstrap
         for section in sections:
             if section == "latency":
                 figures[section] = latency(work, commits, out)
             elif section == "dir-sync":
                 figures[section] = dir_sync(work, commits, out)
             elif section == "throughput":
-                figures[section] = throughput(work, records, record_size, 3, out)
+                figures[section] = throughput(work, records, record_size, 3, out, bootstrap)
             elif section == "contention":
-                figures[section] = contention(work, processes, batches, out)
+                figures[section] = contention(work, processes, batches, out, bootstrap)
             elif section == "first-ack":
                 figures[section] = first_ack(work, 5, out)
             elif section == "growth":
                 figures[section] = growth(work, small_versions, large_versions, 50, out)
     finally:
+        if broker is not None:
+            broker.stop()
         shutil.rmtree(work, ignore_errors=True)
     return figures
 

@@ -322,6 +322,7 @@ def cmd_perf_commit(args: argparse.Namespace, out: Out) -> None:
         large_versions=args.large_versions,
         work_dir=args.work_dir,
         out=out,
+        kafka=args.kafka,
     )
 
 

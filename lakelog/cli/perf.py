@@ -136,6 +136,12 @@ def add_parser(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
     p.add_argument("--batches", type=COUNT, default=100, help="100-record batches per contending process")
     p.add_argument("--small-versions", type=COUNT, default=100)
     p.add_argument("--large-versions", type=COUNT, default=20_000)
+    p.add_argument(
+        "--kafka",
+        action="store_true",
+        help="also run confluent-kafka against a Kafka broker: throughput's per-record produce()/poll() loops "
+        "and contention's processes, interleaved with lakelog's",
+    )
     p.add_argument("--work-dir", help="where the temporary stores go (default: the system's temp directory)")
     p.set_defaults(func=_driver("commit"))
     p = psub.add_parser(

@@ -31,7 +31,20 @@ def test_perf_commit_prints_every_section_with_its_baseline(tmp_path, capsys):
     assert "with directory syncs p50" in out and "without p50" in out and "ratio p50" in out
     assert "0 DeliveryTimeoutError(s)" in out
     assert "cold Store.open + first poll" in out
+    assert "confluent-kafka" not in out  # only with --kafka
     assert list(tmp_path.iterdir()) == []  # its temporary stores are gone
+
+
+@pytest.mark.kafka
+def test_perf_commit_sets_per_record_loops_and_contention_beside_confluent_kafka_on_a_broker(tmp_path, capsys):
+    argv = ["perf", "commit", "--sections", "throughput,contention", "--num-records", "4000", "--processes", "2"]
+    assert main([*argv, "--batches", "2", "--kafka", "--work-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "per-record loops of 4,000 records, 3 interleaved rounds, medians: lakelog send() " in out
+    assert "vs confluent-kafka produce() -> broker " in out and "vs confluent-kafka poll() " in out
+    assert "median of 3 interleaved rounds" in out and "contention: confluent-kafka -> broker" in out
+    assert "ratio lakelog/kafka " in out
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_perf_startup_prints_every_path_beside_confluent_kafka(tmp_path, capsys):
