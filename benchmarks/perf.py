@@ -145,15 +145,16 @@ def cmd_perf_produce(args: argparse.Namespace, out: Out) -> None:
     config = client_config(args.producer_config, "--producer.config", args.producer_props, "--producer-props")
     if args.throughput is not None and args.throughput == 0:
         raise InvalidConfigError("--throughput must be positive, or -1 for no limit")
-    spark_side = args.api == "dataframe" or args.compare_plain
+    # Batch by batch beside a plain Delta append (a Spark job for write(df), delta-rs for the producer).
+    batched = args.api == "dataframe" or args.compare_plain
     if (args.beside_producer_rate or args.source != "generated") and args.api != "dataframe":
         raise InvalidConfigError("--beside-producer-rate and --source apply to --api dataframe")
-    if spark_side and (config or (args.throughput or -1) > 0 or args.payload_file):
+    if batched and (config or (args.throughput or -1) > 0 or args.payload_file):
         raise InvalidConfigError(
             "--producer-props, --producer.config, --throughput and --payload-file apply to --api producer "
             "without --compare-plain"
         )
-    if not spark_side:
+    if not batched:
         from lakelog.engine.client_config import PRODUCER_CONFIG_KEYS
         from lakelog.engine.config import resolve_config
 
@@ -162,13 +163,13 @@ def cmd_perf_produce(args: argparse.Namespace, out: Out) -> None:
     store = open_store(args, create=True)
     partitions = _topic_for_perf(store, args.topic, args.partitions)
     before = sum(store.end_offsets(args.topic).values())
-    if spark_side:
-        _perf_produce_spark(store, args, partitions, out)
+    if batched:
+        _perf_produce_batched(store, args, partitions, out)
     else:
         _perf_produce(store, args, config, payloads, out)
     landed = sum(store.end_offsets(args.topic).values()) - before
-    # The warm-up batches of the Spark side are written too, and not counted in its figures.
-    warmup = args.warmup_batches * min(args.batch_size, args.num_records) if spark_side else 0
+    # The warm-up batches of a batched run are written too, and not counted in its figures.
+    warmup = args.warmup_batches * min(args.batch_size, args.num_records) if batched else 0
     if args.beside_producer_rate:
         pass  # every batch was written twice and the neighbour's records landed too
     elif landed != args.num_records + warmup:
@@ -217,7 +218,7 @@ def _perf_produce(
         raise failures[0]
 
 
-def _perf_produce_spark(store: Any, args: argparse.Namespace, partitions: int, out: Out) -> None:
+def _perf_produce_batched(store: Any, args: argparse.Namespace, partitions: int, out: Out) -> None:
     from benchmarks.produce_consume import PerfResult, perf_produce_dataframe, perf_produce_producer, ratio
 
     progress = (lambda msg: print(msg, file=sys.stderr)) if args.progress else (lambda _msg: None)
@@ -453,6 +454,7 @@ def cmd_perf_stream(args: argparse.Namespace, out: Out) -> None:
             partitions=args.partitions,
             samples=args.latency_samples,
             work_dir=work,
+            rounds=args.rounds,
         )
     for line in figures.lines():
         out(line)

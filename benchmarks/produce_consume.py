@@ -1,11 +1,13 @@
 """``lakelog perf produce`` / ``perf consume``: Kafka's perf-test tools for a store.
 
 Each run can do the same work as plain Delta (``compare_plain``): appends
-of the same rows, without offsets, to a Delta table with the log table's
-schema and partitioning, or a plain Delta read with the same filter. The two
-are interleaved batch by batch so that JIT warm-up and GC noise hit both
-sides alike, and the summary gives lakelog's throughput as a ratio of plain
-Delta's.
+of the same rows to a Delta table with the log table's schema and
+partitioning, or a plain Delta read of the same rows, by the same kind of
+engine: a Spark job beside ``Store.write`` and Spark reads, delta-rs
+(``write_deltalake``, ``DeltaTable`` to Arrow) beside the JVM-free producer,
+transactional producer and group consumer. The two are interleaved batch by
+batch so that warm-up and GC noise hit both sides alike, and the summary
+gives lakelog's throughput as a ratio of plain Delta's.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ from pyspark.sql import functions as F
 
 from lakelog.engine.errors import InvalidConfigError
 from lakelog.engine.offsets import EARLIEST, LATEST
-from lakelog.engine.schema import LOG_TABLE_DDL, PARTITION_COLUMNS
+from lakelog.engine.schema import LOG_ARROW_SCHEMA, LOG_TABLE_DDL, PARTITION_COLUMNS
+from lakelog.engine.storage.object_store import delta_storage_options, python_uri
 from lakelog.spark_connector.dataframe_write import KAFKA_PARTITION_FUNCTION, register_functions
 from lakelog.spark_connector.frames import sql_string
 from lakelog.store import Store
@@ -91,6 +94,34 @@ def plain_table(spark: SparkSession, path: str) -> str:
         "TBLPROPERTIES ('delta.dataSkippingStatsColumns' = 'offset,timestamp')"
     )
     return path
+
+
+def plain_delta_rs_table(path: str) -> None:
+    """Create a Delta table shaped like the log table at ``path`` with delta-rs (no Spark), with
+    the log table's checkpoint interval: the plain side of the JVM-free clients' runs. ``path``
+    is a fresh location of the run's own, as for :func:`plain_table`."""
+    from deltalake import write_deltalake
+
+    from lakelog.store import TABLE_PROPERTIES
+
+    write_deltalake(
+        python_uri(path),
+        LOG_ARROW_SCHEMA.empty_table(),
+        partition_by=list(PARTITION_COLUMNS),
+        configuration={"delta.checkpointInterval": TABLE_PROPERTIES["delta.checkpointInterval"]},
+        storage_options=delta_storage_options(path),
+    )
+
+
+def append_delta_rs(path: str, columns: dict[str, pa.Array | list]) -> None:
+    """Append rows of the log table's columns (``columns``; the rest null) with delta-rs."""
+    from deltalake import write_deltalake
+
+    count = len(columns["value"])
+    table = pa.table(
+        {f.name: columns.get(f.name, pa.nulls(count, f.type)) for f in LOG_ARROW_SCHEMA}, schema=LOG_ARROW_SCHEMA
+    )
+    write_deltalake(python_uri(path), table, mode="append", storage_options=delta_storage_options(path))
 
 
 def batch_frame(spark: SparkSession, start: int, count: int, record_size: int, keys: int) -> DataFrame:
@@ -226,9 +257,9 @@ def perf_produce_producer(
 
     Alone, records stream in and latency is per record, send to
     acknowledgement (kafka-producer-perf-test's). With ``compare_plain``, each
-    batch is sent and flushed, then the same records are appended from the
-    driver with plain Delta (arrow table, ``createDataFrame``, append); latency
-    is then per commit on both sides.
+    batch is sent and flushed, then the same rows (the offsets lakelog gave
+    them) are appended with delta-rs (an Arrow table, ``write_deltalake``), no
+    Spark on either side; latency is then per commit on both sides.
     """
     payload = bytes(range(256)) * (record_size // 256 + 1)
 
@@ -258,9 +289,8 @@ def perf_produce_producer(
         ours.records, ours.bytes = num_records, num_records * record_size
         return ours, None
 
-    spark = store.spark
     plain = PerfResult("plain delta", 0, 0)
-    plain_table(spark, plain_path)
+    plain_delta_rs_table(plain_path)
     batches = -(-num_records // batch_size)
     with store.producer(**config) as producer:
         for b in range(-warmup_batches, batches):
@@ -273,18 +303,18 @@ def perf_produce_producer(
             _raise_failures(futures)
             placed = [f.get() for f in futures]
             t0 = time.perf_counter()
-            table = pa.table(
+            append_delta_rs(
+                plain_path,
                 {
-                    "topic": [topic] * count,
+                    "topic": pa.array([topic] * count, pa.string()),
                     "partition": pa.array([md.partition for md in placed], pa.int32()),
-                    "offset": pa.nulls(count, pa.int64()),
+                    "offset": pa.array([md.offset for md in placed], pa.int64()),
                     "timestamp": pa.array([md.timestamp * 1000 for md in placed], pa.timestamp("us", tz="UTC")),
                     "timestamp_type": pa.array([0] * count, pa.int32()),
                     "key": pa.array([key(i) for i in range(first, first + count)], pa.binary()),
                     "value": pa.array([value(i) for i in range(first, first + count)], pa.binary()),
                 },
             )
-            spark.createDataFrame(table).coalesce(1).write.format("delta").mode("append").save(plain_path)
             elapsed_plain = time.perf_counter() - t0
             if b >= 0:
                 _add(ours, count, count * record_size, elapsed)
@@ -352,9 +382,11 @@ def perf_consume_group(
     max_poll_records: int = 50_000,
 ) -> tuple[PerfResult, PerfResult | None]:
     """Consume a whole topic through a group member into the client (Arrow tables),
-    ``repeats`` times (offsets reset between runs), against a plain Delta read of the
-    same rows collected to the client with ``toArrow``."""
-    spark = store.spark
+    ``repeats`` times (offsets reset between runs), against delta-rs reading the same
+    rows of the same table into Arrow (no Spark on either side)."""
+    import pyarrow.compute as pc
+    from deltalake import DeltaTable
+
     ends = store.end_offsets(topic)
     begins = store.beginning_offsets(topic)
     records = sum(ends[p] - begins[p] for p in ends)
@@ -376,12 +408,10 @@ def perf_consume_group(
         consumer.close(autocommit=False)
         if plain is not None:
             t0 = time.perf_counter()
-            rows = (
-                spark.read.format("delta")
-                .load(store.uri)
-                .where(f"`topic` = {sql_string(topic)}")
-                .selectExpr("key", "value", "topic", "partition", "offset", "timestamp", "timestamp_type", "headers")
-                .toArrow()
+            table = DeltaTable(python_uri(store.uri), storage_options=delta_storage_options(store.uri))
+            rows = table.to_pyarrow_dataset().to_table(
+                columns=["key", "value", "topic", "partition", "offset", "timestamp", "timestamp_type", "headers"],
+                filter=pc.field("topic") == topic,
             )
             _add(plain, rows.num_rows, rows.column("value").nbytes, time.perf_counter() - t0)
     return ours, plain
@@ -398,13 +428,13 @@ def perf_transactions(
     plain_path: str,
 ) -> tuple[PerfResult, PerfResult | None]:
     """Latency of ``transactions`` transactions of ``records`` records each
-    (begin -> commit returns), against plain Delta appends of as many rows."""
+    (begin -> commit returns), against delta-rs appends of as many rows (no Spark on
+    either side)."""
     payload = b"x" * record_size
     ours = PerfResult("lakelog transaction", 0, 0)
     plain = PerfResult("plain delta", 0, 0) if compare_plain else None
-    spark = store.spark
     if plain is not None:
-        plain_table(spark, plain_path)
+        plain_delta_rs_table(plain_path)
     producer = store.transactional_producer(f"perf-{time.time_ns()}")
     producer.init_transactions()
     for n in range(-1, transactions):  # one warm-up round
@@ -418,12 +448,19 @@ def perf_transactions(
             _add(ours, records, records * record_size, elapsed)
         if plain is not None:
             t0 = time.perf_counter()
-            rows = [(topic, 0, None, None, 0, str(i).encode(), payload) for i in range(records)]
-            spark.createDataFrame(
-                rows,
-                "topic string, partition int, offset bigint, timestamp timestamp, timestamp_type int, "
-                "key binary, value binary",
-            ).write.format("delta").mode("append").save(plain_path)
+            first = (n + 1) * records
+            append_delta_rs(
+                plain_path,
+                {
+                    "topic": pa.array([topic] * records, pa.string()),
+                    "partition": pa.array([0] * records, pa.int32()),
+                    "offset": pa.array(range(first, first + records), pa.int64()),
+                    "timestamp": pa.array([time.time_ns() // 1000] * records, pa.timestamp("us", tz="UTC")),
+                    "timestamp_type": pa.array([0] * records, pa.int32()),
+                    "key": pa.array([str(i).encode() for i in range(records)], pa.binary()),
+                    "value": pa.array([payload] * records, pa.binary()),
+                },
+            )
             if n >= 0:
                 _add(plain, records, records * record_size, time.perf_counter() - t0)
     producer.close()

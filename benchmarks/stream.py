@@ -2,8 +2,10 @@
 
 Throughput: the same records copied by ``format("lakelog")`` (source and
 sink) and by ``format("delta")`` reading the log table's rows of the topic
-into a plain Delta table, both with ``Trigger.AvailableNow``, each timed
-after both copied a small topic once (so neither pays for warm-up alone).
+into a plain Delta table, both keeping the same columns (key and value) and
+both with ``Trigger.AvailableNow``, timed in interleaved rounds (the order
+alternating, medians) after both copied a small topic once (so neither pays
+for warm-up alone).
 Latency: a query with a processing-time trigger of 0 runs; one record is
 sent at a time and the time until the sink's output shows it is measured,
 next to the same with a Delta table -> Delta table stream.
@@ -35,10 +37,11 @@ class StreamFigures:
     delta_s: float
     lakelog_latency_ms: list[float]
     delta_latency_ms: list[float]
+    rounds: int = 1
 
     def lines(self) -> list[str]:
         out = [
-            f"copy {self.records} records: "
+            f"copy {self.records} records, median of {self.rounds} interleaved round(s): "
             f"lakelog {self.records / self.lakelog_s:,.0f} rec/s ({self.lakelog_s:.1f} s), "
             f"plain delta {self.records / self.delta_s:,.0f} rec/s ({self.delta_s:.1f} s), "
             f"throughput ratio {self.delta_s / self.lakelog_s:.2f}",
@@ -61,9 +64,10 @@ def _timed(run: Callable[[], None]) -> float:
 
 
 def perf_stream(
-    store: Store, *, records: int, record_size: int, partitions: int, samples: int, work_dir: str
+    store: Store, *, records: int, record_size: int, partitions: int, samples: int, work_dir: str, rounds: int = 3
 ) -> StreamFigures:
-    """Time both copies of ``records`` records, after both ran once on a small topic.
+    """Time both copies of ``records`` records ``rounds`` times, interleaved (which goes first
+    alternates), after both ran once on a small topic; medians.
 
     The warm-up copies (own topics, checkpoints and Delta table) start the
     Python workers and warm the JVM's code paths for both timed runs; without
@@ -75,7 +79,8 @@ def perf_stream(
     spark = store.spark
     src, dst = "perf-stream-src", "perf-stream-dst"
     warm_src, warm_dst = "perf-stream-warm-src", "perf-stream-warm-dst"
-    for name in (src, dst, warm_src, warm_dst):
+    copies = [f"perf-stream-copy-{r}" for r in range(rounds)]
+    for name in (src, dst, warm_src, warm_dst, *copies):
         if name in store.list_topics():
             store.delete_topic(name)
         store.create_topic(name, partitions=partitions)
@@ -84,14 +89,21 @@ def perf_stream(
 
     _lakelog_copy(store, warm_src, warm_dst, f"{work_dir}/ck-lakelog-warm")
     _delta_copy(store, warm_src, f"{work_dir}/ck-delta-warm", f"{work_dir}/plain-copy-warm")
-    lakelog_s = _timed(lambda: _lakelog_copy(store, src, dst, f"{work_dir}/ck-lakelog"))
-    delta_s = _timed(lambda: _delta_copy(store, src, f"{work_dir}/ck-delta", f"{work_dir}/plain-copy"))
+    times: dict[str, list[float]] = {"lakelog": [], "delta": []}
+    for r, copy in enumerate(copies):
+        runs = {
+            "lakelog": lambda: _lakelog_copy(store, src, copy, f"{work_dir}/ck-lakelog-{r}"),  # noqa: B023
+            "delta": lambda: _delta_copy(store, src, f"{work_dir}/ck-delta-{r}", f"{work_dir}/plain-copy-{r}"),  # noqa: B023
+        }
+        for side in ("lakelog", "delta") if r % 2 == 0 else ("delta", "lakelog"):
+            times[side].append(_timed(runs[side]))
     return StreamFigures(
         records,
-        lakelog_s,
-        delta_s,
+        statistics.median(times["lakelog"]),
+        statistics.median(times["delta"]),
         _lakelog_latency(store, src, dst, samples, work_dir),
         _delta_latency(store, samples, work_dir),
+        rounds,
     )
 
 
@@ -115,11 +127,13 @@ def _lakelog_copy(store: Store, src: str, dst: str, checkpoint: str) -> None:
 
 
 def _delta_copy(store: Store, src: str, checkpoint: str, target: str) -> None:
-    """Copy the log table's rows of topic ``src`` into the plain Delta table ``target``, until caught up."""
+    """Copy the key and value of the log table's rows of topic ``src`` into the plain Delta table
+    ``target`` (the columns the lakelog copy keeps), until caught up."""
     (
         store.spark.readStream.format("delta")
         .load(store.uri)
         .where(f"topic = '{src}'")
+        .select("key", "value")
         .writeStream.format("delta")
         .option("checkpointLocation", checkpoint)
         .trigger(availableNow=True)

@@ -287,6 +287,7 @@ def add_parser(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
     p.add_argument("--record-size", type=COUNT, default=100)
     p.add_argument("--partitions", type=COUNT, default=8)
     p.add_argument("--latency-samples", type=COUNT, default=30)
+    p.add_argument("--rounds", type=COUNT, default=3, help="interleaved timed copies per side (median reported)")
     p.add_argument("--work-dir", help=WORK_DIR_HELP)
     p.set_defaults(func=_driver("stream"))
     p = psub.add_parser(

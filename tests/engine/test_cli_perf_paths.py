@@ -24,9 +24,9 @@ VERBS = {
         "plain delta: 2 commits of 3 records",
     ),
     "stream": (
-        ["perf", "stream", "--num-records", "300", "--partitions", "2", "--latency-samples", "1"],
+        ["perf", "stream", "--num-records", "300", "--partitions", "2", "--latency-samples", "1", "--rounds", "2"],
         "-perf-stream",
-        "copy 300 records: lakelog",
+        "copy 300 records, median of 2 interleaved round(s): lakelog",
     ),
     "maintain": (
         ["perf", "maintain", "--commits", "3", "--small", "100", "--large", "200", "--compaction-records", "100"],

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from lakelog.cli import main
@@ -131,17 +134,29 @@ def test_perf_produce_and_consume_compare_with_plain_delta(spark, tmp_path, caps
     assert code == 0 and "data.consumed.in.nMsg" in out and "throughput ratio" in out
 
 
-@pytest.mark.spark
-def test_perf_group_consume_and_transactions(spark, tmp_path, capsys):
-    store = str(tmp_path / "perf")
-    assert main(["--store", store, "perf", "produce", "--num-records", "400", "--batch-size", "200"]) == 0
-    capsys.readouterr()
-    code = main(["--store", store, "perf", "consume", "--group", "perf", "--repeats", "1", "--compare-plain"])
-    out = capsys.readouterr().out
-    assert code == 0 and "throughput ratio" in out and "data.consumed.in.nMsg" in out
-    code = main(["--store", store, "perf", "transactions", "--num-transactions", "3", "--compare-plain"])
-    out = capsys.readouterr().out
-    assert code == 0 and "lakelog transaction: 3 commits of 10 records" in out and "plain delta: 3 commits" in out
+def test_the_jvm_free_clients_are_set_beside_delta_rs_and_start_no_jvm(tmp_path):
+    # The producer, the group consumer and transactions are compared with delta-rs appends and
+    # reads of the same rows: like for like, no Spark job per batch on the plain side.
+    script = """
+import sys
+from lakelog.cli import main
+from pyspark import SparkContext
+store = sys.argv[1]
+for argv in (
+    ["produce", "--api", "producer", "--num-records", "300", "--batch-size", "100", "--keys", "7", "--compare-plain"],
+    ["consume", "--group", "perf", "--repeats", "1", "--compare-plain"],
+    ["transactions", "--num-transactions", "3", "--compare-plain"],
+):
+    assert main(["--store", store, "perf", *argv]) == 0, argv
+assert SparkContext._active_spark_context is None, "a JVM was started"
+"""
+    run = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path / "perf")], capture_output=True, text=True, timeout=600
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "plain delta: 300 records sent" in run.stdout and run.stdout.count("throughput ratio") == 2
+    assert "data.consumed.in.nMsg" in run.stdout
+    assert "lakelog transaction: 3 commits of 10 records" in run.stdout and "plain delta: 3 commits" in run.stdout
 
 
 def test_the_quickstart_command_exits_cleanly_every_time(tmp_path):
