@@ -41,6 +41,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 TOPIC = "perf-serve"
@@ -138,7 +139,7 @@ def fixed_rate_latency(
             **security,
         }
     )
-    _, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)
+    high = _end_offset(consumer, TopicPartition(topic, 0))
     consumer.assign([TopicPartition(topic, 0, high)])
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", **security})  # librdkafka's linger.ms (5)
     sent: dict[bytes, float] = {}
@@ -202,6 +203,28 @@ def fixed_rate_latency(
         "after_ack_p50": pct(after_ack, 50),
         "after_ack_p99": pct(after_ack, 99),
     }
+
+
+def _end_offset(consumer: Any, tp: Any) -> int:
+    """The partition's end offset, asked again while the answer is retriable (a new topic's
+    leader still being elected) for up to 60 s."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    electing = {
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.UNKNOWN_TOPIC_OR_PART,
+        KafkaError._UNKNOWN_PARTITION,
+    }
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            return consumer.get_watermark_offsets(tp, timeout=30)[1]
+        except KafkaException as exc:
+            error = exc.args[0]
+            if time.monotonic() > deadline or not (error.retriable() or error.code() in electing):
+                raise
+            time.sleep(0.2)
 
 
 def _acked(produce_ms: list[float], acked: dict[bytes, float], key: bytes, started: float) -> None:
@@ -316,6 +339,16 @@ def _create_kafka_topic(bootstrap: str, topic: str, config: Mapping[str, str]) -
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1, config=dict(config))])[topic].result()
+    # CreateTopics answers before the partition has its leader everywhere: on a loaded machine
+    # the first ListOffsets then fails with NOT_LEADER_OR_FOLLOWER / UNKNOWN_TOPIC_OR_PARTITION.
+    deadline = time.monotonic() + 60
+    while True:
+        found = admin.list_topics(topic, timeout=10).topics.get(topic)
+        if found is not None and found.error is None and all(p.leader >= 0 for p in found.partitions.values()):
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the broker's topic {topic} has no leader after 60 s")
+        time.sleep(0.1)
 
 
 def _measure(bootstrap: str, workload: ServeWorkload, topic: str = TOPIC) -> dict[str, float]:
