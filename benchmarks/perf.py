@@ -14,6 +14,7 @@ import sys
 import threading
 import time
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from lakelog.cli.arguments import (
@@ -359,6 +360,14 @@ def cmd_perf_groups(args: argparse.Namespace, out: Out) -> None:
     )
 
 
+def _agent_checkout(spec: str) -> tuple[str, str]:
+    """``LABEL=PATH`` of ``perf serve --agent``: a label and a lakelog source tree."""
+    label, sep, path = spec.partition("=")
+    if not sep or not label or not (Path(path) / "lakelog" / "kafka_endpoint").is_dir():
+        raise InvalidConfigError(f"--agent takes LABEL=PATH, PATH a lakelog source tree; got {spec!r}")
+    return label, str(Path(path).resolve())
+
+
 def cmd_perf_serve(args: argparse.Namespace, out: Out) -> None:
     from benchmarks.scratch import check_work_dir
     from benchmarks.serve import ServeWorkload, perf_serve
@@ -373,6 +382,9 @@ def cmd_perf_serve(args: argparse.Namespace, out: Out) -> None:
         repeat=args.repeat,
         kafka=not args.no_kafka,
         work_dir=args.work_dir,
+        kafka_flush=not args.no_kafka_flush,
+        agents=tuple(_agent_checkout(spec) for spec in args.agent),
+        throughput=not args.latency_only,
     )
     (perf_serve_security if args.security else perf_serve)(workload, out)
 

@@ -9,14 +9,23 @@ topic (one partition) on both sides, interleaved per repetition:
 * produce and end-to-end latency at a fixed rate (``rate`` records/s for
   ``seconds``, the client's default ``linger.ms``): produce = ``produce()`` to
   its delivery report; end to end = ``produce()`` to a consumer
-  (``fetch.wait.max.ms=10``) polling the record; p50 and p99;
+  (``fetch.wait.max.ms=10``) polling the record; seen after ack = the delivery
+  report to the consumer polling it (the fetch side's share); p50 and p99;
 * fetch throughput: one consumer reading the partition from offset 0 to its
   end.
 
 The agent is ``lakelog serve`` in a process of its own over a fresh local
-store, the broker :class:`benchmarks.kafka_reference.KafkaBroker` (it
-acknowledges from the page cache; lakelog's commit is durable when it lands).
-Everything lives in a temporary directory this tool removes.
+store, the broker :class:`benchmarks.kafka_reference.KafkaBroker`. The broker
+acknowledges from the page cache by default; lakelog's commit is durable when
+it lands, so the broker is measured twice: with its defaults, and on a topic
+with ``flush.messages=1`` (the topic-level ``log.flush.interval.messages``:
+an fsync of the log after every append, Kafka's topic configs), the durable
+baseline. ``agents`` adds the agents of other lakelog checkouts (main beside a
+branch, say) as sides of their own. Each round measures every side once, the
+side that goes first rotating from round to round (interleaved: a shared
+machine's load falls on every side alike); each side's figures carry the load
+average when they were taken. Everything lives in a temporary directory this
+tool removes.
 """
 
 from __future__ import annotations
@@ -32,18 +41,20 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 TOPIC = "perf-serve"
 
 
 def start_agent(
-    store: str, listen: Sequence[str] = ("127.0.0.1:0",), conf: Path | None = None
+    store: str, listen: Sequence[str] = ("127.0.0.1:0",), conf: Path | None = None, checkout: Path = ROOT
 ) -> tuple[subprocess.Popen, dict[str, str]]:
     """``lakelog serve`` over ``store`` in a process of its own, with ``listen`` (Kafka's
-    listener syntax) and the settings file ``conf``. Returns the process and each listener's
-    bound ``host:port`` by protocol. Raises RuntimeError (the agent killed) if it does not
-    print its listeners."""
+    listener syntax) and the settings file ``conf``, run from the lakelog source tree
+    ``checkout`` (default: this one). Returns the process and each listener's bound
+    ``host:port`` by protocol. Raises RuntimeError (the agent killed) if it does not print its
+    listeners."""
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -55,8 +66,8 @@ def start_agent(
             "serve",
             *(arg for spec in listen for arg in ("--listen", spec)),
         ],
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        cwd=checkout,
+        env={**os.environ, "PYTHONPATH": str(checkout)},
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -128,12 +139,16 @@ def fixed_rate_latency(
             **security,
         }
     )
-    _, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)
+    high = _end_offset(consumer, TopicPartition(topic, 0))
     consumer.assign([TopicPartition(topic, 0, high)])
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", **security})  # librdkafka's linger.ms (5)
     sent: dict[bytes, float] = {}
     produce_ms: list[float] = []
     e2e_ms: list[float] = []
+    # Per record: when its delivery report came and when the consumer polled it (the fetch
+    # side's share of end to end: seen - acknowledged).
+    acked: dict[bytes, float] = {}
+    seen_at: dict[bytes, float] = {}
     total = int(rate * seconds)
     done = threading.Event()
 
@@ -145,7 +160,9 @@ def fixed_rate_latency(
                 continue
             started = sent.get(message.key())
             if started is not None:
-                e2e_ms.append((time.perf_counter() - started) * 1000)
+                now = time.perf_counter()
+                e2e_ms.append((now - started) * 1000)
+                seen_at[message.key()] = now
                 seen += 1
 
     reader = threading.Thread(target=consume, daemon=True)
@@ -165,13 +182,15 @@ def fixed_rate_latency(
             padding,
             key=key,
             partition=0,
-            on_delivery=lambda error, message, started=now: produce_ms.append((time.perf_counter() - started) * 1000),
+            on_delivery=lambda error, message, started=now, key=key: _acked(produce_ms, acked, key, started),
         )
         producer.poll(0)
     producer.flush(120)
     reader.join(60)
     done.set()
     consumer.close()
+
+    after_ack = [(seen_at[k] - acked[k]) * 1000 for k in seen_at.keys() & acked.keys()]
 
     def pct(values: list[float], q: float) -> float:
         return statistics.quantiles(values, n=100)[int(q) - 1] if len(values) > 1 else float("nan")
@@ -181,7 +200,37 @@ def fixed_rate_latency(
         "produce_p99": pct(produce_ms, 99),
         "e2e_p50": pct(e2e_ms, 50),
         "e2e_p99": pct(e2e_ms, 99),
+        "after_ack_p50": pct(after_ack, 50),
+        "after_ack_p99": pct(after_ack, 99),
     }
+
+
+def _end_offset(consumer: Any, tp: Any) -> int:
+    """The partition's end offset, asked again while the answer is retriable (a new topic's
+    leader still being elected) for up to 60 s."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    electing = {
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.UNKNOWN_TOPIC_OR_PART,
+        KafkaError._UNKNOWN_PARTITION,
+    }
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            return consumer.get_watermark_offsets(tp, timeout=30)[1]
+        except KafkaException as exc:
+            error = exc.args[0]
+            if time.monotonic() > deadline or not (error.retriable() or error.code() in electing):
+                raise
+            time.sleep(0.2)
+
+
+def _acked(produce_ms: list[float], acked: dict[bytes, float], key: bytes, started: float) -> None:
+    now = time.perf_counter()
+    produce_ms.append((now - started) * 1000)
+    acked[key] = now
 
 
 def fetch_throughput(bootstrap: str, topic: str) -> float:
@@ -201,11 +250,19 @@ def fetch_throughput(bootstrap: str, topic: str) -> float:
     return count / elapsed
 
 
+# The durable baseline's topic config: Kafka's flush.messages (server default
+# log.flush.interval.messages), an fsync of the partition's log after every append.
+FLUSH_EVERY_MESSAGE = {"flush.messages": "1"}
+KAFKA, KAFKA_FLUSH = "kafka", "kafka flush=1"
+
+
 @dataclass(frozen=True)
 class ServeWorkload:
     """What ``lakelog perf serve`` runs on each side: ``records`` records of ``record_size`` bytes
-    for throughput, ``rate`` records/s for ``seconds`` for latency, ``repeat`` interleaved runs,
-    against a Kafka broker too unless not ``kafka``, temporary files under ``work_dir``."""
+    for throughput (skipped unless ``throughput``), ``rate`` records/s for ``seconds`` for
+    latency, ``repeat`` interleaved rounds, against a Kafka broker too unless not ``kafka`` (and
+    on a flush.messages=1 topic of it unless not ``kafka_flush``), the agents of the lakelog
+    checkouts ``agents`` (label, path) beside this one's, temporary files under ``work_dir``."""
 
     records: int
     record_size: int
@@ -214,73 +271,117 @@ class ServeWorkload:
     repeat: int
     kafka: bool
     work_dir: str | None
+    kafka_flush: bool = True
+    agents: tuple[tuple[str, str], ...] = ()
+    throughput: bool = True
 
 
-def perf_serve(workload: ServeWorkload, out: Callable[[str], None]) -> None:
+def side_order(sides: Sequence[str], round_: int) -> list[str]:
+    """The order ``sides`` are measured in round ``round_``: rotated by one each round, so that
+    every side goes first (and follows each other) as often as the rounds allow."""
+    shift = round_ % len(sides) if sides else 0
+    return [*sides[shift:], *sides[:shift]]
+
+
+def perf_serve(workload: ServeWorkload, out: Callable[[str], None]) -> dict[str, dict[str, float]]:
+    """Run ``workload`` (see the module docstring); print each side's figures per round and
+    their medians with the lakelog/Kafka ratios. Returns the medians by side."""
     from benchmarks.scratch import scratch_dir
     from lakelog.store import Store
 
-    records, record_size, rate, seconds = workload.records, workload.record_size, workload.rate, workload.seconds
-    repeat, kafka, work_dir = workload.repeat, workload.kafka, workload.work_dir
-
-    results: dict[str, list[dict[str, float]]] = {"lakelog": [], "kafka": []}
+    agents = {"lakelog": str(ROOT), **dict(workload.agents)}
+    brokers = [KAFKA, KAFKA_FLUSH] if workload.kafka_flush else [KAFKA]
+    sides = [*agents, *(brokers if workload.kafka else [])]
+    results: dict[str, list[dict[str, float]]] = {side: [] for side in sides}
     broker = None
-    with scratch_dir("serve", work_dir) as scratch:
+    with scratch_dir("serve", workload.work_dir) as scratch:
         try:
-            if kafka:
-                from confluent_kafka.admin import AdminClient, NewTopic
-
+            if workload.kafka:
                 from benchmarks.kafka_reference import KafkaBroker
 
                 broker = KafkaBroker().start()
-            for run in range(repeat):
-                store = f"{scratch}/store-{run}"
-                Store.open(store).create_topic(TOPIC, partitions=1)
-                agent, bound = start_agent(store)
-                bootstrap = bound["PLAINTEXT"]
-                try:
-                    results["lakelog"].append(_measure(bootstrap, records, record_size, rate, seconds))
-                finally:
-                    stop_agent(agent)
-                out(f"run {run + 1}: lakelog {_line(results['lakelog'][-1])}")
-                if broker is not None:
-                    topic = f"{TOPIC}-{run}"
-                    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-                    admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)])[topic].result()
-                    results["kafka"].append(_measure(broker.bootstrap, records, record_size, rate, seconds, topic))
-                    out(f"run {run + 1}: kafka   {_line(results['kafka'][-1])}")
+            for run in range(workload.repeat):
+                for side in side_order(sides, run):
+                    if side in agents:
+                        store = f"{scratch}/store-{run}-{sides.index(side)}"
+                        Store.open(store).create_topic(TOPIC, partitions=1)
+                        agent, bound = start_agent(store, checkout=Path(agents[side]))
+                        try:
+                            results[side].append(_measure(bound["PLAINTEXT"], workload))
+                        finally:
+                            stop_agent(agent)
+                    else:
+                        assert broker is not None
+                        topic = f"{TOPIC}-{run}-{'flush' if side == KAFKA_FLUSH else 'default'}"
+                        _create_kafka_topic(broker.bootstrap, topic, FLUSH_EVERY_MESSAGE if side == KAFKA_FLUSH else {})
+                        results[side].append(_measure(broker.bootstrap, workload, topic))
+                    out(f"round {run + 1}: {side:<16} {_line(results[side][-1])}")
         finally:
             if broker is not None:
                 broker.stop()
-    out(f"perf serve: {records:,} x {record_size} B, one partition, {repeat} interleaved run(s), medians")
-    lake = _median(results["lakelog"])
-    out(f"  lakelog serve: {_line(lake)}")
-    if results["kafka"]:
-        ref = _median(results["kafka"])
-        out(f"  kafka 4.x:     {_line(ref)}")
-        out(
-            f"  ratios lakelog/kafka: produce {lake['produce_rps'] / ref['produce_rps']:.2f}, "
-            f"fetch {lake['fetch_rps'] / ref['fetch_rps']:.2f}; "
-            f"p99 produce {lake['produce_p99']:.1f} vs {ref['produce_p99']:.1f} ms"
-        )
+    what = f"{workload.records:,} x {workload.record_size} B, " if workload.throughput else ""
+    out(
+        f"perf serve: {what}{workload.rate:,} rec/s for {workload.seconds:g} s, one partition, "
+        f"{workload.repeat} interleaved round(s), medians"
+    )
+    medians = {side: _median(runs) for side, runs in results.items()}
+    for side, figures in medians.items():
+        out(f"  {side:<16} {_line(figures)}")
+    for side in agents:
+        for ref in (KAFKA, KAFKA_FLUSH):
+            if ref in medians:
+                out(f"  ratios {side}/{ref}: {_ratios(medians[side], medians[ref])}")
+    return medians
 
 
-def _measure(
-    bootstrap: str, records: int, size: int, rate: int, seconds: float, topic: str = TOPIC
-) -> dict[str, float]:
-    produced = produce_throughput(bootstrap, topic, records, size)
-    latency = fixed_rate_latency(bootstrap, topic, rate, seconds, size)
-    fetched = fetch_throughput(bootstrap, topic)
-    return {"produce_rps": produced, "fetch_rps": fetched, **latency}
+def _create_kafka_topic(bootstrap: str, topic: str, config: Mapping[str, str]) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1, config=dict(config))])[topic].result()
+    # CreateTopics answers before the partition has its leader everywhere: on a loaded machine
+    # the first ListOffsets then fails with NOT_LEADER_OR_FOLLOWER / UNKNOWN_TOPIC_OR_PARTITION.
+    deadline = time.monotonic() + 60
+    while True:
+        found = admin.list_topics(topic, timeout=10).topics.get(topic)
+        if found is not None and found.error is None and all(p.leader >= 0 for p in found.partitions.values()):
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the broker's topic {topic} has no leader after 60 s")
+        time.sleep(0.1)
+
+
+def _measure(bootstrap: str, workload: ServeWorkload, topic: str = TOPIC) -> dict[str, float]:
+    size = workload.record_size
+    load = os.getloadavg()[0]
+    figures: dict[str, float] = {}
+    if workload.throughput:
+        figures["produce_rps"] = produce_throughput(bootstrap, topic, workload.records, size)
+    figures.update(fixed_rate_latency(bootstrap, topic, workload.rate, workload.seconds, size))
+    if workload.throughput:
+        figures["fetch_rps"] = fetch_throughput(bootstrap, topic)
+    figures["load"] = (load + os.getloadavg()[0]) / 2
+    return figures
 
 
 def _median(runs: list[dict[str, float]]) -> dict[str, float]:
-    return {key: statistics.median(r[key] for r in runs) for key in runs[0]}
+    return {key: statistics.median(r[key] for r in runs) for key in runs[0]} if runs else {}
 
 
 def _line(r: dict[str, float]) -> str:
-    return (
-        f"produce {r['produce_rps']:,.0f} rec/s, fetch {r['fetch_rps']:,.0f} rec/s, "
-        f"at fixed rate: produce p50/p99 {r['produce_p50']:.1f}/{r['produce_p99']:.1f} ms, "
-        f"end-to-end p50/p99 {r['e2e_p50']:.1f}/{r['e2e_p99']:.1f} ms"
+    """One side's figures, the same columns for every side."""
+    throughput = (
+        f"produce {r['produce_rps']:,.0f} rec/s, fetch {r['fetch_rps']:,.0f} rec/s, " if "produce_rps" in r else ""
     )
+    return (
+        f"{throughput}at fixed rate: produce p50/p99 {r['produce_p50']:.1f}/{r['produce_p99']:.1f} ms, "
+        f"end-to-end p50/p99 {r['e2e_p50']:.1f}/{r['e2e_p99']:.1f} ms, "
+        f"seen after ack p50/p99 {r['after_ack_p50']:.1f}/{r['after_ack_p99']:.1f} ms, load {r['load']:.1f}"
+    )
+
+
+def _ratios(lake: dict[str, float], ref: dict[str, float]) -> str:
+    keys = [k for k in ("produce_rps", "fetch_rps", "produce_p50", "produce_p99", "e2e_p50", "e2e_p99") if k in lake]
+    # (seen after ack is left out: it is near zero, and negative when a consumer polls a record
+    # before its producer's delivery report, so a ratio of it says nothing)
+    return ", ".join(f"{k} {lake[k] / ref[k]:.2f}" if ref.get(k) else f"{k} -" for k in keys)

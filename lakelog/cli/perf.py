@@ -196,7 +196,21 @@ def add_parser(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
     p.add_argument("--record-size", type=COUNT, default=100)
     p.add_argument("--rate", type=COUNT, default=1000, help="records/s of the fixed-rate latency run")
     p.add_argument("--seconds", type=float_at_least(1), default=20, help="length of the fixed-rate run")
-    p.add_argument("--repeat", type=COUNT, default=1, help="interleaved runs per side (median reported)")
+    p.add_argument("--repeat", type=COUNT, default=3, help="interleaved rounds, each side once per round (medians)")
+    p.add_argument(
+        "--agent",
+        action="append",
+        default=[],
+        metavar="LABEL=PATH",
+        help="also measure the agent of the lakelog source tree PATH (another checkout: main beside a branch) "
+        "as the side LABEL, in the same rounds",
+    )
+    p.add_argument("--latency-only", action="store_true", help="only the fixed-rate latency run (no throughput runs)")
+    p.add_argument(
+        "--no-kafka-flush",
+        action="store_true",
+        help="skip the broker's durable baseline (a topic with flush.messages=1: fsync after every append)",
+    )
     p.add_argument(
         "--security",
         action="store_true",

@@ -3,7 +3,11 @@
 Records are read from the data files with pyarrow
 (:class:`engine.commit.partition_reader.PartitionReader`) at the latest Delta version and
 re-encoded as one v2 record batch per partition; a Fetch with nothing to return waits up to
-its ``max_wait_ms`` for records to land (long polling). Only committed data is ever read, so
+its ``max_wait_ms`` for records to land (long polling): woken at once by a commit of this agent
+(the shared :class:`engine.commit.TableLog` is told of each), and looking for other processes'
+commits with one stat of the next commit file every :data:`NEWEST_POLL_S`; the log's state and
+the data files are read again only when a newer version moved one of the asked partitions'
+end. Only committed data is ever read, so
 read_committed and read_uncommitted see the same and the high watermark is the last stable
 offset. ListOffsets answers earliest, latest, a time (files pruned by their timestamp
 statistics) and the largest timestamp (KIP-734). Every partition has one leader epoch,
@@ -24,6 +28,8 @@ from kio.schema.fetch.v4.request import FetchRequest
 from kio.schema.list_offsets.v1.request import ListOffsetsRequest
 from kio.schema.offset_for_leader_epoch.v2.request import OffsetForLeaderEpochRequest
 
+from lakelog.engine.arrow_columns import scalar, to_numpy
+from lakelog.engine.commit import TableState
 from lakelog.engine.records import MAX_TIMESTAMP_MS
 from lakelog.engine.topics import TopicPartition
 from lakelog.kafka_endpoint.messages import Request, api_key, build, response_class
@@ -42,16 +48,21 @@ UNDEFINED_EPOCH = UNDEFINED_EPOCH_OFFSET = -1
 EARLIEST_TIMESTAMP, LATEST_TIMESTAMP = -2, -1
 # ListOffsets v7+ (KIP-734): the record with the largest timestamp.
 MAX_TIMESTAMP = -3
-# How long a Fetch with nothing to return waits between looks at the log.
-FETCH_POLL_S = 0.02
+# How often a waiting Fetch looks for a commit of another process (one stat of the next commit
+# file; this agent's own commits wake it at once). A Kafka broker answers as soon as a produce
+# lands (DelayedFetch.tryComplete); other writers are a file system apart, so their commits
+# reach a waiting consumer within this much.
+NEWEST_POLL_S = 0.01
 
 
 class FetchApis:
     """Fetch and ListOffsets over one store."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, newest_poll_s: float = NEWEST_POLL_S) -> None:
+        """``newest_poll_s``: how often a waiting Fetch looks for other processes' commits."""
         self.store = store
         self._reader = store.context.records
+        self._newest_poll_s = newest_poll_s
 
     def handlers(self) -> dict[int, Callable[[Request], Any]]:
         """ListOffsets' handler. Fetch waits (long polling) until the agent stops: the endpoint
@@ -59,20 +70,49 @@ class FetchApis:
         return {LIST_OFFSETS: self.list_offsets, OFFSET_FOR_LEADER_EPOCH: self.offset_for_leader_epoch}
 
     def fetch(self, request: Request, stopping: Callable[[], bool]) -> Any:
-        """Records from each asked offset, re-encoded as one v2 batch per partition; with
-        nothing to return, waits up to max_wait_ms for records to land (long polling)."""
+        """Records from each asked offset, re-encoded as one v2 batch per partition; with fewer
+        than min_bytes to return, waits up to max_wait_ms for records to land (long polling) and
+        answers as soon as they are committed: at once for a commit of this agent, within
+        :attr:`newest_poll_s` for another process's. Never answers past max_wait_ms by more
+        than the time one read takes, and returns only committed records."""
         body = request.body
         deadline = time.monotonic() + max(0, int(body.max_wait.total_seconds() * 1000)) / 1000
-        while True:
-            responses, total = self._fetch_once(body)
-            if total >= max(1, body.min_bytes) or time.monotonic() >= deadline or stopping():
+        table_log = self.store.log
+        state = table_log.latest()
+        responses, total = self._fetch_once(body, state)
+        ends = self._ends(body, state)
+        while total < max(1, body.min_bytes) and not stopping():
+            left = deadline - time.monotonic()
+            if left <= 0:
                 break
-            time.sleep(FETCH_POLL_S)
+            # A commit of this agent wakes the wait; another process's shows as its file.
+            if not (
+                table_log.wait_past(state.version, min(left, self._newest_poll_s))
+                or table_log.has_commit(state.version + 1)
+            ):
+                continue
+            state = table_log.latest()
+            now_ends = self._ends(body, state)
+            if now_ends != ends:  # only then can the answer differ (a group's offsets commit cannot)
+                ends = now_ends
+                responses, total = self._fetch_once(body, state)
         cls = response_class(FETCH, request.api_version)
         return build(cls, error_code=ErrorCode.none, session_id=0, responses=responses)
 
-    def _fetch_once(self, body: Any) -> tuple[list[dict], int]:
-        state = self.store.log.latest()
+    def _ends(self, body: Any, state: TableState) -> list[tuple[int, int] | None]:
+        """The start and end offsets of each asked partition in ``state`` (None: unknown)."""
+        out: list[tuple[int, int] | None] = []
+        for topic in body.topics:
+            meta = state.topics.get(topic.topic)
+            for part in topic.partitions:
+                if meta is None or not 0 <= part.partition < meta.partitions:
+                    out.append(None)
+                else:
+                    bounds = self._reader.bounds(state, TopicPartition(topic.topic, part.partition))
+                    out.append((bounds.start, bounds.end))
+        return out
+
+    def _fetch_once(self, body: Any, state: TableState) -> tuple[list[dict], int]:
         budget = body.max_bytes
         responses, total = [], 0
         for topic in body.topics:
@@ -191,9 +231,10 @@ def _within_bytes(rows: Any, max_bytes: int) -> Any:
     row, as Kafka returns a first record larger than the limit so a consumer is never stuck)."""
     if rows.num_rows <= 1:
         return rows
-    sizes = pc.add(
-        pc.binary_length(rows.column("key")).fill_null(0), pc.binary_length(rows.column("value")).fill_null(0)
-    )
-    running = pc.cumulative_sum(pc.add(sizes, 20)).to_numpy()
+    # Arrow scalars and arrow_columns.to_numpy, not Python values and to_numpy(): pyarrow's own
+    # conversions import pandas, seconds on a loaded machine, with every connection waiting.
+    key_sizes, value_sizes = pc.binary_length(rows.column("key")), pc.binary_length(rows.column("value"))
+    sizes = pc.add(key_sizes.fill_null(scalar(0, key_sizes.type)), value_sizes.fill_null(scalar(0, value_sizes.type)))
+    running = to_numpy(pc.cumulative_sum(pc.add(sizes, scalar(20, sizes.type))))
     keep = max(1, int((running <= max_bytes).sum()))
     return rows.slice(0, keep)

@@ -22,9 +22,10 @@ import pkgutil
 import re
 import struct
 import sys
+import types
 import typing
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -165,39 +166,75 @@ def build(cls: type, **values: Any) -> Any:
             f"{cls.__module__}.{cls.__name__} has no field {unknown[0]!r} in any version "
             f"(fields: {', '.join(sorted(known_fields(cls)))})"
         )
-    hints = _hints(cls)
     kwargs = {}
-    for f in dataclasses.fields(cls):
-        kind = hints[f.name]
-        if f.name in values:
-            kwargs[f.name] = _convert(kind, values[f.name])
-        elif f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING:
-            continue
-        else:
-            kwargs[f.name] = _zero(kind)
+    for name, convert, zero in _plan(cls):
+        if name in values:
+            kwargs[name] = convert(values[name])
+        elif zero is not _HAS_DEFAULT:
+            kwargs[name] = _zero(zero.kind) if isinstance(zero, _NoZero) else zero
     return cls(**kwargs)
 
 
-def _convert(kind: Any, value: Any) -> Any:
-    if value is None:
-        return None
+_HAS_DEFAULT = object()
+
+
+@cache
+def _plan(cls: type) -> tuple[tuple[str, Callable[[Any], Any], Any], ...]:
+    """Per field of ``cls``: its name, its value converter and its zero (:data:`_HAS_DEFAULT`
+    when the schema gives a default). Worked out once per class: every answer of the agent is
+    built through here, and resolving type hints per value cost a Fetch answer more than its
+    records did."""
+    hints = _hints(cls)
+    plan = []
+    for f in dataclasses.fields(cls):
+        kind = hints[f.name]
+        zero: Any = _HAS_DEFAULT
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            try:
+                zero = _zero(kind)  # immutable values: one serves every build
+            except TypeError:
+                zero = _NoZero(kind)
+        plan.append((f.name, _converter(kind), zero))
+    return tuple(plan)
+
+
+@dataclass(frozen=True)
+class _NoZero:
+    # A field without a default or a zero: only a build that leaves it out fails (TypeError).
+    kind: Any
+
+
+@cache
+def _converter(kind: Any) -> Callable[[Any], Any]:
+    """A value given for a field of ``kind`` as the field holds it: None stays None, tuples
+    item by item, nested entities built from mappings, milliseconds as timedeltas, plain values
+    as kio's refined types (the type inspection done once per kind)."""
     origin = typing.get_origin(kind)
     args = [a for a in typing.get_args(kind) if a is not type(None)]
     if origin is tuple:
-        item = args[0]
-        return tuple(_convert(item, v) for v in value)
-    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)) and args:
-        return _convert(args[0], value)
-    if dataclasses.is_dataclass(kind) and isinstance(value, Mapping):
-        return build(kind, **value)
-    if _bound(kind) is dt.timedelta and isinstance(value, int | float):
-        return kind.parse(dt.timedelta(milliseconds=value))
-    if isinstance(kind, type) and not isinstance(value, kind) and kind not in (str, bytes, bool):
-        try:
-            return kind(value)
-        except TypeError:
-            return value
-    return value
+        item = _converter(args[0])
+        return lambda value: None if value is None else tuple(item(v) for v in value)
+    if origin in (typing.Union, types.UnionType) and args:
+        return _converter(args[0])
+    entity = dataclasses.is_dataclass(kind)
+    timedelta = _bound(kind) is dt.timedelta
+    coerce = isinstance(kind, type) and kind not in (str, bytes, bool)
+
+    def convert(value: Any) -> Any:
+        if value is None:
+            return None
+        if entity and isinstance(value, Mapping):
+            return build(kind, **value)
+        if timedelta and isinstance(value, int | float):
+            return kind.parse(dt.timedelta(milliseconds=value))
+        if coerce and not isinstance(value, kind):
+            try:
+                return kind(value)
+            except TypeError:
+                return value
+        return value
+
+    return convert
 
 
 def _zero(kind: Any) -> Any:

@@ -287,3 +287,46 @@ def test_perf_serve_security_compares_sasl_ssl_with_plaintext_on_the_agent_and_a
     relative = re.search(r"lakelog's ratio / kafka's: throughput ([\d.]+) \((within|outside) ±20 %.*\), p99", out)
     assert relative is not None and float(relative.group(1)) > 0, out
     assert list(tmp_path.iterdir()) == []  # stores, certificates and the broker's directory are gone
+
+
+def test_perf_serve_rounds_rotate_which_side_goes_first():
+    from benchmarks.serve import side_order
+
+    sides = ["lakelog", "main", "kafka", "kafka flush=1"]
+    orders = [side_order(sides, r) for r in range(4)]
+    assert [o[0] for o in orders] == sides  # each side first once in as many rounds
+    assert all(sorted(o) == sorted(sides) for o in orders)
+    assert side_order(sides, 4) == sides
+
+
+def test_perf_serve_measures_another_checkouts_agent_as_a_side_of_its_own(tmp_path, capsys):
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    argv = ["perf", "serve", "--latency-only", "--no-kafka", "--rate", "200", "--seconds", "1", "--repeat", "2"]
+    assert main([*argv, "--agent", f"other={root}", "--work-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    rounds = re.findall(r"^round (\d): (\S+) +at fixed rate: produce p50/p99 [\d.]+/[\d.]+ ms, end-to-end", out, re.M)
+    assert rounds == [("1", "lakelog"), ("1", "other"), ("2", "other"), ("2", "lakelog")], out
+    for side in ("lakelog", "other"):
+        medians = rf"^  {side} +at fixed rate: .* seen after ack p50/p99 -?[\d.]+/-?[\d.]+ ms, load [\d.]+$"
+        assert re.search(medians, out, re.M), out
+    assert "produce_rps" not in out and "rec/s, fetch" not in out  # --latency-only: no throughput runs
+    assert list(tmp_path.iterdir()) == []
+    assert main([*argv, "--agent", f"other={tmp_path}"]) != 0  # not a lakelog source tree
+    assert "--agent takes LABEL=PATH" in capsys.readouterr().err
+
+
+@pytest.mark.kafka
+@pytest.mark.slow
+def test_perf_serve_measures_the_broker_by_default_and_on_a_topic_flushed_after_every_append(tmp_path, capsys):
+    import re
+
+    argv = ["perf", "serve", "--latency-only", "--rate", "200", "--seconds", "1", "--repeat", "1"]
+    assert main([*argv, "--work-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    for side in ("lakelog", "kafka", "kafka flush=1"):
+        assert re.search(rf"^  {side} +at fixed rate: produce p50/p99 [\d.]+/[\d.]+ ms", out, re.M), out
+    assert "ratios lakelog/kafka flush=1: produce_p50 " in out, out
+    assert list(tmp_path.iterdir()) == []

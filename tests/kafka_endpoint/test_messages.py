@@ -40,3 +40,35 @@ def test_a_misspelt_field_of_a_nested_entity_is_refused_with_its_name():
 
 def test_api_keys_come_from_kio_request_classes():
     assert api_key(ProduceRequest) == PRODUCE
+
+
+def test_building_an_answer_inspects_its_types_once_per_class_not_per_value(monkeypatch):
+    # Every answer of the agent is built through build(); resolving the type of each value
+    # again cost an empty Fetch answer more than its reading of the log.
+    import typing
+
+    from lakelog.kafka_endpoint.fetch import FETCH
+
+    cls = response_class(FETCH, 12)
+
+    def answer(partitions: int):
+        parts = [
+            {"partition_index": p, "error_code": 0, "high_watermark": 5, "aborted_transactions": None, "records": b""}
+            for p in range(partitions)
+        ]
+        return build(cls, error_code=0, session_id=0, responses=[{"topic": "t", "partitions": parts}])
+
+    first = answer(1)
+    looked = [0]
+    for name in ("get_origin", "get_args"):
+        original = getattr(typing, name)
+
+        def counted(*args, original=original):
+            looked[0] += 1
+            return original(*args)
+
+        monkeypatch.setattr(typing, name, counted)
+    second = answer(100)
+    assert looked[0] == 0
+    assert second.responses[0].partitions[99].partition_index == 99
+    assert second.responses[0].partitions[0].high_watermark == first.responses[0].partitions[0].high_watermark == 5

@@ -355,6 +355,9 @@ class TableLog:
         self.uri = normalize_uri(uri)
         self.files = LogFiles(self.uri)
         self._lock = threading.Lock()
+        # Notified whenever the state this process knows moves to a newer version (its own
+        # commits through advance(), others' found by latest()): what waiting readers wait on.
+        self._newer = threading.Condition(self._lock)
         self._state: TableState | None = None
         self._checked = time.monotonic()
         self._expiry_handler: Callable[[list[Reservation]], None] | None = None
@@ -381,7 +384,7 @@ class TableLog:
         with self._lock:
             state = self._state or load_state(self.uri, self.files, timeout_ms=timeout_ms)
             state = self._follow(state, timeout_ms)
-            self._state = state
+            self._set_state(state)
         check_readable(state.protocol)
         self._sweep(state)
         return state
@@ -406,9 +409,11 @@ class TableLog:
     def current(self) -> TableState:
         """The newest state this process knows, without looking for new commits."""
         with self._lock:
-            if self._state is None:
-                self._state = load_state(self.uri, self.files)
-            return self._state
+            state = self._state
+            if state is None:
+                state = load_state(self.uri, self.files)
+                self._set_state(state)
+            return state
 
     def advance(self, version: int, commit: Commit) -> TableState | None:
         """Apply ``commit`` (version ``version``, already in hand) if it is the next one;
@@ -418,8 +423,31 @@ class TableLog:
             if state is None:
                 return None
             if state.version == version - 1:
-                state = self._state = state.apply(version, commit)
+                state = state.apply(version, commit)
+                self._set_state(state)
             return state if state.version == version else None
+
+    def _set_state(self, state: TableState) -> None:
+        # Called holding _lock.
+        newer = self._state is None or state.version > self._state.version
+        self._state = state
+        if newer:
+            self._newer.notify_all()
+
+    def wait_past(self, version: int, timeout_s: float) -> bool:
+        """Wait up to ``timeout_s`` until the state this process knows is newer than ``version``;
+        whether it is. Woken at once by a commit of this process (:meth:`advance`) or one another
+        process made that :meth:`latest` read; it never reads the log itself (see
+        :meth:`has_commit` for a look at other processes' commits)."""
+        with self._newer:
+            return self._newer.wait_for(
+                lambda: self._state is not None and self._state.version > version, max(0.0, timeout_s)
+            )
+
+    def has_commit(self, version: int) -> bool:
+        """Whether commit ``version`` exists: one stat of its file (a HEAD on object storage),
+        no read or decode, so that a reader waiting for commits of other processes can look often."""
+        return self.files.exists(version)
 
     def _follow(self, state: TableState, timeout_ms: int | None = None) -> TableState:
         replayed = 0
