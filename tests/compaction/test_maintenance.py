@@ -32,6 +32,14 @@ pytestmark = pytest.mark.spark
 NOW = int(time.time() * 1000)
 
 
+@pytest.fixture(autouse=True)
+def now_at_the_test():
+    """NOW is each test's own start: maintenance compares ``now_ms`` with commits' wall-clock
+    times, and a test may run long after this module was imported (pytest-xdist workers)."""
+    global NOW
+    NOW = int(time.time() * 1000)
+
+
 def log_rows(store, topic: str, partition: int) -> list[dict]:
     """Every column of a partition's records, in offset order (read without Spark)."""
     tp = TopicPartition(topic, partition)
