@@ -256,3 +256,22 @@ def test_a_run_is_a_sequence_that_appends_without_copying_what_was_there():
 )
 def test_interval_ms(text, ms):
     assert interval_ms(text) == ms
+
+
+@pytest.mark.spark
+def test_spark_reads_a_store_from_its_checkpoint_with_typed_statistics(spark, tmp_path):
+    """Delta Spark starts from the checkpoint delta-rs wrote with stats_parsed and
+    partitionValues_parsed, prunes files by the typed offset statistics and reads every record."""
+    store = Store.open(tmp_path / "store", spark=spark)
+    store.create_topic("t", partitions=2)
+    created = store.log.latest_version()
+    _grow(store, 55, partitions=2)
+    assert wait_for_checkpoints(60) and LogFiles(store.uri).last_checkpoint() == 50
+    jvm = spark.sparkContext._jvm
+    none = jvm.scala.Option.empty()
+    delta_log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, store.uri)
+    snapshot = delta_log.getSnapshotAt(55, none, none, False)
+    assert snapshot.version() == 55 and snapshot.logSegment().checkpointProvider().version() == 50
+    frame = spark.read.format("delta").load(store.uri)
+    assert frame.count() == 55 - created
+    assert frame.where("partition = 1 AND offset = 3").count() == 1
