@@ -83,6 +83,11 @@ TABLE_PROPERTIES = {
     # A checkpoint is written off the commit path (engine.commit.committer);
     # every 50 commits keeps a new reader's replay of commit files short.
     "delta.checkpointInterval": "50",
+    # Checkpoints hold each file's statistics and partition values as typed columns
+    # (add.stats_parsed, add.partitionValues_parsed; Delta protocol, "Checkpoint Schema"):
+    # a new process reads a partition's offsets from them without parsing JSON per file
+    # (engine.commit.checkpoint_state).
+    "delta.checkpoint.writeStatsAsStruct": "true",
 }
 
 

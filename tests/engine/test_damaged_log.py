@@ -261,7 +261,7 @@ assert "pyspark" not in sys.modules
 def test_no_checkpoint_is_ever_written_over_a_damaged_commit(tmp_path, damage):
     """delta-rs reads an empty commit as one without actions: a checkpoint built over it would
     drop the commit's files for every reader for good, and no repair could tell."""
-    from lakelog.engine.commit.committer import write_checkpoint
+    from lakelog.engine.commit.checkpoints import write_checkpoint
 
     store, _ = _store(tmp_path / "store")
     newest = _commits(tmp_path / "store")[-1]

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from lakelog.engine.admin.producers import active_producers
-from lakelog.engine.commit.committer import write_checkpoint
+from lakelog.engine.commit.checkpoints import write_checkpoint
 from lakelog.engine.errors import UnknownTopicOrPartitionError
 from lakelog.engine.topics import TopicPartition
 from lakelog.store import Store

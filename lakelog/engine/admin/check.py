@@ -63,7 +63,7 @@ import numpy as np
 
 from lakelog.engine.commit import MaintenanceChange, RetryPolicy, TableLog
 from lakelog.engine.commit.actions import RemoveFile
-from lakelog.engine.commit.committer import write_checkpoint
+from lakelog.engine.commit.checkpoints import write_checkpoint
 from lakelog.engine.commit.data_files import written_by_lakelog
 from lakelog.engine.commit.follower import checksum_problem
 from lakelog.engine.commit.info import TAG_CLIENT, TAG_DETAILS, TAG_OPERATION, TAG_TOPIC

@@ -20,6 +20,8 @@
 * :mod:`engine.commit.committer` -- the loop (plan, write files, put, rebase or re-plan,
   settle a lost response, post-commit hooks), reserved appends (reserve, write, fill or
   abort) and table creation;
+* :mod:`engine.commit.checkpoints` -- checkpoints written by delta-rs on a background thread,
+  checked against the commits: the newest version asked for, paced;
 * :mod:`engine.commit.checksum`, :mod:`engine.commit.features`, :mod:`engine.commit.info`,
   :mod:`engine.commit.retry` -- checksums, supported table features, commitInfo, retry policy.
 
@@ -33,6 +35,7 @@ partition's end offset needs new files, not a retry of the same actions
 
 from __future__ import annotations
 
+from lakelog.engine.commit.checkpoints import wait_for_checkpoints
 from lakelog.engine.commit.committer import (
     AppendBatch,
     AppendResult,
@@ -43,7 +46,6 @@ from lakelog.engine.commit.committer import (
     TopicChange,
     check_attempt,
     create_table,
-    wait_for_checkpoints,
 )
 from lakelog.engine.commit.follower import TableLog, is_delta_table, normalize_uri
 from lakelog.engine.commit.retry import RetryPolicy, retries_exhausted

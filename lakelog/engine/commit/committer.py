@@ -32,10 +32,7 @@ committed, and retrying at once cannot help).
 
 from __future__ import annotations
 
-import atexit
 import logging
-import os
-import queue
 import random
 import threading
 import time
@@ -57,6 +54,7 @@ from lakelog.engine.commit.actions import (
     sealed_commit,
 )
 from lakelog.engine.commit.actions import Protocol as DeltaProtocol
+from lakelog.engine.commit.checkpoints import request_checkpoint
 from lakelog.engine.commit.checksum import initial_checksum, next_checksum
 from lakelog.engine.commit.conflicts import (
     Resolution,
@@ -68,9 +66,9 @@ from lakelog.engine.commit.conflicts import (
 )
 from lakelog.engine.commit.data_files import DataFile, DataFileWriter
 from lakelog.engine.commit.features import check_writable
-from lakelog.engine.commit.follower import TableLog, checkpoint_basis
+from lakelog.engine.commit.follower import TableLog
 from lakelog.engine.commit.info import TAG_CLIENT, TAG_DETAILS, TAG_OPERATION, append_tags, commit_info
-from lakelog.engine.commit.log_files import HINT, LogFiles, checkpoint_name
+from lakelog.engine.commit.log_files import LogFiles
 from lakelog.engine.commit.markers import (
     Reservation,
     end_marker_id,
@@ -117,7 +115,7 @@ from lakelog.engine.offsets import (
     plan_ranges,
     verify_written,
 )
-from lakelog.engine.storage.object_store import delta_storage_options, is_s3, make_directories, python_uri
+from lakelog.engine.storage.object_store import is_s3, make_directories
 from lakelog.engine.topics import TopicMetadata, TopicPartition
 
 log = logging.getLogger(__name__)
@@ -1155,7 +1153,7 @@ class Committer:
             self.log.files.write_checksum(version, checksum)
         interval = (state or self.log.current()).checkpoint_interval
         if version % interval == 0:
-            _checkpoints.request(self.uri, version)
+            request_checkpoint(self.uri, version)
 
 
 class _AlreadyCommitted(Exception):
@@ -1233,100 +1231,6 @@ def _json(value: object) -> str:
     import json
 
     return json.dumps(value, separators=(",", ":"))
-
-
-class _Checkpointer:
-    """Writes checkpoints with delta-rs on one background thread per process, so a commit
-    is acknowledged before its checkpoint is written (delta-rs' PostCommitHook runs inline)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._queue: queue.Queue[tuple[str, int]] = queue.Queue()
-        self._thread: threading.Thread | None = None
-        self._pid = -1
-        self._closed = False
-        # delta-rs must not be running when the interpreter finalizes (it crashes then).
-        atexit.register(self.close)
-
-    def request(self, uri: str, version: int) -> None:
-        with self._lock:
-            if self._closed:
-                return  # exiting: the next commit's process writes the checkpoint
-            if self._thread is None or self._pid != os.getpid() or not self._thread.is_alive():
-                # A forked child (Spark's Python workers fork) has no copy of the thread.
-                self._queue = queue.Queue()
-                self._pid = os.getpid()
-                self._thread = threading.Thread(target=self._run, name="lakelog-checkpoint", daemon=True)
-                self._thread.start()
-            self._queue.put((uri, version))
-
-    def _run(self) -> None:
-        while True:
-            uri, version = self._queue.get()
-            try:
-                write_checkpoint(uri, version)
-            except Exception as exc:  # a later checkpoint covers it; readers replay a longer tail meanwhile
-                log.warning("checkpoint of %s at version %s failed: %s", uri, version, exc)
-            finally:
-                self._queue.task_done()
-
-    def wait(self, timeout: float = 30.0) -> None:
-        """Until every requested checkpoint was written (tests, benchmarks)."""
-        deadline = time.monotonic() + timeout
-        while self._queue.unfinished_tasks and time.monotonic() < deadline:
-            time.sleep(0.01)
-
-    def close(self) -> None:
-        """Take no more requests and let the one being written finish (at interpreter exit)."""
-        with self._lock:
-            self._closed = True
-            pending = []
-            while not self._queue.empty():
-                pending.append(self._queue.get_nowait())
-                self._queue.task_done()
-        if self._pid == os.getpid():
-            self.wait()
-
-
-_checkpoints = _Checkpointer()
-
-
-def write_checkpoint(uri: str, version: int) -> None:
-    """A checkpoint of ``version``, written by delta-rs (classic single-file Parquet).
-
-    Raises CorruptLogError, leaving no checkpoint, when a commit since the newest checkpoint
-    is damaged or missing, or the checkpoint delta-rs wrote disagrees with the commits as
-    lakelog decodes them (files, txn versions): delta-rs reads an empty commit file as a
-    commit without actions, and a checkpoint built over one would drop that commit's files
-    and markers for every reader, for good (the damage must stay visible until repaired).
-    """
-    from deltalake import DeltaTable
-
-    files = LogFiles(uri)
-    # delta-rs' snapshot, checked against the commits lakelog decodes itself (CorruptLogError
-    # for a damaged one, a load again for one that changed while read) ...
-    basis = checkpoint_basis(uri, version)
-    DeltaTable(python_uri(uri), version=version, storage_options=delta_storage_options(uri)).create_checkpoint()
-    # ... and the checkpoint delta-rs then wrote (it reads the log again), checked against it.
-    try:
-        paths, txns = files.checkpoint_contents(version)
-    except OSError as exc:
-        raise CorruptLogError(f"the checkpoint of version {version} just written cannot be read: {exc}") from exc
-    wrong = sorted(basis.paths ^ paths) + sorted(i for i, v in basis.txns.items() if txns.get(i) != v)
-    if wrong:
-        # Built from a commit damaged while delta-rs read it: taken back before a reader
-        # trusts it over the commits.
-        files.remove(checkpoint_name(version))
-        if files.last_checkpoint() == version:
-            files.remove(HINT)
-        raise CorruptLogError(
-            f"the checkpoint of version {version} disagreed with the log ({len(wrong)} file(s) or txn(s), e.g. "
-            f"{wrong[0]}): a commit changed while it was read; removed"
-        )
-
-
-def wait_for_checkpoints(timeout: float = 30.0) -> None:
-    _checkpoints.wait(timeout)
 
 
 # -- creating a table -------------------------------------------------------------------

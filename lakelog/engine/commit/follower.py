@@ -21,25 +21,26 @@ import os
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from lakelog.engine.arrow_columns import table_from_stream
+from lakelog.engine.arrow_columns import array, table_from_stream
 from lakelog.engine.commit.actions import Commit, Metadata, Protocol
+from lakelog.engine.commit.checkpoint_state import state_from_checkpoint
 from lakelog.engine.commit.checksum import checksum_disagreement
 from lakelog.engine.commit.delta_table import corrupt_commit, load_delta_table
 from lakelog.engine.commit.features import check_readable
+from lakelog.engine.commit.file_runs import FileColumns, IntColumn, RowColumn, combined, encoded_topics
 from lakelog.engine.commit.log_files import LogFiles, checksum_name, commit_name
 from lakelog.engine.commit.markers import Reservation
 from lakelog.engine.commit.reservations import expired
 from lakelog.engine.commit.state import AppVersions, TableState
 from lakelog.engine.errors import CorruptLogError, StoreError
-from lakelog.engine.offsets import FileStats
 from lakelog.engine.storage.object_store import delta_storage_options, filesystem, is_s3, python_uri
-from lakelog.engine.topics import TopicPartition
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable
@@ -69,8 +70,14 @@ def normalize_uri(path: str) -> str:
 
 
 def is_delta_table(uri: str) -> bool:
+    """Whether ``uri`` holds a Delta table: its first commit or a checkpoint hint is there
+    (two reads of named files), else as delta-rs decides (it lists ``_delta_log``, whose
+    length a long log makes slow: the first commits may be gone after log cleanup)."""
     from deltalake import DeltaTable
 
+    files = LogFiles(uri)
+    if files.exists(0) or files.checkpoint_hint() is not None:
+        return True
     return DeltaTable.is_deltatable(python_uri(uri), storage_options=delta_storage_options(uri))
 
 
@@ -121,24 +128,26 @@ def load_state(uri: str, files: LogFiles, version: int | None = None, *, timeout
         return -1 if found is None else int(found)
 
     apps = AppVersions(base_app_version, snapshot.replayed_txns)
-    return TableState.build(loaded, protocol, metadata, files_from_add_actions(snapshot.adds), apps, checksum)
+    return TableState.from_columns(loaded, protocol, metadata, file_columns(snapshot.adds), apps, checksum)
 
 
 @dataclass(frozen=True)
 class CheckpointBasis:
     """What a checkpoint of a version must hold, from a snapshot checked against the commits:
-    its live files (decoded paths) and the txn versions set since the checkpoint below it."""
+    its live files (decoded paths) and the txn versions set since the checkpoint below it;
+    ``table`` is delta-rs' table at that version (to write the checkpoint from)."""
 
     version: int
     paths: frozenset[str]
     txns: Mapping[str, int]
+    table: DeltaTable = field(compare=False, repr=False)
 
 
 def checkpoint_basis(uri: str, version: int) -> CheckpointBasis:
     """:class:`CheckpointBasis` of ``version``; raises what :func:`load_state` raises."""
     snapshot = _Snapshot.load(uri, LogFiles(uri), version, None)
     paths = frozenset(unquote(p) for p in add_action_column(snapshot.adds, "path"))
-    return CheckpointBasis(snapshot.version, paths, snapshot.replayed_txns)
+    return CheckpointBasis(snapshot.version, paths, snapshot.replayed_txns, snapshot.table)
 
 
 def checksum_problem(uri: str, version: int, checksum: Mapping[str, Any]) -> str | None:
@@ -190,7 +199,6 @@ class _Snapshot:
     def diverged(self) -> str | None:
         """How delta-rs' live files disagree with what the commits it replayed (as lakelog
         decoded them) added and removed, or None."""
-        live = {unquote(p) for p in add_action_column(self.adds, "path")}
         fate: dict[str, bool] = {}
         for v in sorted(self.replayed):
             commit = self.replayed[v]
@@ -198,6 +206,9 @@ class _Snapshot:
                 continue
             fate.update({unquote(a.path): True for a in commit.adds})
             fate.update({unquote(r.path): False for r in commit.removes})
+        if not fate:
+            return None
+        live = _decoded_paths_among(self.adds, set(fate))
         for path, alive in fate.items():
             if alive != (path in live):
                 return f"{path} is {'missing from' if alive else 'still in'} its files"
@@ -279,52 +290,47 @@ def _metadata_and_protocol(table: DeltaTable) -> tuple[Metadata, Protocol]:
     return metadata, protocol
 
 
-def files_from_add_actions(actions: pa.Table) -> list[FileStats]:
-    """FileStats for each row of delta-rs' flattened add actions."""
+def file_columns(actions: pa.Table) -> FileColumns:
+    """delta-rs' flattened add actions as :class:`FileColumns`: grouped and ordered as NumPy
+    arrays, paths, sizes and times read only for the files built."""
+    n = actions.num_rows
 
-    def column(name: str) -> list:
-        return add_action_column(actions, name)
+    def column(name: str) -> pa.ChunkedArray | None:
+        return actions.column(name) if name in actions.column_names else None
 
-    rows = zip(
-        column("path"),
-        column("partition.topic"),
-        column("partition.partition"),
-        column("num_records"),
-        column("min.offset"),
-        column("max.offset"),
-        column("size_bytes"),
-        column("modification_time"),
-        column("min.timestamp"),
-        column("max.timestamp"),
-        strict=True,
+    def times(name: str) -> RowColumn:
+        found = column(name)
+        if found is None or not pa.types.is_timestamp(found.type):
+            return RowColumn(found)
+        # As add_action_column gives them: int milliseconds.
+        times, per = _MS_SCALE[found.type.unit]
+        return RowColumn(found.cast(pa.int64()), lambda v: v * times // per)
+
+    names, ids = encoded_topics(column("partition.topic"), n)
+    return FileColumns(
+        RowColumn(column("path")),
+        names,
+        ids,
+        IntColumn.of_arrow(column("partition.partition"), n),
+        IntColumn.of_arrow(column("num_records"), n),
+        IntColumn.of_arrow(column("min.offset"), n),
+        IntColumn.of_arrow(column("max.offset"), n),
+        {
+            "size": RowColumn(column("size_bytes")),
+            "modification_time": times("modification_time"),
+            "min_timestamp_ms": times("min.timestamp"),
+            "max_timestamp_ms": times("max.timestamp"),
+        },
     )
-    result = []
-    for path, topic, partition, records, lo, hi, size, modified, first, last in rows:
-        if topic is None or partition is None:
-            continue  # not a file of a topic partition (a foreign layout); no reader can place it
-        result.append(
-            FileStats(
-                path,
-                TopicPartition(topic, int(partition)),
-                records,
-                lo,
-                hi,
-                True,
-                size=size,
-                modification_time=_ms(modified),
-                min_timestamp_ms=_ms(first),
-                max_timestamp_ms=_ms(last),
-            )
-        )
-    return result
 
 
-def _ms(value: object) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, int):
-        return value
-    return int(value.timestamp() * 1000)  # type: ignore[attr-defined]
+def _decoded_paths_among(actions: pa.Table, wanted: set[str]) -> set[str]:
+    """Those of the decoded paths ``wanted`` that delta-rs' add actions hold: only the paths
+    equal to one of them or percent-encoded are read out of Arrow (the table's other files,
+    all of a long log's, are not)."""
+    column = combined(actions.column("path"))
+    candidates = pc.or_(pc.is_in(column, value_set=array(sorted(wanted), pa.string())), pc.match_substring(column, "%"))
+    return {unquote(p) for p in pc.filter(column, candidates).to_pylist()} & wanted
 
 
 def add_action_column(actions: pa.Table, name: str) -> list:
@@ -382,7 +388,7 @@ class TableLog:
         StoreError when the log cannot be read.
         """
         with self._lock:
-            state = self._state or load_state(self.uri, self.files, timeout_ms=timeout_ms)
+            state = self._state or self._newest(timeout_ms)
             state = self._follow(state, timeout_ms)
             self._set_state(state)
         check_readable(state.protocol)
@@ -411,7 +417,7 @@ class TableLog:
         with self._lock:
             state = self._state
             if state is None:
-                state = load_state(self.uri, self.files)
+                state = self._follow(self._newest())
                 self._set_state(state)
             return state
 
@@ -449,6 +455,11 @@ class TableLog:
         no read or decode, so that a reader waiting for commits of other processes can look often."""
         return self.files.exists(version)
 
+    def _newest(self, timeout_ms: int | None = None) -> TableState:
+        """A state to follow the log from: the newest checkpoint's, read without listing the log
+        (:mod:`engine.commit.checkpoint_state`), else delta-rs' snapshot of the latest version."""
+        return state_from_checkpoint(self.files) or load_state(self.uri, self.files, timeout_ms=timeout_ms)
+
     def _follow(self, state: TableState, timeout_ms: int | None = None) -> TableState:
         replayed = 0
         while True:
@@ -460,7 +471,7 @@ class TableLog:
             if replayed == _REPLAY_BEFORE_RELOAD:
                 checkpoint = self.files.last_checkpoint()
                 if checkpoint is not None and checkpoint > state.version:
-                    return self._follow(load_state(self.uri, self.files, timeout_ms=timeout_ms), timeout_ms)
+                    return self._follow(self._newest(timeout_ms), timeout_ms)
         now = time.monotonic()
         if replayed:
             self._checked = now
@@ -470,7 +481,7 @@ class TableLog:
             if checkpoint is not None and checkpoint > state.version:
                 # Log cleanup removed commits this state never read: start from the checkpoint.
                 log.info("%s: version %s is gone from the log, reloading", self.uri, state.version + 1)
-                return self._follow(load_state(self.uri, self.files, timeout_ms=timeout_ms), timeout_ms)
+                return self._follow(self._newest(timeout_ms), timeout_ms)
         return state
 
     def latest_version(self) -> int:

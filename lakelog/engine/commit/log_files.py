@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote
 
+import pyarrow as pa
+
 from lakelog.engine.commit.actions import Commit, CorruptCommitError, decode_commit
 from lakelog.engine.errors import CorruptLogError
 from lakelog.engine.storage.object_store import filesystem, is_s3, put_if_absent
@@ -132,6 +134,40 @@ def listing_problems(listing: LogListing, hint_version: int | None) -> list[LogP
     return problems
 
 
+def _present(column: pa.ChunkedArray) -> list[Any]:
+    """The non-null values of a checkpoint's action column (each row holds one action)."""
+    import pyarrow.compute as pc
+
+    return pc.filter(column, pc.is_valid(column)).to_pylist()
+
+
+def metadata_and_protocol_of(checkpoint: pa.Table) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """The ``metaData`` and ``protocol`` actions of a checkpoint's ``metaData`` and ``protocol``
+    columns, as JSON bodies (None for one it lacks)."""
+    metadata = next(iter(_present(checkpoint.column("metaData"))), None)
+    protocol = next(iter(_present(checkpoint.column("protocol"))), None)
+    if metadata is not None:
+        # Parquet maps come back as (key, value) pairs; the JSON action holds objects.
+        metadata = {**metadata, "configuration": dict(metadata.get("configuration") or ())}
+        if metadata.get("format"):
+            metadata["format"] = {**metadata["format"], "options": dict(metadata["format"].get("options") or ())}
+        metadata = {k: v for k, v in metadata.items() if v is not None}
+    if protocol is not None:
+        protocol = {k: v for k, v in protocol.items() if v is not None}
+    return metadata, protocol
+
+
+def txns_of(checkpoint: pa.Table) -> dict[str, int]:
+    """The application transaction versions of a checkpoint's ``txn`` column."""
+    return {app_id: version for app_id, (version, _) in txn_entries(checkpoint).items()}
+
+
+def txn_entries(checkpoint: pa.Table) -> dict[str, tuple[int, int | None]]:
+    """Each application transaction of a checkpoint's ``txn`` column: its version and
+    ``lastUpdated`` (ms, None when not written)."""
+    return {t["appId"]: (int(t["version"]), t.get("lastUpdated")) for t in _present(checkpoint.column("txn"))}
+
+
 class LogFiles:
     """Reads and creates the files of one table's Delta log. Thread-safe."""
 
@@ -219,50 +255,59 @@ class LogFiles:
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
-    def checkpoint_actions(self, version: int) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
-        """The ``metaData`` and ``protocol`` actions the classic checkpoint of ``version`` holds,
-        as JSON bodies; (None, None) when there is no such checkpoint or it cannot be read."""
+    def checkpoint_hint(self) -> dict[str, Any] | None:
+        """``_last_checkpoint`` as written (``version``, ``size``, ``parts``, ...; Delta protocol,
+        "Last Checkpoint File"), or None when absent or unreadable."""
+        try:
+            data = self._read(HINT)
+            hint = None if data is None else json.loads(data)
+        except (OSError, ValueError):
+            return None
+        return hint if isinstance(hint, dict) and isinstance(hint.get("version"), int) else None
+
+    def read_checkpoint(self, version: int, columns: list[str]) -> pa.Table:
+        """``columns`` (top-level actions, or their fields such as ``add.path``) of the classic
+        single-file checkpoint of ``version``; those it lacks are left out (``stats_parsed``
+        is optional). Raises OSError (FileNotFoundError when there is none),
+        pyarrow.ArrowException or ValueError when it cannot be read."""
         # ParquetFile, not pq.read_table (its pyarrow.dataset imports pandas).
         import pyarrow.parquet as pq
 
+        def read(source: Any) -> pa.Table:
+            parquet = pq.ParquetFile(source)
+            schema = parquet.schema_arrow
+            present = {f.name for f in schema} | {
+                f"{f.name}.{child.name}" for f in schema if pa.types.is_struct(f.type) for child in f.type
+            }
+            return parquet.read(columns=[c for c in columns if c in present])
+
         name = checkpoint_name(version)
+        if self._local:
+            return read(os.path.join(self.log_dir, name))
+        assert self._fs is not None
+        with self._fs.open(f"{self._root}/{name}", "rb") as handle:
+            return read(handle)
+
+    def checkpoint_actions(self, version: int) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+        """The ``metaData`` and ``protocol`` actions the classic checkpoint of ``version`` holds,
+        as JSON bodies; (None, None) when there is no such checkpoint or it cannot be read."""
         try:
-            if self._local:
-                table = pq.ParquetFile(os.path.join(self.log_dir, name)).read(columns=["metaData", "protocol"])
-            else:
-                assert self._fs is not None
-                with self._fs.open(f"{self._root}/{name}", "rb") as handle:
-                    table = pq.ParquetFile(handle).read(columns=["metaData", "protocol"])
-        except (OSError, ValueError) as exc:  # absent, or not a checkpoint of this layout
-            log.debug("checkpoint %s unreadable: %s", name, exc)
+            table = self.read_checkpoint(version, ["metaData", "protocol"])
+        except (OSError, ValueError, pa.ArrowException) as exc:  # absent, or not a checkpoint of this layout
+            log.debug("checkpoint %s unreadable: %s", checkpoint_name(version), exc)
             return None, None
-        metadata = next((m for m in table.column("metaData").to_pylist() if m), None)
-        protocol = next((p for p in table.column("protocol").to_pylist() if p), None)
-        if metadata is not None:
-            # Parquet maps come back as (key, value) pairs; the JSON action holds objects.
-            metadata = {**metadata, "configuration": dict(metadata.get("configuration") or ())}
-            if metadata.get("format"):
-                metadata["format"] = {**metadata["format"], "options": dict(metadata["format"].get("options") or ())}
-            metadata = {k: v for k, v in metadata.items() if v is not None}
-        if protocol is not None:
-            protocol = {k: v for k, v in protocol.items() if v is not None}
-        return metadata, protocol
+        return metadata_and_protocol_of(table)
 
     def checkpoint_contents(self, version: int) -> tuple[set[str], dict[str, int]]:
         """The live file paths (decoded) and txn versions the classic checkpoint of ``version``
         holds. Raises OSError when it cannot be read."""
-        import pyarrow.parquet as pq
-
-        name = checkpoint_name(version)
-        if self._local:
-            table = pq.ParquetFile(os.path.join(self.log_dir, name)).read(columns=["add", "txn"])
-        else:
-            assert self._fs is not None
-            with self._fs.open(f"{self._root}/{name}", "rb") as handle:
-                table = pq.ParquetFile(handle).read(columns=["add", "txn"])
-        paths = {unquote(a["path"]) for a in table.column("add").to_pylist() if a}
-        txns = {t["appId"]: int(t["version"]) for t in table.column("txn").to_pylist() if t}
-        return paths, txns
+        # Only the add actions' paths: their statistics (a JSON string per file) are most of a
+        # checkpoint's bytes.
+        table = self.read_checkpoint(version, ["add.path", "txn"])
+        # flatten() keeps an add's null (a row holding another action) in its path.
+        path_column = table.column("add").flatten()[0]
+        paths = {unquote(p) for p in path_column.to_pylist() if p is not None}
+        return paths, txns_of(table)
 
     def app_ids(self, version: int, prefix: str) -> set[str]:
         """The Delta application transaction ids starting with ``prefix`` that version

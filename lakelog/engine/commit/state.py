@@ -25,16 +25,20 @@ change that resets the topic here.
 from __future__ import annotations
 
 import bisect
+import itertools
 import threading
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import unquote
+
+import numpy as np
 
 from lakelog.engine.commit.actions import Commit, Metadata, Protocol
 from lakelog.engine.commit.checksum import checksum_disagreement, next_checksum
+from lakelog.engine.commit.file_runs import FileColumns, LazyFiles, Run
 from lakelog.engine.commit.markers import (
     Reservation,
     end_marker_id,
@@ -43,6 +47,8 @@ from lakelog.engine.commit.markers import (
 )
 from lakelog.engine.offsets import FileStats, PartitionBounds
 from lakelog.engine.topics import TopicMetadata, TopicPartition, topics_from_properties
+
+T = TypeVar("T")
 
 
 def _order(f: FileStats) -> tuple[int, int, str]:
@@ -64,8 +70,8 @@ class PartitionFiles:
     below it are not records either), else None.
     """
 
-    ordered: tuple[FileStats, ...] = ()
-    reach: tuple[int, ...] = ()
+    ordered: Sequence[FileStats] = ()
+    reach: Sequence[int] = ()
     other: tuple[FileStats, ...] = ()
     end: int | None = None
     start: int | None = None
@@ -82,11 +88,18 @@ class PartitionFiles:
             reach.append(top)
         return cls(tuple(ordered), tuple(reach), tuple(other))
 
+    @classmethod
+    def of_rows(cls, columns: FileColumns, rows: np.ndarray, tp: TopicPartition) -> PartitionFiles:
+        """The files of ``rows`` of ``columns`` (all of ``tp``), those of ``ordered`` built only
+        when looked at (:class:`engine.commit.file_runs.LazyFiles`)."""
+        ordered, reach, other = columns.in_offset_order(rows)
+        return cls(LazyFiles(columns, ordered, tp), tuple(reach), tuple(columns.file(row, tp) for row in other))
+
     def __len__(self) -> int:
         return len(self.ordered) + len(self.other)
 
     def all(self) -> tuple[FileStats, ...]:
-        return self.ordered + self.other
+        return (*self.ordered, *self.other)
 
     def changed(self, added: Iterable[FileStats], removed: set[str]) -> PartitionFiles:
         """The files after a commit added ``added`` and removed the paths ``removed`` (decoded)."""
@@ -96,13 +109,13 @@ class PartitionFiles:
         other = [f for f in self.other if unquote(f.path) not in removed] if removed else list(self.other)
         kept = [f for f in self.ordered if unquote(f.path) not in removed] if removed else self.ordered
         if len(kept) == len(self.ordered) and (not plain or not kept or _order(plain[0]) >= _order(kept[-1])):
-            # The common case, an append after everything there is: extend, no re-sort.
-            reach = list(self.reach)
-            top = reach[-1] if reach else -1
-            for f in plain:
-                top = max(top, f.max_offset)  # type: ignore[type-var]
-                reach.append(top)
-            return PartitionFiles(tuple(self.ordered) + tuple(plain), tuple(reach), tuple(other + extra))
+            # The common case, an append after everything there is: extend (sharing what
+            # was there, engine.commit.file_runs), no re-sort.
+            top = self.reach[-1] if self.reach else -1
+            reach = list(itertools.accumulate((f.max_offset for f in plain), max, initial=top))[1:]
+            return PartitionFiles(
+                _run(self.ordered).extended(plain), _run(self.reach).extended(reach), tuple(other + extra)
+            )
         return PartitionFiles.of([*kept, *plain, *other, *extra])
 
     def covering(self, start: int, end: int | None = None) -> list[FileStats]:
@@ -110,7 +123,8 @@ class PartitionFiles:
         statistics last (they may hold anything)."""
         first = bisect.bisect_left(self.reach, start)
         chosen = []
-        for f in self.ordered[first:]:
+        for i in range(first, len(self.ordered)):
+            f = self.ordered[i]
             if end is not None and f.min_offset >= end:  # type: ignore[operator]
                 break
             if f.max_offset >= start:  # type: ignore[operator]
@@ -144,6 +158,10 @@ class PartitionFiles:
         reader must keep one row per offset.
         """
         return overlapping(self.covering(start, end))
+
+
+def _run(items: Sequence[T]) -> Run[T]:
+    return items if isinstance(items, Run) else Run([items])
 
 
 def overlapping(files: Iterable[FileStats]) -> bool:
@@ -223,6 +241,34 @@ class TableState:
         for f in files:
             by_tp[f.tp].append(f)
         partitions = {tp: PartitionFiles.of(fs) for tp, fs in by_tp.items()}
+        return cls._of_partitions(version, protocol, metadata, partitions, apps, checksum)
+
+    @classmethod
+    def from_columns(
+        cls,
+        version: int,
+        protocol: Protocol,
+        metadata: Metadata,
+        columns: FileColumns,
+        apps: AppVersions | None = None,
+        checksum: Mapping[str, Any] | None = None,
+    ) -> TableState:
+        """The state from a snapshot's live files as columns: what :meth:`build` gives for the
+        same files, without building the files no one looks at. Rows naming no topic or
+        partition (a foreign layout) are left out: no reader can place them."""
+        partitions = {tp: PartitionFiles.of_rows(columns, rows, tp) for tp, rows in columns.by_partition()}
+        return cls._of_partitions(version, protocol, metadata, partitions, apps, checksum)
+
+    @classmethod
+    def _of_partitions(
+        cls,
+        version: int,
+        protocol: Protocol,
+        metadata: Metadata,
+        partitions: dict[TopicPartition, PartitionFiles],
+        apps: AppVersions | None,
+        checksum: Mapping[str, Any] | None,
+    ) -> TableState:
         topics = topics_from_properties(metadata.configuration)
         ends = {}
         unknown = set()

@@ -1,0 +1,219 @@
+"""Checkpoints of the log table: written by delta-rs, checked against the commits lakelog
+decodes, on one background thread per process so that a commit is acknowledged before its
+checkpoint is written (delta-rs' own PostCommitHook runs inline).
+
+Only the newest version asked for is written. A checkpoint of version V is "the complete
+replay of all actions, up to and including the checkpointed table version" (Delta protocol,
+"Checkpoints"), so once V is asked for, an older version still waiting is worth nothing: a
+reader starts from the newest checkpoint ``_last_checkpoint`` names and replays the commits
+after it. Writing every requested version in order fell behind for good once one checkpoint
+took longer than ``delta.checkpointInterval`` commits (measured: after 20,000 one-record
+commits the newest checkpoint was 2,350 versions old, and every cold open replayed them).
+
+Checkpoints are paced: after one that took ``t`` seconds, the next of the same table starts
+no sooner than ``t * (1 - SHARE) / SHARE`` seconds later (:func:`pause_after`), so writing
+checkpoints takes at most :data:`SHARE` of the time of the process that commits, whatever the
+size of the table, while a checkpoint is never more than about ``t / SHARE`` seconds behind.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+
+from lakelog.engine.commit.follower import checkpoint_basis
+from lakelog.engine.commit.log_files import HINT, LogFiles, checkpoint_name
+from lakelog.engine.errors import CorruptLogError
+
+log = logging.getLogger(__name__)
+
+# The largest share of the committing process's time spent writing checkpoints.
+SHARE = 0.5
+# How long a process exiting waits for the checkpoint being written (seconds).
+CLOSE_TIMEOUT_S = 120.0
+
+
+def pause_after(took_s: float, share: float = SHARE) -> float:
+    """How long after a checkpoint that took ``took_s`` seconds the next one of the same
+    table may start, so that checkpoints take at most ``share`` of the time."""
+    return max(0.0, took_s) * (1.0 - share) / share
+
+
+def write_checkpoint(uri: str, version: int) -> None:
+    """A checkpoint of ``version``, written by delta-rs (classic single-file Parquet).
+
+    Raises CorruptLogError, leaving no checkpoint, when a commit since the newest checkpoint
+    is damaged or missing, or the checkpoint delta-rs wrote disagrees with the commits as
+    lakelog decodes them (files, txn versions): delta-rs reads an empty commit file as a
+    commit without actions, and a checkpoint built over one would drop that commit's files
+    and markers for every reader, for good (the damage must stay visible until repaired).
+    """
+    files = LogFiles(uri)
+    # delta-rs' snapshot, checked against the commits lakelog decodes itself (CorruptLogError
+    # for a damaged one, a load again for one that changed while read) ...
+    basis = checkpoint_basis(uri, version)
+    basis.table.create_checkpoint()
+    # ... and the checkpoint delta-rs then wrote (it reads the log again), checked against it.
+    try:
+        paths, txns = files.checkpoint_contents(version)
+    except OSError as exc:
+        raise CorruptLogError(f"the checkpoint of version {version} just written cannot be read: {exc}") from exc
+    wrong = sorted(basis.paths ^ paths) + sorted(i for i, v in basis.txns.items() if txns.get(i) != v)
+    if wrong:
+        # Built from a commit damaged while delta-rs read it: taken back before a reader
+        # trusts it over the commits.
+        files.remove(checkpoint_name(version))
+        if files.last_checkpoint() == version:
+            files.remove(HINT)
+        raise CorruptLogError(
+            f"the checkpoint of version {version} disagreed with the log ({len(wrong)} file(s) or txn(s), e.g. "
+            f"{wrong[0]}): a commit changed while it was read; removed"
+        )
+
+
+class Checkpointer:
+    """Writes the checkpoints a process asks for on one background thread: per table, the
+    newest version asked for, paced by :func:`pause_after`. Thread-safe; a forked child
+    starts its own thread. ``write`` defaults to :func:`write_checkpoint`."""
+
+    def __init__(
+        self,
+        write: Callable[[str, int], None] | None = None,
+        *,
+        share: float = SHARE,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._write = write
+        self._share = share
+        self._clock = clock
+        self._cond = threading.Condition()
+        self._wanted: dict[str, int] = {}  # table -> the newest version asked for, not yet started
+        self._not_before: dict[str, float] = {}  # table -> when its next checkpoint may start
+        self._running: tuple[str, int] | None = None
+        self._flushing = 0  # wait() callers: pacing is off while one waits
+        self._thread: threading.Thread | None = None
+        self._pid = -1
+        self._closed = False
+
+    def request(self, uri: str, version: int) -> None:
+        """Ask for a checkpoint of ``version`` of the table at ``uri``; one asked for earlier
+        and not started yet is dropped if older (the newer covers it). Never raises."""
+        with self._cond:
+            if self._closed:
+                return  # exiting: the next commit's process writes the checkpoint
+            if self._thread is None or self._pid != os.getpid() or not self._thread.is_alive():
+                # A forked child (Spark's Python workers fork) has no copy of the thread.
+                self._wanted, self._not_before, self._running = {}, {}, None
+                self._pid = os.getpid()
+                self._thread = threading.Thread(target=self._run, name="lakelog-checkpoint", daemon=True)
+                self._thread.start()
+            if version > self._wanted.get(uri, -1):
+                self._wanted[uri] = version
+            self._cond.notify_all()
+
+    def pending(self) -> dict[str, int]:
+        """The version waiting to be written per table (not the one being written)."""
+        with self._cond:
+            return dict(self._wanted)
+
+    def _take(self) -> tuple[str, int] | None:
+        """Under the lock: the next checkpoint due (marked running), or None and how long to
+        wait for one in ``self._wait_s``."""
+        now = self._clock()
+        soonest = None
+        for uri in self._wanted:
+            at = 0.0 if self._flushing else self._not_before.get(uri, 0.0)
+            if at <= now:
+                self._running = (uri, self._wanted.pop(uri))
+                return self._running
+            soonest = at if soonest is None else min(soonest, at)
+        self._wait_s = None if soonest is None else soonest - now
+        return None
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while (job := self._take()) is None:
+                    if self._closed:
+                        return
+                    self._cond.wait(self._wait_s)
+            uri, version = job
+            started = self._clock()
+            try:
+                (self._write or write_checkpoint)(uri, version)
+            except Exception as exc:  # a later checkpoint covers it; readers replay a longer tail meanwhile
+                log.warning("checkpoint of %s at version %s failed: %s", uri, version, exc)
+            finally:
+                finished = self._clock()
+                with self._cond:
+                    self._running = None
+                    self._not_before[uri] = finished + pause_after(finished - started, self._share)
+                    self._cond.notify_all()
+
+    def wait(self, timeout: float = 30.0) -> bool:
+        """Until every checkpoint asked for was written, unpaced (tests, benchmarks), for at most
+        ``timeout`` seconds; whether they were."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            self._flushing += 1
+            self._cond.notify_all()
+            try:
+                while (self._wanted or self._running) and self._pid == os.getpid():
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        return False
+                    self._cond.wait(left)
+                return True
+            finally:
+                self._flushing -= 1
+
+    def close(self, timeout: float = CLOSE_TIMEOUT_S) -> bool:
+        """Take no more requests, drop those not started, and wait (at most ``timeout``
+        seconds) for the delta-rs call writing the one started; whether it finished.
+
+        Registered to run at interpreter exit: a daemon thread still inside delta-rs or
+        Arrow when the interpreter finalizes is ended with ``pthread_exit`` when it returns
+        to Python, which may abort the process ("terminate called without an active
+        exception", exit -6). When the bound is hit a warning names the checkpoint and the
+        process exits anyway; the log is intact either way: delta-rs puts the checkpoint and
+        then ``_last_checkpoint`` each whole, and a reader that finds neither replays the commits.
+        """
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            self._closed = True
+            self._wanted.clear()
+            self._cond.notify_all()
+            while self._running is not None and self._pid == os.getpid():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    uri, version = self._running
+                    log.warning(
+                        "exiting while the checkpoint of %s at version %s is still being written (waited %.0f s); "
+                        "the log is intact, the checkpoint may be missing",
+                        uri,
+                        version,
+                        timeout,
+                    )
+                    return False
+                self._cond.wait(left)
+            return True
+
+
+_checkpoints = Checkpointer()
+atexit.register(_checkpoints.close)
+
+
+def request_checkpoint(uri: str, version: int) -> None:
+    """Have this process's checkpoint thread write a checkpoint of ``version`` (or a newer one
+    asked for before it starts); never raises (a failed checkpoint is logged)."""
+    _checkpoints.request(uri, version)
+
+
+def wait_for_checkpoints(timeout: float = 30.0) -> bool:
+    """Until every checkpoint this process asked for was written (at most ``timeout`` seconds);
+    whether they were."""
+    return _checkpoints.wait(timeout)

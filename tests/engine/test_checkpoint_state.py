@@ -1,0 +1,277 @@
+"""A store opens from its newest checkpoint without listing its log or building every file.
+
+Real stores with real Delta commits and delta-rs checkpoints; the cold open runs in a fresh
+process. The state read from the checkpoint's typed columns is the state delta-rs' snapshot
+gives (files, offsets, markers, metadata, checksum); the lazily built files are what eager
+building gives for any layout.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable, write_deltalake
+
+from lakelog.engine.commit import RetryPolicy, wait_for_checkpoints
+from lakelog.engine.commit.checkpoint_state import interval_ms, state_from_checkpoint
+from lakelog.engine.commit.file_runs import FileColumns, IntColumn, Run
+from lakelog.engine.commit.follower import TableLog, load_state
+from lakelog.engine.commit.log_files import LogFiles
+from lakelog.engine.offsets import FileStats
+from lakelog.engine.produce.batches import ProducerBatch, RecordBatch
+from lakelog.engine.topics import TopicPartition
+from lakelog.store import Store
+
+ROOT = Path(__file__).resolve().parents[2]
+T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)
+
+
+def _grow(store: Store, versions: int, partitions: int = 1) -> None:
+    committer = store.context.committer("test-checkpoint-state")
+    i = 0
+    while store.log.latest_version() < versions:
+        records = RecordBatch()
+        records.add(TopicPartition("t", i % partitions), None, b"r", None, int(time.time() * 1000), 1, 0)
+        committer.append(ProducerBatch(records, 1), RetryPolicy())
+        i += 1
+
+
+def _assert_same(a, b) -> None:
+    assert a.version == b.version
+    assert set(a.partitions) == set(b.partitions)
+    for tp in b.partitions:
+        fa, fb = a.files_of(tp), b.files_of(tp)
+        assert list(fa.ordered) == list(fb.ordered), tp
+        assert list(fa.reach) == list(fb.reach) and fa.other == fb.other, tp
+        assert (fa.end, fa.start) == (fb.end, fb.start), tp
+        assert a.committed_end(tp) == b.committed_end(tp) and a.bounds(tp) == b.bounds(tp), tp
+    assert a.ends == b.ends and a.unknown_ends == b.unknown_ends
+    assert a.metadata == b.metadata and a.protocol == b.protocol
+
+    def checksum(state) -> dict | None:  # a derived .crc gets a txnId of its own
+        return None if state.checksum is None else {k: v for k, v in state.checksum.items() if k != "txnId"}
+
+    assert checksum(a) == checksum(b)
+
+
+def test_the_checkpoints_state_is_delta_rs_snapshots_state(tmp_path):
+    store = Store.open(tmp_path / "store")
+    store.create_topic("t", partitions=2)
+    _grow(store, 104, partitions=2)  # a checkpoint at 100 with typed statistics
+    assert wait_for_checkpoints(60)
+    files = LogFiles(store.uri)
+    state = state_from_checkpoint(files)
+    assert state is not None and state.version == 100
+    _assert_same(state, load_state(store.uri, files, 100))
+    # Followed to the newest commit, it is the newest snapshot.
+    _assert_same(TableLog(store.uri).latest(), load_state(store.uri, files))
+
+
+def test_a_checkpoint_without_typed_statistics_is_read_by_delta_rs(tmp_path):
+    """A table whose checkpoints carry only JSON statistics (written without
+    delta.checkpoint.writeStatsAsStruct) is loaded by delta-rs as before."""
+    root = tmp_path / "plain"
+    rows = pa.table(
+        {
+            "topic": ["t", "t"],
+            "partition": pa.array([0, 0], pa.int32()),
+            "offset": pa.array([0, 1], pa.int64()),
+        }
+    )
+    write_deltalake(str(root), rows, partition_by=["topic", "partition"])
+    write_deltalake(str(root), rows, mode="append")
+    DeltaTable(str(root)).create_checkpoint()
+    files = LogFiles(str(root))
+    assert files.last_checkpoint() == 1
+    assert state_from_checkpoint(files) is None
+    latest = TableLog(str(root)).latest()
+    assert latest.version == 1 and len(latest.files_of(T0)) == 2
+
+
+def test_a_missing_checkpoint_falls_back_to_delta_rs(tmp_path):
+    store = Store.open(tmp_path / "store")
+    store.create_topic("t", partitions=1)
+    _grow(store, 52)
+    assert wait_for_checkpoints(60)
+    (tmp_path / "store" / "_delta_log" / f"{50:020d}.checkpoint.parquet").unlink()
+    assert state_from_checkpoint(LogFiles(store.uri)) is None
+    assert TableLog(store.uri).latest().version == 52  # delta-rs past the stale hint (one warning)
+
+
+COLD_OPEN = """
+import json, sys
+from lakelog.engine.commit import follower
+from lakelog.engine.commit.file_runs import FileColumns
+
+def refuse(*args, **kwargs):
+    raise AssertionError("the cold open loaded a delta-rs snapshot (a listing of the whole log)")
+
+follower.load_state = refuse
+built = []
+real_file = FileColumns.file
+FileColumns.file = lambda self, row, tp: built.append(row) or real_file(self, row, tp)
+
+from lakelog.store import Store
+store = Store.open(sys.argv[1], create=False)
+end = store.end_offsets("t")[0]
+consumer = store.consumer(enable_auto_commit=False)
+consumer.assign([("t", 0)])
+consumer.seek(("t", 0), end - 1)
+records = consumer.poll(timeout_ms=10_000)
+consumer.close(autocommit=False)
+print(json.dumps({"end": end, "values": [r.value.decode() for r in records], "built": len(built)}))
+"""
+
+
+def test_a_cold_open_reads_the_checkpoint_and_builds_only_the_files_it_reads(tmp_path):
+    """In a fresh process: Store.open, end offsets and a poll of the newest record of a log of
+    ~250 one-record files start from the checkpoint (no delta-rs snapshot, which lists every
+    file of _delta_log) and build a handful of the files, not one per version."""
+    store = Store.open(tmp_path / "store")
+    store.create_topic("t", partitions=1)
+    created = store.log.latest_version()
+    _grow(store, 253)
+    assert wait_for_checkpoints(60)
+    assert LogFiles(store.uri).last_checkpoint() == 250
+    done = subprocess.run(
+        [sys.executable, "-c", COLD_OPEN, str(tmp_path / "store")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert found["end"] == 253 - created and found["values"] == ["r"]
+    assert found["built"] <= 5, found
+
+
+def _file(tp: TopicPartition | None, path: str, records: int | None, lo: int | None, hi: int | None) -> dict:
+    return {"tp": tp, "path": path, "records": records, "lo": lo, "hi": hi}
+
+
+LAYOUT = [
+    _file(T0, "b", 10, 10, 19),
+    _file(T0, "a", 10, 0, 9),
+    _file(T0, "c", 10, 0, 9),  # the same range as "a": ordered by path
+    _file(T0, "merged", 30, 0, 29),  # OPTIMIZE's merge beside its inputs
+    _file(T0, "nostats", None, None, None),
+    _file(T0, "empty", 0, 5, 5),
+    _file(T1, "x", 3, 100, 102),
+    _file(T1, "y", 1, 50, 50),  # out of order
+    _file(None, "foreign", 1, 0, 0),  # no topic partition: left out
+    _file(TopicPartition("u", 0), "other-topic", 2, 0, 1),  # not a topic of the store
+]
+
+
+def _columns(layout: list[dict], looked: list[int]) -> FileColumns:
+    names = sorted({f["tp"].topic for f in layout if f["tp"]})
+
+    class Counted:
+        def __getitem__(self, row: int) -> int:
+            looked.append(row)
+            return 1000 + row
+
+    return FileColumns(
+        [f["path"] for f in layout],
+        names,
+        np.array([names.index(f["tp"].topic) if f["tp"] else -1 for f in layout], dtype=np.int64),
+        IntColumn.of([f["tp"].partition if f["tp"] else None for f in layout]),
+        IntColumn.of([f["records"] for f in layout]),
+        IntColumn.of([f["lo"] for f in layout]),
+        IntColumn.of([f["hi"] for f in layout]),
+        {"size": Counted()},
+    )
+
+
+def _stats(layout: list[dict]) -> list[FileStats]:
+    return [
+        FileStats(f["path"], f["tp"], f["records"], f["lo"], f["hi"], True, size=1000 + row)
+        for row, f in enumerate(layout)
+        if f["tp"] is not None
+    ]
+
+
+def test_files_built_from_columns_are_the_files_built_eagerly(tmp_path):
+    from lakelog.engine.commit.state import TableState
+
+    store = Store.open(tmp_path / "store")
+    store.create_topic("t", partitions=2)
+    metadata, protocol = store.log.latest().metadata, store.log.latest().protocol
+    eager = TableState.build(1, protocol, metadata, _stats(LAYOUT))
+    lazy = TableState.from_columns(1, protocol, metadata, _columns(LAYOUT, []))
+    assert set(lazy.partitions) == set(eager.partitions)
+    for tp in eager.partitions:
+        assert list(lazy.files_of(tp).ordered) == list(eager.files_of(tp).ordered), tp
+        assert list(lazy.files_of(tp).reach) == list(eager.files_of(tp).reach)
+        assert lazy.files_of(tp).other == eager.files_of(tp).other
+    assert lazy.ends == eager.ends and lazy.unknown_ends == eager.unknown_ends
+    assert [f.path for f in lazy.files_of(T0).ordered] == ["a", "c", "merged", "b"]
+
+
+def test_a_seek_builds_only_the_files_it_may_read_and_an_append_builds_none():
+    from lakelog.engine.commit.state import PartitionFiles
+
+    n = 10_000
+    layout = [_file(T0, f"f{i:05d}", 1, i, i) for i in range(n)]
+    looked: list[int] = []
+    files = PartitionFiles.of_rows(_columns(layout, looked), np.arange(n), T0)
+    assert [f.min_offset for f in files.covering(n - 2)] == [n - 2, n - 1]
+    assert sorted(set(looked)) == [n - 2, n - 1]
+    appended = files.changed([FileStats("new", T0, 1, n, n, True)], set())
+    assert isinstance(appended.ordered, Run) and len(appended.ordered) == n + 1 and appended.reach[-1] == n
+    assert sorted(set(looked)) == [n - 2, n - 1]  # only the file it was appended after (already built)
+    assert appended.covering(n)[0].path == "new"
+
+
+def test_a_run_is_a_sequence_that_appends_without_copying_what_was_there():
+    run = Run([tuple(range(5))])
+    for i in range(5, 2000):
+        run = run.extended([i])
+    assert list(run) == list(range(2000)) and run == tuple(range(2000)) and len(run) == 2000
+    assert run[-1] == 1999 and run[1234] == 1234 and run[3:6] == [3, 4, 5]
+    with pytest.raises(IndexError):
+        run[2000]
+
+
+@pytest.mark.parametrize(
+    "text, ms",
+    [
+        ("interval 7 days", 7 * 86_400_000),
+        ("7 days", 7 * 86_400_000),
+        ("interval 2 hours 30 minutes", 9_000_000),
+        ("interval 1 week", 604_800_000),
+        ("interval 1 month", None),
+        ("interval 5 microseconds", None),
+        ("interval", None),
+        ("seven days", None),
+    ],
+)
+def test_interval_ms(text, ms):
+    assert interval_ms(text) == ms
+
+
+@pytest.mark.spark
+def test_spark_reads_a_store_from_its_checkpoint_with_typed_statistics(spark, tmp_path):
+    """Delta Spark starts from the checkpoint delta-rs wrote with stats_parsed and
+    partitionValues_parsed, prunes files by the typed offset statistics and reads every record."""
+    store = Store.open(tmp_path / "store", spark=spark)
+    store.create_topic("t", partitions=2)
+    created = store.log.latest_version()
+    _grow(store, 55, partitions=2)
+    assert wait_for_checkpoints(60) and LogFiles(store.uri).last_checkpoint() == 50
+    jvm = spark.sparkContext._jvm
+    none = jvm.scala.Option.empty()
+    delta_log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, store.uri)
+    snapshot = delta_log.getSnapshotAt(55, none, none, False)
+    assert snapshot.version() == 55 and snapshot.logSegment().checkpointProvider().version() == 50
+    frame = spark.read.format("delta").load(store.uri)
+    assert frame.count() == 55 - created
+    assert frame.where("partition = 1 AND offset = 3").count() == 1
