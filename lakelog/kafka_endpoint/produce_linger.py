@@ -12,9 +12,12 @@ their sequences checked in the order they were submitted. If the group is refuse
 changed in between, a batch out of sequence or sent twice), each request's records are
 committed on their own, so one bad request fails only itself.
 
-Two threads make a pipeline: one gathers the next group and writes its Parquet files (synced)
-while the other puts the commit before it (:class:`WrittenAhead`), so a commit's cost is the
-larger of the two halves, not their sum. The files are numbered from the ends the commit in
+Two threads make a pipeline: one gathers the next group and writes its Parquet files while the
+other puts the commit before it (:class:`WrittenAhead`), so a commit's cost is the larger of the
+two halves, not their sum. The files are written unsynced: the group's commit syncs them together
+with its commit file, before that appears (:meth:`engine.commit.log_files.LogFiles.put_commit`),
+so the next group's writing never waits for the disk and no commit references a file that is not
+durable. The files are numbered from the ends the commit in
 flight leaves; when the group's own attempt starts from other ends (the one before failed,
 another agent appended) they are deleted and the group is written again, as without the
 pipeline. Sequences are still checked, and acknowledgements still sent, only in the commit
@@ -152,8 +155,20 @@ class ProduceLinger:
                     batch.finish()
 
     def _commit(self, group: list[_Item], batch: WrittenAhead | None = None) -> None:
+        answered = False
+
+        def answer(offsets: np.ndarray) -> None:
+            nonlocal answered
+            if answered:
+                return
+            answered = True
+            start = 0
+            for table, _, future, _ in group:
+                future.set_result(Committed(offsets[start : start + table.num_rows]))
+                start += table.num_rows
+
         try:
-            offsets = self._append(group, batch)
+            offsets = self._append(group, batch, answer)
         except FatalError as exc:
             if len(group) == 1:
                 group[0].future.set_exception(exc)
@@ -162,15 +177,22 @@ class ProduceLinger:
                 self._commit([one])
             return
         except BaseException as exc:  # conflicts exhausted, unknown outcome, storage: all share it
+            if answered:  # landed and acknowledged; what failed after it changes nothing committed
+                log.exception("after a produce commit landed")
+                return
             for item in group:
                 item.future.set_exception(exc)
             return
-        start = 0
-        for table, _, future, _ in group:
-            future.set_result(Committed(offsets[start : start + table.num_rows]))
-            start += table.num_rows
+        answer(offsets)
 
-    def _append(self, group: list[_Item], ahead: WrittenAhead | None = None) -> np.ndarray:
+    def _append(
+        self,
+        group: list[_Item],
+        ahead: WrittenAhead | None = None,
+        answer: Callable[[np.ndarray], None] | None = None,
+    ) -> np.ndarray:
+        """Commit the group; ``answer(offsets)`` as soon as the commit landed (before the
+        committer's post-commit checksum and checkpoint). Returns the offsets."""
         batch: ProduceGroup
         if ahead is not None:
             batch = ahead
@@ -179,7 +201,12 @@ class ProduceLinger:
             placed = place_records(self._writer.latest(), tables)
             batch = ProduceGroup(placed, [item.claim for item in group], [t.num_rows for t in tables])
         started = time.monotonic()
-        result = self._writer.append(batch, self._policy)
+
+        def landed(_: int) -> None:
+            if answer is not None and batch.offsets is not None:
+                answer(batch.offsets)
+
+        result = self._writer.append(batch, self._policy, landed=landed)
         if self._observe is not None:
             self._observe(time.monotonic() - started, result.attempts, len(group))
         assert batch.offsets is not None
@@ -205,14 +232,16 @@ class WrittenAhead(ProduceGroup):
     def write_ahead(
         self, ends: dict[TopicPartition, int], topics: dict[str, TopicMetadata], files: DataFileWriter
     ) -> None:
-        """Write the group's files now, its records numbered from ``ends`` (synced, not
-        committed). Groups with a LogAppendTime topic are left to their attempt, whose commit
-        time their records carry. Raises what writing raises (nothing is left behind)."""
+        """Write the group's files now, its records numbered from ``ends`` (not committed, not
+        synced: the commit that takes them syncs them with its commit file). Groups with a
+        LogAppendTime topic are left to their attempt, whose commit time their records carry.
+        Raises what writing raises (nothing is left behind)."""
         names = {tp.topic for tp in self.records.tps}
         if any(topics[name].log_append_time for name in names):
             return
         rows = super().build(ends, topics, int(time.time() * 1000))
-        self._ahead = _Ahead(dict(ends), {name: topics[name] for name in names}, files.write(rows), files)
+        written = files.write(rows, sync=False)
+        self._ahead = _Ahead(dict(ends), {name: topics[name] for name in names}, written, files)
 
     def build(
         self, ends: Mapping[TopicPartition, int], topics: Mapping[str, TopicMetadata], append_time_ms: int
