@@ -40,8 +40,9 @@ import pyarrow as pa
 
 from lakelog.engine.commit import Committer, RetryPolicy
 from lakelog.engine.commit.data_files import DataFile, DataFileWriter
+from lakelog.engine.commit.state import TableState
 from lakelog.engine.errors import FatalError
-from lakelog.engine.produce.placement import PlacedRecords, place_records
+from lakelog.engine.produce.placement import PlacedRecords, join_placed, place_records
 from lakelog.engine.topics import TopicMetadata, TopicPartition
 from lakelog.kafka_endpoint.idempotence import ProduceGroup, SequenceClaim
 
@@ -80,13 +81,17 @@ class ProduceLinger:
         self._gatherer.start()
         self._thread.start()
 
-    def submit(self, table: pa.Table, claim: SequenceClaim | None = None) -> Future:
+    def submit(
+        self, table: pa.Table, claim: SequenceClaim | None = None, *, placed: PlacedRecords | None = None
+    ) -> Future:
         """A future of :class:`Committed` (or the error that refused the records). ``claim``:
         the records are an idempotent producer's batch, committed at most once and after the
         same producer's batches submitted before it (DuplicateSequenceError,
-        OutOfOrderSequenceError otherwise)."""
+        OutOfOrderSequenceError otherwise). ``placed``: the table's records as
+        :func:`place_records` placed them (a caller that checked them so), kept rather than
+        placed again; each commit attempt still checks them against the topics it sees."""
         future: Future = Future()
-        self._queue.put(_Item(table, claim, future, time.monotonic()))
+        self._queue.put(_Item(table, claim, future, time.monotonic(), placed))
         return future
 
     def close(self) -> None:
@@ -130,9 +135,8 @@ class ProduceLinger:
         in_flight = previous.ends_after if previous is not None and not previous.finished.is_set() else None
         try:
             state = self._writer.latest()
-            tables = [item.table for item in group]
             batch = WrittenAhead(
-                place_records(state, tables), [item.claim for item in group], [t.num_rows for t in tables]
+                _placed(state, group), [item.claim for item in group], [item.table.num_rows for item in group]
             )
         except Exception:
             return None
@@ -163,9 +167,9 @@ class ProduceLinger:
                 return
             answered = True
             start = 0
-            for table, _, future, _ in group:
-                future.set_result(Committed(offsets[start : start + table.num_rows]))
-                start += table.num_rows
+            for item in group:
+                item.future.set_result(Committed(offsets[start : start + item.table.num_rows]))
+                start += item.table.num_rows
 
         try:
             offsets = self._append(group, batch, answer)
@@ -197,9 +201,8 @@ class ProduceLinger:
         if ahead is not None:
             batch = ahead
         else:
-            tables = [item.table for item in group]
-            placed = place_records(self._writer.latest(), tables)
-            batch = ProduceGroup(placed, [item.claim for item in group], [t.num_rows for t in tables])
+            placed = _placed(self._writer.latest(), group)
+            batch = ProduceGroup(placed, [item.claim for item in group], [item.table.num_rows for item in group])
         started = time.monotonic()
 
         def landed(_: int) -> None:
@@ -301,10 +304,19 @@ def linger_deadline(first_arrived: float, linger_s: float) -> float:
 
 
 class _Item(NamedTuple):
-    """A request's records for one partition, its idempotent claim (or None), its future and
-    when it was submitted (time.monotonic())."""
+    """A request's records for one partition, its idempotent claim (or None), its future, when
+    it was submitted (time.monotonic()) and its records as placed when they were checked (or None)."""
 
     table: pa.Table
     claim: SequenceClaim | None
     future: Future
     arrived: float
+    placed: PlacedRecords | None = None
+
+
+def _placed(state: TableState, group: list[_Item]) -> PlacedRecords:
+    """The group's records placed: as each request's were when it was checked, else all again."""
+    parts = [item.placed for item in group]
+    if all(part is not None for part in parts):
+        return join_placed(parts)  # type: ignore[arg-type]
+    return place_records(state, [item.table for item in group])

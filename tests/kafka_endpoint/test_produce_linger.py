@@ -294,3 +294,25 @@ def test_requests_are_answered_once_their_commit_landed_before_its_checksum_is_w
         release.set()
         group.close()
     assert (log_dir / f"{version + 1:020d}.crc").exists()
+
+
+def test_records_placed_when_they_were_checked_are_not_placed_again(plain_store, monkeypatch):
+    """The agent places each request's records once, to refuse a bad one alone; the group they
+    join keeps those placements instead of placing every record a second time."""
+    from lakelog.kafka_endpoint import produce_linger
+
+    plain_store.create_topic("t", partitions=2)
+    state = plain_store.log.latest()
+    tables = [_table(1, 2), _table(0, 3), _table(1, 1)]
+    placed = [place_records(state, [t]) for t in tables]
+
+    def placed_again(*args, **kwargs):
+        raise AssertionError("placed a second time")
+
+    monkeypatch.setattr(produce_linger, "place_records", placed_again)
+    group = ProduceLinger(plain_store.context.committer("test"), RetryPolicy(), linger_ms=200)
+    try:
+        futures = [group.submit(t, placed=p) for t, p in zip(tables, placed, strict=True)]
+        assert [list(f.result(timeout=30).offsets) for f in futures] == [[0, 1], [0, 1, 2], [2]]
+    finally:
+        group.close()
