@@ -162,8 +162,8 @@ class ProduceApis:
             if not values:
                 raise InvalidRecordBatchError("a produce request without records")
             table = columns_for_batch(topic, values, keys, partition, headers, stamps)
-            place_records(self.store.log.latest(), [table])  # refused here, alone, not in the group
-            return self._linger.submit(table)
+            placed = place_records(self.store.log.latest(), [table])  # refused here, alone, not in the group
+            return self._linger.submit(table, placed=placed)
         except (LakelogError, InvalidRecordBatchError) as exc:
             return exc
 
@@ -192,7 +192,7 @@ class ProduceApis:
             [None if hs is None else [{"key": k, "value": v} for k, v in hs] for b in batches for hs in b.headers],
             [t for b in batches for t in b.timestamps],
         )
-        place_records(state, [table])  # refused here, alone, not in the group
+        placed = place_records(state, [table])  # refused here, alone, not in the group
         claim = SequenceClaim(
             app_id(first.producer_id, meta.topic_id, partition),
             first.producer_id,
@@ -200,7 +200,9 @@ class ProduceApis:
             first.base_sequence,
             count,
         )
-        return _Sequenced(self, TopicPartition(topic, partition), claim, self._linger.submit(table, claim))
+        return _Sequenced(
+            self, TopicPartition(topic, partition), claim, self._linger.submit(table, claim, placed=placed)
+        )
 
     def first_commit_of(self, tp: TopicPartition, producer_id: int, sequence: int) -> int | None:
         """The offset of the record ``producer_id`` sent with ``sequence`` to ``tp``, if it

@@ -12,9 +12,12 @@ their sequences checked in the order they were submitted. If the group is refuse
 changed in between, a batch out of sequence or sent twice), each request's records are
 committed on their own, so one bad request fails only itself.
 
-Two threads make a pipeline: one gathers the next group and writes its Parquet files (synced)
-while the other puts the commit before it (:class:`WrittenAhead`), so a commit's cost is the
-larger of the two halves, not their sum. The files are numbered from the ends the commit in
+Two threads make a pipeline: one gathers the next group and writes its Parquet files while the
+other puts the commit before it (:class:`WrittenAhead`), so a commit's cost is the larger of the
+two halves, not their sum. The files are written unsynced: the group's commit syncs them together
+with its commit file, before that appears (:meth:`engine.commit.log_files.LogFiles.put_commit`),
+so the next group's writing never waits for the disk and no commit references a file that is not
+durable. The files are numbered from the ends the commit in
 flight leaves; when the group's own attempt starts from other ends (the one before failed,
 another agent appended) they are deleted and the group is written again, as without the
 pipeline. Sequences are still checked, and acknowledgements still sent, only in the commit
@@ -37,8 +40,9 @@ import pyarrow as pa
 
 from lakelog.engine.commit import Committer, RetryPolicy
 from lakelog.engine.commit.data_files import DataFile, DataFileWriter
+from lakelog.engine.commit.state import TableState
 from lakelog.engine.errors import FatalError
-from lakelog.engine.produce.placement import PlacedRecords, place_records
+from lakelog.engine.produce.placement import PlacedRecords, join_placed, place_records
 from lakelog.engine.topics import TopicMetadata, TopicPartition
 from lakelog.kafka_endpoint.idempotence import ProduceGroup, SequenceClaim
 
@@ -77,13 +81,17 @@ class ProduceLinger:
         self._gatherer.start()
         self._thread.start()
 
-    def submit(self, table: pa.Table, claim: SequenceClaim | None = None) -> Future:
+    def submit(
+        self, table: pa.Table, claim: SequenceClaim | None = None, *, placed: PlacedRecords | None = None
+    ) -> Future:
         """A future of :class:`Committed` (or the error that refused the records). ``claim``:
         the records are an idempotent producer's batch, committed at most once and after the
         same producer's batches submitted before it (DuplicateSequenceError,
-        OutOfOrderSequenceError otherwise)."""
+        OutOfOrderSequenceError otherwise). ``placed``: the table's records as
+        :func:`place_records` placed them (a caller that checked them so), kept rather than
+        placed again; each commit attempt still checks them against the topics it sees."""
         future: Future = Future()
-        self._queue.put(_Item(table, claim, future, time.monotonic()))
+        self._queue.put(_Item(table, claim, future, time.monotonic(), placed))
         return future
 
     def close(self) -> None:
@@ -127,9 +135,8 @@ class ProduceLinger:
         in_flight = previous.ends_after if previous is not None and not previous.finished.is_set() else None
         try:
             state = self._writer.latest()
-            tables = [item.table for item in group]
             batch = WrittenAhead(
-                place_records(state, tables), [item.claim for item in group], [t.num_rows for t in tables]
+                _placed(state, group), [item.claim for item in group], [item.table.num_rows for item in group]
             )
         except Exception:
             return None
@@ -152,8 +159,20 @@ class ProduceLinger:
                     batch.finish()
 
     def _commit(self, group: list[_Item], batch: WrittenAhead | None = None) -> None:
+        answered = False
+
+        def answer(offsets: np.ndarray) -> None:
+            nonlocal answered
+            if answered:
+                return
+            answered = True
+            start = 0
+            for item in group:
+                item.future.set_result(Committed(offsets[start : start + item.table.num_rows]))
+                start += item.table.num_rows
+
         try:
-            offsets = self._append(group, batch)
+            offsets = self._append(group, batch, answer)
         except FatalError as exc:
             if len(group) == 1:
                 group[0].future.set_exception(exc)
@@ -162,24 +181,35 @@ class ProduceLinger:
                 self._commit([one])
             return
         except BaseException as exc:  # conflicts exhausted, unknown outcome, storage: all share it
+            if answered:  # landed and acknowledged; what failed after it changes nothing committed
+                log.exception("after a produce commit landed")
+                return
             for item in group:
                 item.future.set_exception(exc)
             return
-        start = 0
-        for table, _, future, _ in group:
-            future.set_result(Committed(offsets[start : start + table.num_rows]))
-            start += table.num_rows
+        answer(offsets)
 
-    def _append(self, group: list[_Item], ahead: WrittenAhead | None = None) -> np.ndarray:
+    def _append(
+        self,
+        group: list[_Item],
+        ahead: WrittenAhead | None = None,
+        answer: Callable[[np.ndarray], None] | None = None,
+    ) -> np.ndarray:
+        """Commit the group; ``answer(offsets)`` as soon as the commit landed (before the
+        committer's post-commit checksum and checkpoint). Returns the offsets."""
         batch: ProduceGroup
         if ahead is not None:
             batch = ahead
         else:
-            tables = [item.table for item in group]
-            placed = place_records(self._writer.latest(), tables)
-            batch = ProduceGroup(placed, [item.claim for item in group], [t.num_rows for t in tables])
+            placed = _placed(self._writer.latest(), group)
+            batch = ProduceGroup(placed, [item.claim for item in group], [item.table.num_rows for item in group])
         started = time.monotonic()
-        result = self._writer.append(batch, self._policy)
+
+        def landed(_: int) -> None:
+            if answer is not None and batch.offsets is not None:
+                answer(batch.offsets)
+
+        result = self._writer.append(batch, self._policy, landed=landed)
         if self._observe is not None:
             self._observe(time.monotonic() - started, result.attempts, len(group))
         assert batch.offsets is not None
@@ -205,14 +235,16 @@ class WrittenAhead(ProduceGroup):
     def write_ahead(
         self, ends: dict[TopicPartition, int], topics: dict[str, TopicMetadata], files: DataFileWriter
     ) -> None:
-        """Write the group's files now, its records numbered from ``ends`` (synced, not
-        committed). Groups with a LogAppendTime topic are left to their attempt, whose commit
-        time their records carry. Raises what writing raises (nothing is left behind)."""
+        """Write the group's files now, its records numbered from ``ends`` (not committed, not
+        synced: the commit that takes them syncs them with its commit file). Groups with a
+        LogAppendTime topic are left to their attempt, whose commit time their records carry.
+        Raises what writing raises (nothing is left behind)."""
         names = {tp.topic for tp in self.records.tps}
         if any(topics[name].log_append_time for name in names):
             return
         rows = super().build(ends, topics, int(time.time() * 1000))
-        self._ahead = _Ahead(dict(ends), {name: topics[name] for name in names}, files.write(rows), files)
+        written = files.write(rows, sync=False)
+        self._ahead = _Ahead(dict(ends), {name: topics[name] for name in names}, written, files)
 
     def build(
         self, ends: Mapping[TopicPartition, int], topics: Mapping[str, TopicMetadata], append_time_ms: int
@@ -272,10 +304,19 @@ def linger_deadline(first_arrived: float, linger_s: float) -> float:
 
 
 class _Item(NamedTuple):
-    """A request's records for one partition, its idempotent claim (or None), its future and
-    when it was submitted (time.monotonic())."""
+    """A request's records for one partition, its idempotent claim (or None), its future, when
+    it was submitted (time.monotonic()) and its records as placed when they were checked (or None)."""
 
     table: pa.Table
     claim: SequenceClaim | None
     future: Future
     arrived: float
+    placed: PlacedRecords | None = None
+
+
+def _placed(state: TableState, group: list[_Item]) -> PlacedRecords:
+    """The group's records placed: as each request's were when it was checked, else all again."""
+    parts = [item.placed for item in group]
+    if all(part is not None for part in parts):
+        return join_placed(parts)  # type: ignore[arg-type]
+    return place_records(state, [item.table for item in group])

@@ -68,13 +68,13 @@ def test_vacuum_whose_commit_keeps_losing_is_skipped_and_deletes_nothing(plain_s
     real_put = LogFiles.put_commit
     taken = []
 
-    def put_commit(self, version, data):
+    def put_commit(self, version, data, *rest):
         if b'"VACUUM START"' in data:
             # Another writer takes the version first, every time: a real append lands there.
             with rival.producer() as producer:
                 producer.send("t", b"meanwhile").get(timeout=30)
             taken.append(version)
-        return real_put(self, version, data)
+        return real_put(self, version, data, *rest)
 
     monkeypatch.setattr(LogFiles, "put_commit", put_commit)
     policy = RetryPolicy(retries=2, backoff_ms=1, backoff_max_ms=1, max_rebases=2)

@@ -71,27 +71,27 @@ class Faults:
     def __init__(self, committer: Committer) -> None:
         self.files = committer.log.files
         self.real = self.files.put_commit
-        self.queue: list[Callable[[int, bytes], bool]] = []
+        self.queue: list[Callable[..., bool]] = []
         self.versions: list[int] = []
         self.files.put_commit = self.put  # type: ignore[method-assign]
 
-    def put(self, version: int, data: bytes) -> bool:
+    def put(self, version: int, data: bytes, *rest: object) -> bool:
         self.versions.append(version)
         if self.queue:
-            return self.queue.pop(0)(version, data)
-        return self.real(version, data)
+            return self.queue.pop(0)(version, data, *rest)
+        return self.real(version, data, *rest)
 
-    def landed_but_lost(self, version: int, data: bytes) -> bool:
-        assert self.real(version, data)
+    def landed_but_lost(self, version: int, data: bytes, *rest: object) -> bool:
+        assert self.real(version, data, *rest)
         raise CommitStateUnknownError("the response was lost")
 
-    def lost(self, version: int, data: bytes) -> bool:
+    def lost(self, version: int, data: bytes, *rest: object) -> bool:
         raise CommitStateUnknownError("the request was lost before it reached the store")
 
-    def after(self, rival: Callable[[], None]) -> Callable[[int, bytes], bool]:
-        def action(version: int, data: bytes) -> bool:
+    def after(self, rival: Callable[[], None]) -> Callable[..., bool]:
+        def action(version: int, data: bytes, *rest: object) -> bool:
             rival()
-            return self.real(version, data)
+            return self.real(version, data, *rest)
 
         return action
 
@@ -238,9 +238,9 @@ def test_a_maintenance_commit_with_an_unknown_outcome_keeps_its_files(store, uri
     def unreadable(version: int):
         raise OSError("the log cannot be read back")
 
-    def landed_then_unreachable(version: int, data: bytes) -> bool:
+    def landed_then_unreachable(version: int, data: bytes, *rest: object) -> bool:
         maintenance.log.files.read_commit = unreadable  # type: ignore[method-assign]
-        return faults.landed_but_lost(version, data)
+        return faults.landed_but_lost(version, data, *rest)
 
     faults.queue.append(landed_then_unreachable)
     with pytest.raises(CommitStateUnknownError, match="its files were kept"):
@@ -256,7 +256,7 @@ from lakelog.engine.commit import Committer, TableLog
 from lakelog.engine.commit.log_files import LogFiles
 from tests.engine.test_commit_loop import FAST, T0, batch
 
-def die(self, version, data):
+def die(self, version, data, *rest):
     os.kill(os.getpid(), signal.SIGKILL)
 
 LogFiles.put_commit = die

@@ -210,12 +210,12 @@ def lose_responses(monkeypatch, *, land: bool, times: int = 1_000_000):
     original = LogFiles.put_commit
     calls = []
 
-    def put_commit(self, version, data):
+    def put_commit(self, version, data, *rest):
         calls.append(version)
         if len(calls) > times:
-            return original(self, version, data)
+            return original(self, version, data, *rest)
         if land:
-            original(self, version, data)
+            original(self, version, data, *rest)
         raise CommitStateUnknownError("the connection dropped before the answer arrived")
 
     monkeypatch.setattr(LogFiles, "put_commit", put_commit)
@@ -257,8 +257,8 @@ def test_an_outcome_that_cannot_be_settled_is_unknown_and_reported_so(plain_stor
     def unreadable(self, version):
         raise OSError("storage unreachable")
 
-    def put_then_lose_the_log(self, version, data):
-        original(self, version, data)
+    def put_then_lose_the_log(self, version, data, *rest):
+        original(self, version, data, *rest)
         monkeypatch.setattr(LogFiles, "read_commit", unreadable)
         raise CommitStateUnknownError("the connection dropped before the answer arrived")
 

@@ -278,3 +278,26 @@ def test_null_timestamps_become_now_and_the_sequence_is_the_row_number():
     rows = PlacedBatch(placed, None).build({}, VIEW.topics, 0)
     assert sorted(rows.column("sequence").to_pylist()) == [0, 1, 2]
     assert set(rows.column("producer_id").to_pylist()) == {-1}
+
+
+def test_records_placed_one_request_at_a_time_join_as_if_placed_together():
+    """A Kafka client's batches name their partitions: each request's records, placed once when
+    they were checked, join one placement equal to placing all their tables together."""
+    from lakelog.engine.produce.placement import columns_for_batch, join_placed
+
+    tables = [
+        columns_for_batch("a", [b"x", b"y"], [b"k", None], 2, None, [1, 2]),
+        columns_for_batch("b", [b"z"], None, 1, [[{"key": "h", "value": b"1"}]], [3]),
+        columns_for_batch("a", [b"w", b"v", b"u"], None, 0, None, [4, 5, 6]),
+        columns_for_batch("a", [b"t"], None, 2, None, [7]),
+    ]
+    joined = join_placed([place_records(VIEW, [t]) for t in tables])
+    together = place_records(VIEW, tables)
+    assert joined.tps == together.tps == [TopicPartition("a", 2), TopicPartition("b", 1), TopicPartition("a", 0)]
+    assert joined.tp_ids.tolist() == together.tp_ids.tolist() == [0, 0, 1, 2, 2, 2, 0]
+    for name in ("keys", "values", "headers"):
+        assert getattr(joined, name).to_pylist() == getattr(together, name).to_pylist()
+    assert joined.timestamps_ms.tolist() == together.timestamps_ms.tolist() == [1, 2, 3, 4, 5, 6, 7]
+    assert joined.sizes.tolist() == together.sizes.tolist()
+    with pytest.raises(ValueError, match="no placed records"):
+        join_placed([])

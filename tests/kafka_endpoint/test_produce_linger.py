@@ -64,10 +64,10 @@ class _Held:
     def latest(self):
         return self._committer.latest()
 
-    def append(self, batch, policy):
+    def append(self, batch, policy, *, landed=None):
         self.entered.set()
         assert self.release.wait(60)
-        return self._committer.append(batch, policy)
+        return self._committer.append(batch, policy, landed=landed)
 
 
 def test_requests_queued_behind_a_commit_in_flight_go_together_without_a_second_linger(plain_store):
@@ -232,3 +232,87 @@ def test_files_written_ahead_from_ends_that_did_not_come_are_deleted_and_the_gro
     assert len(_parquet_files(plain_store)) == 2
     untaken.finish()  # e.g. its sequence was refused before any attempt numbered it
     assert len(_parquet_files(plain_store)) == 1 and untaken.numbered.is_set()
+
+
+def test_a_group_written_ahead_leaves_its_fsyncs_to_its_commit(plain_store, monkeypatch):
+    """Writing the next group ahead does not wait for the disk: its files are synced by the put
+    of its own commit, together with the commit file and before it is linked, so the commit in
+    flight meanwhile shares no journal commit with them and no commit references a file that
+    is not durable."""
+    import os
+
+    plain_store.create_topic("t", partitions=1)
+    committer = plain_store.context.committer("test")
+    synced: list[str] = []
+    linked: list[int] = []  # how many syncs had happened when the commit file was linked
+    real_fsync, real_link = os.fsync, os.link
+
+    def fsync(fd):
+        real_fsync(fd)
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+
+    def link(src, dst, *args, **kwargs):
+        real_link(src, dst, *args, **kwargs)
+        linked.append(len(synced))
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "link", link)
+    group = _group(plain_store, _table(0, 3))
+    group.write_ahead({TopicPartition("t", 0): 0}, plain_store.log.latest().topics, DataFileWriter(committer.uri))
+    (data,) = _parquet_files(plain_store)
+    assert data not in synced  # written ahead, not synced
+    committer.append(group, RetryPolicy())
+    group.finish()
+    assert _parquet_files(plain_store) == [data] and list(group.offsets) == [0, 1, 2]
+    assert data in synced[: linked[0]] and os.path.dirname(data) in synced[: linked[0]]
+
+
+def test_requests_are_answered_once_their_commit_landed_before_its_checksum_is_written(plain_store, monkeypatch):
+    """The answer waits for the durable commit and nothing after it: the ``.crc`` a commit's
+    post-commit step writes only saves readers work, so a slow one holds up no producer."""
+    from lakelog.engine.commit.log_files import LogFiles
+
+    plain_store.create_topic("t", partitions=1)
+    committer = plain_store.context.committer("test")
+    release = threading.Event()
+    original = LogFiles.write_checksum
+
+    def held(self, version, checksum):
+        assert release.wait(10)
+        return original(self, version, checksum)
+
+    monkeypatch.setattr(LogFiles, "write_checksum", held)
+    group = ProduceLinger(committer, RetryPolicy(), linger_ms=0)
+    try:
+        version = plain_store.log.latest_version()
+        future = group.submit(_table(0, 3))
+        assert list(future.result(timeout=10).offsets) == [0, 1, 2]
+        log_dir = Path(plain_store.uri.removeprefix("file://")) / "_delta_log"
+        assert (log_dir / f"{version + 1:020d}.json").exists()
+        assert not (log_dir / f"{version + 1:020d}.crc").exists()  # answered before the checksum
+    finally:
+        release.set()
+        group.close()
+    assert (log_dir / f"{version + 1:020d}.crc").exists()
+
+
+def test_records_placed_when_they_were_checked_are_not_placed_again(plain_store, monkeypatch):
+    """The agent places each request's records once, to refuse a bad one alone; the group they
+    join keeps those placements instead of placing every record a second time."""
+    from lakelog.kafka_endpoint import produce_linger
+
+    plain_store.create_topic("t", partitions=2)
+    state = plain_store.log.latest()
+    tables = [_table(1, 2), _table(0, 3), _table(1, 1)]
+    placed = [place_records(state, [t]) for t in tables]
+
+    def placed_again(*args, **kwargs):
+        raise AssertionError("placed a second time")
+
+    monkeypatch.setattr(produce_linger, "place_records", placed_again)
+    group = ProduceLinger(plain_store.context.committer("test"), RetryPolicy(), linger_ms=200)
+    try:
+        futures = [group.submit(t, placed=p) for t, p in zip(tables, placed, strict=True)]
+        assert [list(f.result(timeout=30).offsets) for f in futures] == [[0, 1], [0, 1, 2], [2]]
+    finally:
+        group.close()

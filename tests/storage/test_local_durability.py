@@ -56,11 +56,13 @@ def store(tmp_path) -> Store:
 
 def test_an_acknowledged_send_synced_its_data_file_commit_file_and_directories_in_order(store, monkeypatch):
     syncs = SyncLog(monkeypatch)
+    entered: list[int] = []
     returned: list[int] = []
     real_put = LogFiles.put_commit
 
-    def put_commit(self, version: int, data: bytes) -> bool:
-        landed = real_put(self, version, data)
+    def put_commit(self, version: int, data: bytes, with_files=()) -> bool:
+        entered.append(len(syncs.events))  # what had happened when put_commit was called
+        landed = real_put(self, version, data, with_files)
         returned.append(len(syncs.events))  # what had happened when put_commit returned
         return landed
 
@@ -78,9 +80,10 @@ def test_an_acknowledged_send_synced_its_data_file_commit_file_and_directories_i
     temp = next(i for i, (k, p) in enumerate(done) if k == "sync-file" and p.startswith(f"{log_dir}/.{version:020d}"))
     linked = done.index(("link", commit))
     log_synced = next(i for i, (k, p) in enumerate(done) if k == "sync-dir" and p == log_dir and i > linked)
-    # The data file and its directory are synced together (one journal commit), both before the
-    # commit file is; that is synced before it is linked, and _delta_log/ after.
-    assert max(data, data_dir) < temp < linked < log_synced
+    # The data file, its directory and the commit file are synced together, in the commit's put
+    # (one journal commit, not one round of syncs for the data and another for the commit file),
+    # all before the commit file is linked; _delta_log/ after.
+    assert entered[0] <= min(data, data_dir, temp) and max(data, data_dir, temp) < linked < log_synced
     # New directories were synced into their parents when created (the topic's, the partition's).
     assert ("sync-dir", root) in done[:data_dir] and ("sync-dir", f"{root}/topic=t") in done[:data_dir]
 

@@ -113,9 +113,9 @@ def test_a_retried_transaction_commit_after_an_unknown_outcome_lands_once(store,
     original = LogFiles.put_commit
     calls = []
 
-    def land_then_fail(self, version, data):
+    def land_then_fail(self, version, data, *rest):
         calls.append(version)
-        landed = original(self, version, data)
+        landed = original(self, version, data, *rest)
         if len(calls) == 1:
             raise CommitStateUnknownError("the connection dropped before the answer arrived")
         return landed

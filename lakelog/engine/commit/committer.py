@@ -318,8 +318,15 @@ class Committer:
 
     # -- appends -------------------------------------------------------------
 
-    def append(self, batch: AppendBatch, policy: RetryPolicy) -> AppendResult:
+    def append(
+        self, batch: AppendBatch, policy: RetryPolicy, *, landed: Callable[[int], None] | None = None
+    ) -> AppendResult:
         """Commit ``batch`` with dense offsets after each partition's end offset.
+
+        ``landed(version)`` is called once the commit is durable and the view advanced past it,
+        before the post-commit checksum and checkpoint (an agent acknowledges there: nothing
+        after it changes what was committed); it must not raise. Not called when nothing was
+        committed.
 
         Raises CommitConflictError / DeliveryTimeoutError when retries or time
         ran out (nothing was committed), DataWriteError when files could not
@@ -329,18 +336,22 @@ class Committer:
         for refused batches.
         """
         with self._lock:
-            return self._append(batch, policy)
+            return self._append(batch, policy, landed)
 
-    def _append(self, batch: AppendBatch, policy: RetryPolicy) -> AppendResult:
+    def _append(
+        self, batch: AppendBatch, policy: RetryPolicy, landed: Callable[[int], None] | None = None
+    ) -> AppendResult:
         started = time.monotonic()
         failures = 0
         pending: _Pending | None = None
         while True:
             state = self._latest(pending, policy, started)
             if pending is not None and state.version >= pending.version:
-                landed = self._pending_landed(pending)
-                if landed is not None:
-                    return landed
+                earlier = self._pending_landed(pending)
+                if earlier is not None:
+                    if landed is not None and earlier.version is not None:
+                        landed(earlier.version)
+                    return earlier
                 pending = None
             check_writable(state.protocol, state.metadata)
             apps, expected, nothing = check_attempt(batch, state)
@@ -404,6 +415,7 @@ class Committer:
                     policy,
                     started,
                     pending,
+                    landed,
                 )
             except _Replan as replan:
                 log.debug("%s: re-planning an append: %s", self.client_id, replan.verdict.reason)
@@ -421,6 +433,8 @@ class Committer:
                 self._back_off(policy, failures, started, pending)
                 continue
             except _PendingLanded as earlier:
+                if landed is not None and earlier.result.version is not None:
+                    landed(earlier.result.version)
                 return earlier.result
             return AppendResult(version, plan, append_time_ms, failures + 1)
 
@@ -484,7 +498,7 @@ class Committer:
         if isinstance(rows, list):
             return rows
         try:
-            return self._files.write(rows, label=label)
+            return self._files.write(rows, label=label, sync=False)
         except OSError as exc:
             raise write_failure(exc, "writing data files") from exc
 
@@ -1057,10 +1071,12 @@ class Committer:
         policy: RetryPolicy,
         started: float,
         pending: _Pending | None = None,
+        on_landed: Callable[[int], None] | None = None,
     ) -> int:
         """Put the commit at ``read_version + 1``, rebasing over winners the rule allows.
 
-        Returns the version it landed at. Raises _Replan (nothing of it
+        Returns the version it landed at, after calling ``on_landed(version)`` between the view's
+        advance and the checksum (:meth:`_after_commit`). Raises _Replan (nothing of it
         landed), _OutcomeUnknown, _PendingLanded (a winner was our earlier
         attempt with an unknown outcome), DataWriteError, StoreFullError or
         StoreAccessError (the commit file could not be written: nothing
@@ -1071,10 +1087,12 @@ class Committer:
         version = read_version + 1
         rebases = 0
         body = encode_actions(actions) if actions else b""  # only the commitInfo line changes per version
+        # Files written unsynced are synced with the commit file, in one round before it appears.
+        unsynced = [f.full_path for f in written if not f.synced]
         while True:
             commit_info_ = info(version)
             try:
-                landed = self.log.files.put_commit(version, sealed_commit(commit_info_, body))
+                landed = self.log.files.put_commit(version, sealed_commit(commit_info_, body), unsynced)
             except CommitNotDurableError:
                 raise  # visible but maybe not durable: never acknowledged, files kept
             except CommitStateUnknownError as exc:
@@ -1083,7 +1101,7 @@ class Committer:
                 self._discard(written)
                 raise write_failure(exc, f"writing commit {version}") from exc
             if landed:
-                self._after_commit(version, Commit((commit_info_, *actions)))
+                self._after_commit(version, Commit((commit_info_, *actions)), on_landed)
                 return version
             log.debug("%s: version %s was taken by another commit", self.client_id, version)
             # Judge every winner up to the first free version before putting again: a
@@ -1140,9 +1158,13 @@ class Committer:
 
     # -- post-commit hooks -------------------------------------------------------------
 
-    def _after_commit(self, version: int, commit: Commit) -> None:
-        """The view update, the checksum, a checkpoint every delta.checkpointInterval."""
+    def _after_commit(self, version: int, commit: Commit, landed: Callable[[int], None] | None = None) -> None:
+        """The view update, ``landed(version)``, the checksum, a checkpoint every
+        delta.checkpointInterval. The checksum only saves readers work (it is derived from the
+        log), so whoever waits for the commit is told before it is written."""
         state = self.log.advance(version, commit)
+        if landed is not None:
+            landed(version)
         checksum = None if state is None else state.checksum
         if checksum is None:  # this process did not follow the chain: derive it from the file
             previous = self.log.files.read_checksum(version - 1)

@@ -15,6 +15,7 @@ Delta's and delta-rs' readers prune them like any other file.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as dt
 import json
 import os
@@ -69,11 +70,14 @@ def written_by_lakelog(path: str) -> bool:
 
 @dataclass(frozen=True)
 class DataFile:
-    """A written, not yet committed data file: its ``add`` action and its offsets."""
+    """A written, not yet committed data file: its ``add`` action and its offsets. A local file
+    written with ``synced=False`` is made durable together with the commit that adds it
+    (:meth:`engine.commit.log_files.LogFiles.put_commit`'s ``with_files``)."""
 
     add: AddFile
     stats: FileStats
     full_path: str
+    synced: bool = True
 
 
 def _stats_time(micros: int | None, *, upper: bool) -> str | None:
@@ -135,7 +139,13 @@ class DataFileWriter:
         self._local = not is_s3(uri) and "://" not in uri
 
     def write(
-        self, table: pa.Table, *, data_change: bool = True, modification_time_ms: int | None = None, label: str = ""
+        self,
+        table: pa.Table,
+        *,
+        data_change: bool = True,
+        modification_time_ms: int | None = None,
+        label: str = "",
+        sync: bool = True,
     ) -> list[DataFile]:
         """One file per (topic, partition) of ``table`` (log columns, rows grouped
         by partition in offset order); nothing is committed.
@@ -148,14 +158,21 @@ class DataFileWriter:
 
         Local files are synced, and so are their directories (new ones into
         their parents too), before this returns: a commit is durable only if
-        the files it references are. Raises OSError; the files of a failed
-        call are deleted.
+        the files it references are. With ``sync=False`` the files and their
+        directory entries are synced by the put of the commit that adds them,
+        together with the commit file (one round of syncs instead of two;
+        :attr:`DataFile.synced` says so); new directories are still synced into
+        their parents here. Raises OSError; the files of a failed call are
+        deleted.
         """
         written: list[DataFile] = []
         try:
             for tp, start, count in partition_runs(table):
                 written.append(self._write_one(tp, table.slice(start, count), data_change, modification_time_ms, label))
-            self._sync(written)
+            if sync:
+                self._sync(written)
+            elif self._local:
+                written = [dataclasses.replace(f, synced=False) for f in written]
         except BaseException:
             self.discard(written)  # never committed: a failed write leaves nothing behind
             raise

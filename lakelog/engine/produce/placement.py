@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import heapq
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, NamedTuple
@@ -183,6 +183,32 @@ class PlacedBatch:
             append_time_ms=append_time_ms,
         )
         return table
+
+
+def join_placed(parts: Sequence[PlacedRecords]) -> PlacedRecords:
+    """The records of ``parts`` (at least one), in order, as one placement: each record keeps the
+    partition it was placed in, partition ids numbered in order of each partition's first
+    record, as :func:`place_records` numbers them. For records with explicit partitions (a Kafka
+    client's batches) that is what placing the parts' tables together gives, without checking
+    and placing every record a second time. Raises ValueError for no parts."""
+    if not parts:
+        raise ValueError("no placed records to join")
+    if len(parts) == 1:
+        return parts[0]
+    index: dict[TopicPartition, int] = {}
+    tp_ids = []
+    for part in parts:
+        remap = np.array([index.setdefault(tp, len(index)) for tp in part.tps], dtype=np.int64)
+        tp_ids.append(remap[part.tp_ids] if len(part) else np.zeros(0, dtype=np.int64))
+    return PlacedRecords(
+        list(index),
+        np.concatenate(tp_ids),
+        pa.concat_arrays([p.keys for p in parts]),
+        pa.concat_arrays([p.values for p in parts]),
+        pa.concat_arrays([p.headers for p in parts]),
+        np.concatenate([p.timestamps_ms for p in parts]),
+        np.concatenate([p.sizes for p in parts]),
+    )
 
 
 def columns_for_batch(

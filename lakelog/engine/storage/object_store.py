@@ -303,7 +303,9 @@ def _s3_client(settings: S3Settings) -> Any:
         return client
 
 
-def put_if_absent(directory: str, name: str, data: bytes, *, durable: bool = True) -> bool:
+def put_if_absent(
+    directory: str, name: str, data: bytes, *, durable: bool = True, with_files: Sequence[str] = ()
+) -> bool:
     """Create ``directory/name`` holding ``data`` atomically; False if it already exists.
 
     Raises OSError when the write certainly did not happen (nothing was
@@ -315,22 +317,31 @@ def put_if_absent(directory: str, name: str, data: bytes, *, durable: bool = Tru
     so that a True return survives a power loss (:func:`sync_directory`). On
     S3 a PUT is durable when it is acknowledged. Its mode is what the process
     umask gives, as for any file the process creates.
+
+    ``with_files``: local files (a commit's data files) that must be durable before this
+    one appears; they and their directories are synced together with the temporary file,
+    before it is linked, in one round (:func:`sync_all`: one journal commit) instead of
+    a round of their own before this call. Ignored on S3 (a PUT is durable).
     """
     if is_s3(directory):
         bucket, prefix = bucket_and_key(directory)
         return _s3_put_if_absent(settings_for(directory), bucket, f"{prefix.rstrip('/')}/{name}".lstrip("/"), data)
-    return _local_put_if_absent(directory, name, data, durable)
+    return _local_put_if_absent(directory, name, data, durable, with_files)
 
 
-def _local_put_if_absent(directory: str, name: str, data: bytes, durable: bool = True) -> bool:
+def _local_put_if_absent(
+    directory: str, name: str, data: bytes, durable: bool = True, with_files: Sequence[str] = ()
+) -> bool:
     final = os.path.join(directory, name)
     temp = os.path.join(directory, f".{name}.{uuid.uuid4().hex}.tmp")
     try:
         with open(temp, "wb") as handle:
             handle.write(data)
-            if durable:
+            if durable and not with_files:
                 handle.flush()
                 os.fsync(handle.fileno())
+        if with_files:
+            sync_all([*([temp] if durable else []), *with_files], sorted({os.path.dirname(f) for f in with_files}))
         try:
             os.link(temp, final)
         except FileExistsError:
