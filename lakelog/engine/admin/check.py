@@ -566,10 +566,13 @@ def repair_store(
 def _abort_expired(context: StoreContext) -> list[str]:
     """Abort the offset reservations whose writer stopped renewing them before their deadline
     (it died): safe, their offsets were never given to any record."""
-    found = expired(context.log.latest(), int(time.time() * 1000))
+    now_ms = int(time.time() * 1000)
+    found = expired(context.log.latest(), now_ms)
     if not found:
         return []
-    version = context.committer(REPAIR_CLIENT).abort_expired(REPAIR_POLICY)
+    version = context.committer(REPAIR_CLIENT).abort_expired(REPAIR_POLICY, now_ms)
+    if version is None:
+        return []  # the store's own sweeper aborted them first
     return [
         f"repair: {r.tp}: aborted the expired reservation of offsets {r.first}..{r.end - 1} at version {version}"
         for r in found

@@ -370,11 +370,11 @@ class TableLog:
         self._swept = 0.0
         self._sweeping = threading.Lock()
 
-    def on_expired_reservations(self, handler: Callable[[list[Reservation]], None]) -> None:
+    def on_expired_reservations(self, handler: Callable[[list[Reservation]], None] | None) -> None:
         """Have :meth:`latest` hand ``handler`` the pending offset reservations whose deadline
         passed (their writer stopped renewing them), at most once per second; the handler
         aborts them (Kafka's coordinator aborts timed-out transactions the same way). Its
-        errors are logged, never raised to the reader."""
+        errors are logged, never raised to the reader. None stops the sweeping."""
         self._expiry_handler = handler
 
     # -- the latest state -----------------------------------------------------
