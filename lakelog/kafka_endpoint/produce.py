@@ -25,8 +25,9 @@ from kio.schema.errors import ErrorCode
 from kio.schema.produce.v3.request import ProduceRequest
 
 from lakelog.engine.commit import RetryPolicy
+from lakelog.engine.commit.state import TableState
 from lakelog.engine.errors import LakelogError
-from lakelog.engine.produce.placement import columns_for_batch, place_records
+from lakelog.engine.produce.placement import PlacedRecords, place_partition_records
 from lakelog.engine.topics import TopicPartition, require_partition
 from lakelog.kafka_endpoint.error_codes import error_code
 from lakelog.kafka_endpoint.idempotence import DuplicateSequenceError, SequenceClaim, app_id
@@ -147,27 +148,31 @@ class ProduceApis:
             batches = decode_batches(records)
             # The state known, without a look at the log per request, unless it lacks the topic (one
             # created by another agent must be validated from its first record).
-            known = self.store.log.current().topics.get(topic) or self.store.log.latest().topics.get(topic)
-            self._schemas.check(known, batches)
+            state = self._state_with(topic, partition)
+            self._schemas.check(state.topics.get(topic), batches)
             if batches and batches[0].transactional:
                 return _Done(self._transactions.send(topic, partition, batches))
             if batches and batches[0].producer_id >= 0:
-                return self._send_sequenced(topic, partition, batches)
-            keys = [k for b in batches for k in b.keys]
-            values = [v for b in batches for v in b.values]
-            stamps = [t for b in batches for t in b.timestamps]
-            headers = [
-                None if hs is None else [{"key": k, "value": v} for k, v in hs] for b in batches for hs in b.headers
-            ]
-            if not values:
+                return self._send_sequenced(topic, partition, batches, state)
+            if not any(len(b) for b in batches):
                 raise InvalidRecordBatchError("a produce request without records")
-            table = columns_for_batch(topic, values, keys, partition, headers, stamps)
-            placed = place_records(self.store.log.latest(), [table])  # refused here, alone, not in the group
-            return self._linger.submit(table, placed=placed)
+            return self._linger.submit(_placed(state, topic, partition, batches))
         except (LakelogError, InvalidRecordBatchError) as exc:
             return exc
 
-    def _send_sequenced(self, topic: str, partition: int, batches: list[Any]) -> _Sequenced:
+    def _state_with(self, topic: str, partition: int) -> TableState:
+        """The state requests are checked and placed against: the one this process knows,
+        without a look at the log per request, unless it lacks the partition (a topic created
+        or grown by another agent must be seen from its first record). Each commit attempt
+        checks the records again against the newest state, so a state that moved on since
+        refuses nothing wrongly committed."""
+        state = self.store.log.current()
+        meta = state.topics.get(topic)
+        if meta is None or not 0 <= partition < meta.partitions:
+            state = self.store.log.latest()
+        return state
+
+    def _send_sequenced(self, topic: str, partition: int, batches: list[Any], state: TableState) -> _Sequenced:
         """An idempotent producer's batches for one partition, handed to the linger to be
         committed at most once (see :mod:`kafka_endpoint.idempotence`); a duplicate gets the
         offsets of its first commit."""
@@ -182,17 +187,8 @@ class ProduceApis:
             ):
                 raise InvalidRecordBatchError("the batches of one partition must continue one producer's sequence")
             expected += len(b)
-        state = self.store.log.latest()
         meta = require_partition(state.topics, topic, partition)
-        table = columns_for_batch(
-            topic,
-            [v for b in batches for v in b.values],
-            [k for b in batches for k in b.keys],
-            partition,
-            [None if hs is None else [{"key": k, "value": v} for k, v in hs] for b in batches for hs in b.headers],
-            [t for b in batches for t in b.timestamps],
-        )
-        placed = place_records(state, [table])  # refused here, alone, not in the group
+        placed = _placed(state, topic, partition, batches)
         claim = SequenceClaim(
             app_id(first.producer_id, meta.topic_id, partition),
             first.producer_id,
@@ -200,9 +196,7 @@ class ProduceApis:
             first.base_sequence,
             count,
         )
-        return _Sequenced(
-            self, TopicPartition(topic, partition), claim, self._linger.submit(table, claim, placed=placed)
-        )
+        return _Sequenced(self, TopicPartition(topic, partition), claim, self._linger.submit(placed, claim))
 
     def first_commit_of(self, tp: TopicPartition, producer_id: int, sequence: int) -> int | None:
         """The offset of the record ``producer_id`` sent with ``sequence`` to ``tp``, if it
@@ -215,6 +209,23 @@ class ProduceApis:
             pc.and_(pc.equal(rows.column("producer_id"), producer_id), pc.equal(rows.column("sequence"), sequence))
         )
         return int(mine.column("offset")[0].as_py()) if mine.num_rows else None
+
+
+def _placed(state: TableState, topic: str, partition: int, batches: list[Any]) -> PlacedRecords:
+    """The records of a request's batches for one partition, placed (refused here, alone,
+    rather than in the group they would join)."""
+    if len(batches) == 1:
+        b = batches[0]
+        return place_partition_records(state, topic, partition, b.keys, b.values, b.headers, b.timestamps)
+    return place_partition_records(
+        state,
+        topic,
+        partition,
+        [k for b in batches for k in b.keys],
+        [v for b in batches for v in b.values],
+        [h for b in batches for h in b.headers],
+        [t for b in batches for t in b.timestamps],
+    )
 
 
 class _Sequenced:

@@ -81,17 +81,17 @@ class ProduceLinger:
         self._gatherer.start()
         self._thread.start()
 
-    def submit(
-        self, table: pa.Table, claim: SequenceClaim | None = None, *, placed: PlacedRecords | None = None
-    ) -> Future:
-        """A future of :class:`Committed` (or the error that refused the records). ``claim``:
-        the records are an idempotent producer's batch, committed at most once and after the
-        same producer's batches submitted before it (DuplicateSequenceError,
-        OutOfOrderSequenceError otherwise). ``placed``: the table's records as
-        :func:`place_records` placed them (a caller that checked them so), kept rather than
-        placed again; each commit attempt still checks them against the topics it sees."""
+    def submit(self, records: pa.Table | PlacedRecords, claim: SequenceClaim | None = None) -> Future:
+        """A future of :class:`Committed` (or the error that refused the records). ``records``:
+        a table of RECORD_SCHEMA rows, placed when its group is, or records placed already
+        (:func:`place_records`, :func:`place_partition_records`: a caller that checked them
+        so), kept as they are; each commit attempt still checks them against the topics it
+        sees. ``claim``: the records are an idempotent producer's batch, committed at most
+        once and after the same producer's batches submitted before it
+        (DuplicateSequenceError, OutOfOrderSequenceError otherwise)."""
         future: Future = Future()
-        self._queue.put(_Item(table, claim, future, time.monotonic(), placed))
+        rows = records.num_rows if isinstance(records, pa.Table) else len(records)
+        self._queue.put(_Item(records, rows, claim, future, time.monotonic()))
         return future
 
     def close(self) -> None:
@@ -135,9 +135,7 @@ class ProduceLinger:
         in_flight = previous.ends_after if previous is not None and not previous.finished.is_set() else None
         try:
             state = self._writer.latest()
-            batch = WrittenAhead(
-                _placed(state, group), [item.claim for item in group], [item.table.num_rows for item in group]
-            )
+            batch = WrittenAhead(_placed(state, group), [item.claim for item in group], [item.rows for item in group])
         except Exception:
             return None
         ends = {tp: state.end_offset(tp) for tp in batch.records.tps}
@@ -168,8 +166,8 @@ class ProduceLinger:
             answered = True
             start = 0
             for item in group:
-                item.future.set_result(Committed(offsets[start : start + item.table.num_rows]))
-                start += item.table.num_rows
+                item.future.set_result(Committed(offsets[start : start + item.rows]))
+                start += item.rows
 
         try:
             offsets = self._append(group, batch, answer)
@@ -202,7 +200,7 @@ class ProduceLinger:
             batch = ahead
         else:
             placed = _placed(self._writer.latest(), group)
-            batch = ProduceGroup(placed, [item.claim for item in group], [item.table.num_rows for item in group])
+            batch = ProduceGroup(placed, [item.claim for item in group], [item.rows for item in group])
         started = time.monotonic()
 
         def landed(_: int) -> None:
@@ -304,19 +302,23 @@ def linger_deadline(first_arrived: float, linger_s: float) -> float:
 
 
 class _Item(NamedTuple):
-    """A request's records for one partition, its idempotent claim (or None), its future, when
-    it was submitted (time.monotonic()) and its records as placed when they were checked (or None)."""
+    """A request's records for one partition (a table to place, or placed records), how many,
+    its idempotent claim (or None), its future and when it was submitted (time.monotonic())."""
 
-    table: pa.Table
+    records: pa.Table | PlacedRecords
+    rows: int
     claim: SequenceClaim | None
     future: Future
     arrived: float
-    placed: PlacedRecords | None = None
 
 
 def _placed(state: TableState, group: list[_Item]) -> PlacedRecords:
-    """The group's records placed: as each request's were when it was checked, else all again."""
-    parts = [item.placed for item in group]
-    if all(part is not None for part in parts):
-        return join_placed(parts)  # type: ignore[arg-type]
-    return place_records(state, [item.table for item in group])
+    """The group's records placed: each request's as placed when it was checked, tables now
+    (each on its own, as a request's records are), in submission order. Raises what
+    :func:`place_records` raises for a table's refused record."""
+    return join_placed(
+        [
+            item.records if isinstance(item.records, PlacedRecords) else place_records(state, [item.records])
+            for item in group
+        ]
+    )

@@ -301,3 +301,38 @@ def test_records_placed_one_request_at_a_time_join_as_if_placed_together():
     assert joined.sizes.tolist() == together.sizes.tolist()
     with pytest.raises(ValueError, match="no placed records"):
         join_placed([])
+
+
+wire_records = st.lists(
+    st.tuples(
+        st.none() | st.binary(max_size=12),
+        st.none() | st.binary(max_size=30),
+        st.none() | st.lists(st.tuples(st.sampled_from(["h", "é", "trace-id"]), st.none() | st.binary(max_size=4))),
+        st.sampled_from([0, 7, 1_700_000_000_000, -1, 253_402_300_800_000]),
+    ),
+    max_size=6,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(records=wire_records, topic=st.sampled_from(["a", "b", "c"]), partition=st.sampled_from([0, 2, 3, -1]))
+def test_a_produce_requests_records_are_placed_as_their_table_would_be(records, topic, partition):
+    """The agent's placement of a request's records (given partition, Kafka's wire types)
+    equals placing :func:`columns_for_batch`'s table of them, refusals included."""
+    from lakelog.engine.produce.placement import columns_for_batch, place_partition_records
+
+    keys, values, headers, stamps = (list(column) for column in zip(*records, strict=True)) if records else ([],) * 4
+    rows = [None if h is None else [{"key": k, "value": v} for k, v in h] for h in headers]
+    fast = outcome(lambda: place_partition_records(VIEW, topic, partition, keys, values, headers, stamps))
+    general = outcome(lambda: place_records(VIEW, [columns_for_batch(topic, values, keys, partition, rows, stamps)]))
+    assert fast[0] == general[0], (fast, general)
+    if fast[0] == "refused":
+        assert fast == general
+        return
+    placed, expected = fast[1], general[1]
+    assert placed.tps == expected.tps and placed.tp_ids.tolist() == expected.tp_ids.tolist()
+    for name in ("keys", "values", "headers"):
+        assert getattr(placed, name).type == getattr(expected, name).type
+        assert getattr(placed, name).to_pylist() == getattr(expected, name).to_pylist()
+    assert placed.timestamps_ms.tolist() == expected.timestamps_ms.tolist()
+    assert placed.sizes.tolist() == expected.sizes.tolist()

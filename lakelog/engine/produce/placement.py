@@ -351,6 +351,57 @@ def place_records(view: TableState, tables: list[pa.Table]) -> PlacedRecords:
     )
 
 
+def place_partition_records(
+    view: TableState,
+    topic: str,
+    partition: int,
+    keys: Sequence[bytes | None],
+    values: Sequence[bytes | None],
+    headers: Sequence[Sequence[tuple[str, bytes | None]] | None],
+    timestamps_ms: Sequence[int],
+) -> PlacedRecords:
+    """Records for one given partition, as a Kafka Produce request carries them (keys and
+    values bytes or None, headers (key, value) pairs or None per record, timestamps in ms),
+    placed: the same :class:`PlacedRecords` and the same refusals as :func:`place_records`
+    over :func:`columns_for_batch`'s table of them, built with a handful of Arrow calls
+    instead of a pass per column and check (the agent places every Produce request so, on
+    its event loop). Raises what :func:`columns_for_batch` and :func:`place_records` raise."""
+    n = len(values)
+    meta = view.topics.get(topic)
+    placeable = (
+        0 < n == len(keys) == len(headers) == len(timestamps_ms)
+        and meta is not None
+        and 0 <= partition < meta.partitions
+        and not any(key is None for row in headers if row for key, _ in row)
+    )
+    if placeable:
+        stamps = np.fromiter(timestamps_ms, dtype=np.int64, count=n)
+        each = zip(keys, values, headers, strict=True)
+        sizes = np.fromiter((record_size(k, v, h) for k, v, h in each), dtype=np.int64, count=n)
+        placeable = (
+            int(sizes.max()) <= meta.max_message_bytes  # type: ignore[union-attr]
+            and int(stamps.min()) >= 0
+            and int(stamps.max()) <= MAX_TIMESTAMP_MS
+        )
+    if not placeable:
+        # Something is refused (or there is nothing): the general path says what, as it would.
+        rows = [None if row is None else [{"key": k, "value": v} for k, v in row] for row in headers]
+        table = columns_for_batch(topic, values, keys, partition, rows, timestamps_ms)
+        return place_records(view, [table])
+    header_column = (
+        pa.nulls(n, HEADERS_ARROW) if all(row is None for row in headers) else array(list(headers), HEADERS_ARROW)
+    )
+    return PlacedRecords(
+        [TopicPartition(topic, partition)],
+        np.zeros(n, dtype=np.int64),
+        array(keys, pa.binary()),
+        array(values, pa.binary()),
+        header_column,
+        stamps,
+        sizes,
+    )
+
+
 def _valid(column: pa.Array) -> np.ndarray:
     return to_numpy(column.is_valid())
 
