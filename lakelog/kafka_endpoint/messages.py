@@ -66,7 +66,7 @@ def parse_request(frame: bytes, supported: Mapping[int, tuple[int, int]]) -> Req
     if not low <= api_version <= high:
         return api_key, api_version, correlation_id
     try:
-        schema = load_request_schema(api_key, api_version)
+        schema = request_class(api_key, api_version)
         header, used = entity_reader(schema.__header_schema__)(frame, 0)
         body, _ = entity_reader(schema)(frame, used)
     except Exception as exc:  # kio raises ValueError/struct.error/UnicodeError...: all mean "not a request"
@@ -100,7 +100,7 @@ def api_name(api_key: int, api_version: int) -> str:
 
 def encode_response(api_key: int, api_version: int, correlation_id: int, body: Any) -> bytes:
     """The size-prefixed frame of a response ``body`` (a kio entity of that API and version)."""
-    schema = load_response_schema(api_key, api_version)
+    schema = response_class(api_key, api_version)
     header_schema = schema.__header_schema__
     out = io.BytesIO()
     entity_writer(header_schema)(out, build(header_schema, correlation_id=correlation_id))
@@ -114,8 +114,17 @@ def api_key(request_class: type) -> int:
     return int(request_class.__api_key__)  # type: ignore[attr-defined]
 
 
+@cache
 def response_class(api_key: int, api_version: int) -> type:
+    """The kio response class of an API version (kio resolves it by module name on each
+    call; every answer needs it). Raises kio's error for an API or version it does not know."""
     return load_response_schema(api_key, api_version)
+
+
+@cache
+def request_class(api_key: int, api_version: int) -> type:
+    """The kio request class of an API version, as :func:`response_class`."""
+    return load_request_schema(api_key, api_version)
 
 
 def nested_class(response: type, name: str) -> type:
