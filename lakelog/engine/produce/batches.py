@@ -114,7 +114,9 @@ class RecordBatch:
         placed nowhere. ``next_sequences``: each partition's next sequence, continued in
         record order and advanced (Kafka's per-partition producer sequence, wrapping at
         2**31 as its ``DefaultRecordBatch.incrementSequence`` does); None: the sequences
-        :meth:`add` was given.
+        :meth:`add` was given. Kafka's producer, too, numbers a batch when it leaves the queue
+        (apache/kafka ``RecordAccumulator.drainBatchesForOneNode``: ``setProducerState`` with
+        ``transactionManager.sequenceNumber(tp)``, then ``incrementSequenceNumber``).
         """
         if self.placed:
             raise RuntimeError("a record batch is placed once")

@@ -22,12 +22,18 @@ Guarantees:
   The ids expire with the table's ``delta.setTransactionRetentionDuration``
   (7 days in new stores), far beyond ``delivery.timeout.ms``.
 
-Per-record problems (unknown topic, partition out of range, a record over
-the topic's ``max.message.bytes``) fail that record's future and never hold
-back the rest of its batch, as in Kafka's Java client. Wrong argument types
-and a closed producer raise from ``send`` itself. A topic that does not exist
-is created on first use when the store's ``auto.create.topics.enable`` is
-true, as Kafka's broker creates it for the producer's metadata request.
+``send`` does per record only what cannot wait: the argument checks it raises
+for, the topic's refusals from the cached metadata, and one append to the open
+batch's fields. A record's partition (explicit, else its key's murmur2 hash,
+else sticky keyless), its producer sequence and the batch's columns are made
+once per batch, when the sender takes it (as Kafka's Sender assigns sequences
+when it drains a batch). Per-record problems (unknown topic, partition out of
+range, a record over the topic's ``max.message.bytes``) fail that record's
+future and never hold back the rest of its batch, as in Kafka's Java client.
+Wrong argument types and a closed producer raise from ``send`` itself. A topic
+that does not exist is created on first use when the store's
+``auto.create.topics.enable`` is true, as Kafka's broker creates it for the
+producer's metadata request.
 """
 
 from __future__ import annotations
