@@ -563,22 +563,28 @@ class ProducerBatch:
         sorted_tp = self._tp_ids[order]
         self._offsets[order] = offsets
 
-        take = array(order, pa.int64())
         headers = records.headers
+        # Every record, already grouped by partition (one partition, a sticky run): no copies.
+        same = len(order) == len(records) and bool(np.all(order[1:] > order[:-1]))
+        take = None if same else array(order, pa.int64())
+
+        def in_order(column: pa.Array) -> pa.Array:
+            return column if take is None else column.take(take)
+
         header_column = (
             pa.nulls(len(order), HEADERS_ARROW)
             if headers.count(None) == len(headers)
-            else key_value_lists(headers, HEADERS_ARROW).take(take)
+            else in_order(key_value_lists(headers, HEADERS_ARROW))
         )
         table, self._append_time_ms = log_rows(
             records.tps,
             sorted_tp,
             offsets,
             records.timestamps[order],
-            keys=array(records.keys, pa.binary()).take(take),
-            values=array(records.values, pa.binary()).take(take),
+            keys=in_order(array(records.keys, pa.binary())),
+            values=in_order(array(records.values, pa.binary())),
             headers=header_column,
-            sequences=array(records.sequences, pa.int32()).take(take),
+            sequences=in_order(array(records.sequences, pa.int32())),
             producer_id=self._producer_id,
             producer_epoch=self._producer_epoch,
             topics=topics,
