@@ -552,7 +552,9 @@ class ProducerBatch:
         """A plain producer batch is never fenced."""
 
     def target_partitions(self, view: TableState) -> list[TopicPartition]:
-        return sorted({self.records.tps[i] for i in np.unique(self._tp_ids[self._accepted])})
+        tps = self.records.tps
+        counts = np.bincount(self._tp_ids[self._accepted], minlength=len(tps))  # not a sort of every id
+        return sorted(tps[i] for i in np.flatnonzero(counts))
 
     def build(
         self, ends: Mapping[TopicPartition, int], topics: Mapping[str, TopicMetadata], append_time_ms: int
