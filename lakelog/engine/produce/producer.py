@@ -60,6 +60,7 @@ from lakelog.engine.errors import (
     UnknownTopicOrPartitionError,
 )
 from lakelog.engine.produce.batches import (
+    FIELDS,
     BatchFuture,
     PlacedEntry,
     ProducerBatch,
@@ -76,6 +77,7 @@ log = logging.getLogger(__name__)
 
 _producer_ids = itertools.count(1)
 _wall_clock = time.time
+_WIDTH = len(FIELDS)  # a queued record's entries in RecordBatch.fields
 
 
 def _partition_argument(partition: Any) -> int:
@@ -268,7 +270,7 @@ class Producer:
                 batch = self._open = RecordBatch()
                 self._cond.notify_all()  # the sender starts the linger clock
             fields = batch.fields
-            index = len(fields) // 6  # RecordBatch.FIELDS, one record's
+            index = len(fields) // _WIDTH
             fields.extend((topic, partition, key, value, timestamp_ms, size))
             if headers is not None:
                 batch.headers_at[index] = headers
