@@ -7,7 +7,7 @@ run by ``tests/test_architecture.py``, keeps them so)::
                 (`lakelog check`), history, time_travel, list_offsets (Kafka's ListOffsets)
     produce/    where a record is placed and how it is sent: producer (send, linger, the
                 sender thread), batches (the accumulator, futures), placement (Kafka's default
-                partitioner over columns, one record of send), partitioner (murmur2, sticky)
+                partitioner over columns: send's batches, send_batch, the sink), partitioner (murmur2, sticky)
     consume/    where records are fetched: consumer (poll, positions, commits) and its
                 group_client (the member side of the group protocol, heartbeats)
     groups/     where a group assigns partitions: classic (Kafka's classic group protocol as

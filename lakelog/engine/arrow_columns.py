@@ -56,6 +56,9 @@ def array(values: Sequence[Any] | np.ndarray | pa.Array, type: pa.DataType) -> p
     if type == pa.bool_() and isinstance(values, np.ndarray) and values.dtype == np.bool_:
         bits = np.packbits(values.ravel(), bitorder="little")
         return pa.Array.from_buffers(type, values.size, [None, pa.py_buffer(bits)])
+    if isinstance(values, list | tuple) and values.count(None) == len(values):
+        # All null (a producer batch's keys or headers, most often): nothing to convert.
+        return pa.nulls(len(values), type)
     if fixed is not None and None not in values:
         packed = std_array(fixed[1], values)
         return pa.Array.from_buffers(type, len(packed), [None, pa.py_buffer(packed)])

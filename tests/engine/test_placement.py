@@ -75,6 +75,7 @@ def reference_place(
                 sequence,
             )
             sequence += 1
+    batch.place()
     return batch
 
 
@@ -95,14 +96,14 @@ def outcome(run: Callable[[], Any]) -> tuple:
 
 def assert_same_records(placed: PlacedRecords, reference: RecordBatch) -> None:
     assert placed.tps == reference.tps
-    assert placed.tp_ids.tolist() == reference.tp_ids
+    assert placed.tp_ids.tolist() == reference.tp_ids.tolist()
     assert placed.keys.to_pylist() == reference.keys
     assert placed.values.to_pylist() == reference.values
     headers = [None if h is None else [(p["key"], p["value"]) for p in h] for h in placed.headers.to_pylist()]
     assert headers == reference.headers
-    assert placed.timestamps_ms.tolist() == reference.timestamps
-    assert placed.sizes.tolist() == reference.sizes
-    assert reference.sequences == list(range(len(reference)))
+    assert placed.timestamps_ms.tolist() == reference.timestamps.tolist()
+    assert placed.sizes.tolist() == reference.sizes.tolist()
+    assert reference.sequences.tolist() == list(range(len(reference)))
 
 
 def compare(

@@ -9,6 +9,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
+from lakelog.engine.commit.partition_reader import PartitionReader
 from lakelog.engine.errors import (
     InvalidConfigError,
     InvalidRecordError,
@@ -17,6 +18,7 @@ from lakelog.engine.errors import (
     UnknownTopicOrPartitionError,
 )
 from lakelog.engine.produce.partitioner import partition_for_key
+from lakelog.engine.topics import TopicPartition
 from tests.rows import topic_rows
 
 
@@ -212,3 +214,108 @@ def test_timestamps_outside_what_the_table_holds_are_refused_and_nothing_is_writ
     assert rows[0].timestamp == datetime(9999, 12, 31, 23, 59, 59, 999000, tzinfo=UTC)
     assert rows[1].timestamp == datetime(1970, 1, 1, tzinfo=UTC)
     assert (last.timestamp, int(first.offsets[0])) == (MAX_TIMESTAMP_MS, 1)
+
+
+def _column_by_partition(store, topic, column):
+    """``column`` of every record of ``topic``, per partition in offset order."""
+    state = store.log.latest()
+    reader = PartitionReader(store.uri)
+    by_partition = {}
+    for p in range(state.topics[topic].partitions):
+        tp = TopicPartition(topic, p)
+        by_partition[p] = reader.read(state.files_of(tp).all(), tp, 0).column(column).to_pylist()
+    return by_partition
+
+
+def test_keyed_records_are_hashed_per_batch_not_per_send(store, monkeypatch):
+    # send() leaves a keyed record's partition to its batch: one murmur2 pass over the batch's
+    # keys (partitions_for_keys), none in Python per record, and the partitions Kafka picks.
+    import lakelog.engine.produce.partitioner as partitioner
+
+    store.create_topic("t", partitions=5)
+    keys = [f"user-{i}".encode() for i in range(200)]
+    expected = [partition_for_key(k, 5) for k in keys]
+    calls = []
+    real = partitioner.murmur2
+    monkeypatch.setattr(partitioner, "murmur2", lambda data: calls.append(data) or real(data))
+    with store.producer(linger_ms=60_000) as producer:
+        futures = [producer.send("t", b"v", key=k) for k in keys]
+        producer.flush()
+    assert [f.get().partition for f in futures] == expected
+    assert calls == []
+
+
+def test_a_record_whose_topic_is_gone_when_its_batch_is_placed_fails_alone(store):
+    store.create_topic("t", partitions=2)
+    store.create_topic("gone", partitions=2)
+    with store.producer(linger_ms=60_000) as producer:
+        keyed = producer.send("gone", "a", key="k")
+        keyless = producer.send("gone", "b")
+        pinned = producer.send("gone", "c", partition=1)
+        ok = producer.send("t", "d", key="k")
+        store.delete_topic("gone")
+        producer._topics_read_at = 0  # the sender reads the topics again before it places the batch
+        producer.flush()
+    for future in (keyed, keyless, pinned):
+        assert isinstance(future.exception(), UnknownTopicOrPartitionError)
+        assert "'gone'" in str(future.exception())
+    assert ok.get().partition == partition_for_key(b"k", 2)
+    assert [bytes(r.value) for r in topic_rows(store, "t")] == [b"d"]
+
+
+def test_sequences_count_per_partition_in_send_order_across_batches(store):
+    store.create_topic("t", partitions=3)
+    partitions = [0, 1, 0, 0, 2, 1, 0, 1, 1, 0, 2]
+    with store.producer(**{"batch.num.messages": 4, "linger.ms": 60_000}) as producer:
+        futures = [producer.send("t", f"{i}", partition=p) for i, p in enumerate(partitions)]
+        producer.flush()
+    assert [f.get().partition for f in futures] == partitions
+    values = _column_by_partition(store, "t", "value")
+    sequences = _column_by_partition(store, "t", "sequence")
+    for p in range(3):
+        sent = [f"{i}".encode() for i, q in enumerate(partitions) if q == p]
+        assert values[p] == sent
+        assert sequences[p] == list(range(len(sent)))
+
+
+def test_a_record_without_timestamp_gets_the_whole_ms_of_its_send(store):
+    store.create_topic("t")
+    with store.producer(linger_ms=0) as producer:
+        before = int(time.time() * 1000)
+        future = producer.send("t", "x")
+        after = int(time.time() * 1000)
+        given = producer.send("t", "y", timestamp=1_700_000_000_123).get()
+        md = future.get()
+    assert type(md.timestamp) is int and before <= md.timestamp <= after
+    assert given.timestamp == 1_700_000_000_123
+    stamps = [int(r.timestamp.timestamp() * 1000) for r in topic_rows(store, "t")]
+    assert stamps == [md.timestamp, 1_700_000_000_123]
+
+
+def test_partitioner_ignore_keys_places_keyed_records_as_keyless(store):
+    store.create_topic("t", partitions=4)
+    with store.producer(**{"partitioner.ignore.keys": True, "linger.ms": 60_000}) as producer:
+        futures = [producer.send("t", b"v", key=f"user-{i}".encode()) for i in range(40)]
+        producer.flush()
+    assert len({f.get().partition for f in futures}) == 1  # one sticky run, whatever the keys
+    assert {bytes(r.key) for r in topic_rows(store, "t")} == {f"user-{i}".encode() for i in range(40)}
+
+
+def test_partition_arguments_are_checked_by_type_at_send(store):
+    import enum
+
+    class Lane(enum.IntEnum):
+        SECOND = 1
+
+    store.create_topic("t", partitions=2)
+    with store.producer(linger_ms=0) as producer:
+        assert producer.send("t", "x", partition=Lane.SECOND).get().partition == 1
+        for bad in (True, 1.0, "1"):
+            with pytest.raises(UnknownTopicOrPartitionError, match="partition must be an int"):
+                producer.send("t", "x", partition=bad)
+        with pytest.raises(InvalidRecordError):
+            producer.send("t", "x", key=5)
+        with pytest.raises(InvalidRecordError):
+            producer.send("t", "x", timestamp=1.5)
+        with pytest.raises(InvalidRecordError):
+            producer.send("t", "x", headers=[("h", 5)])

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from lakelog.engine.errors import CommitConflictError, RecordTooLargeError, UnknownTopicOrPartitionError
-from lakelog.engine.produce.batches import ProducerBatch, RecordBatch, RecordFuture, number_records
+from lakelog.engine.produce.batches import ProducerBatch, RecordBatch, RecordFuture, number_records, partition_ids
 from lakelog.engine.topics import TopicMetadata, TopicPartition
 from tests.states import state_with
 
@@ -74,3 +74,35 @@ def test_a_refused_record_fails_at_once():
     assert future.done() and future.failed()
     with pytest.raises(RecordTooLargeError):
         future.get(timeout=0)
+
+
+def test_partition_ids_number_partitions_in_order_of_their_first_record():
+    topic_ids = np.array([1, 0, 1, 1, 0, 0])
+    partitions = np.array([3, 0, 3, 1, 0, 2])
+    tps, tp_ids = partition_ids(topic_ids, ["a", "b"], partitions, np.array([4]))
+    assert tps == [TopicPartition("b", 3), A0, TopicPartition("b", 1), TopicPartition("a", 2)]
+    assert tp_ids.tolist() == [0, 1, 0, 2, -1, 3]
+    # Partition numbers too far apart for the linear grouping: the same numbering by np.unique.
+    wide = np.array([70_000, 0, 70_000, 1, 0, 2])
+    tps, tp_ids = partition_ids(topic_ids, ["a", "b"], wide)
+    assert tps == [TopicPartition("b", 70_000), A0, TopicPartition("b", 1), TopicPartition("a", 2)]
+    assert tp_ids.tolist() == [0, 1, 0, 2, 1, 3]
+
+
+def test_placing_a_batch_continues_each_partitions_sequence_and_wraps_as_kafka():
+    batch = RecordBatch()
+    for i, topic in enumerate(["a", "a", "b", "a", "b"]):
+        batch.fields.extend((topic, None, None, b"v", 1_000.9 + i, 1))  # as send() queues them
+    sequences = {A0: 5, B0: 2**31 - 1}
+    batch.place(np.array([0, 1, 0, 0, 0]), sequences, {1: UnknownTopicOrPartitionError("gone")})
+    assert batch.tps == [A0, B0] and batch.tp_ids.tolist() == [0, -1, 1, 0, 1]
+    assert batch.sequences[[0, 2, 3, 4]].tolist() == [5, 2**31 - 1, 6, 0]
+    assert sequences == {A0: 7, B0: 1}
+    assert batch.timestamps.tolist() == [1000, 1001, 1002, 1003, 1004]  # whole ms
+    assert isinstance(batch.record_errors[1], UnknownTopicOrPartitionError)
+    assert ProducerBatch(batch, 7).prepare(view(TopicMetadata("a", "id", 1), TopicMetadata("b", "id", 1))) == {
+        A0: 2,
+        B0: 2,
+    }
+    with pytest.raises(RuntimeError, match="placed once"):
+        batch.place(np.zeros(5, dtype=np.int64))

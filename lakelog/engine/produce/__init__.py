@@ -6,8 +6,9 @@
 * :mod:`engine.produce.batches` -- the accumulator: a batch of records and their futures, a
   producer batch as one append to the commit core, the per-record checks;
 * :mod:`engine.produce.placement` -- placing records in partitions exactly as Kafka's default
-  partitioner does, column-wise for a batch (``send_batch``, the Spark sink, ``lakelog
-  serve``) and one record at a time (``send``, transactions);
+  partitioner does, column-wise for a batch (``send``'s queued records when the sender takes
+  them, ``send_batch``, the Spark sink, ``lakelog serve``) and one record at a time
+  (transactions);
 * :mod:`engine.produce.partitioner` -- murmur2 of the key, sticky keyless partitioning.
 
 A transactional producer is in :mod:`lakelog.transactions`; it uses these.

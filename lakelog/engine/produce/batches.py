@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from lakelog.engine.arrow_columns import array, key_value_lists
+from lakelog.engine.arrow_columns import array, key_value_lists, to_numpy
 from lakelog.engine.commit import AppTransaction
 from lakelog.engine.commit.state import TableState
 from lakelog.engine.errors import DeliveryTimeoutError, LakelogError, RecordTooLargeError, UnknownTopicOrPartitionError
@@ -25,22 +25,46 @@ from lakelog.engine.records import Headers, RecordMetadata
 from lakelog.engine.schema import HEADERS_ARROW, LOG_ARROW_SCHEMA
 from lakelog.engine.topics import TIMESTAMP_TYPE_CODES, TopicMetadata, TopicPartition
 
+# Fields of one queued record in RecordBatch.fields, in order.
+FIELDS = ("topic", "partition", "key", "value", "timestamp_ms", "size")
+_WIDTH = len(FIELDS)
+
+# Kafka's producer sequences are non-negative int32s that wrap to 0 after Integer.MAX_VALUE
+# (DefaultRecordBatch.incrementSequence); the log table's sequence column is an int32.
+_SEQUENCE_WRAP = 1 << 31
+
 
 class RecordBatch:
-    """Records of one future commit, stored as columns. ``add`` under the producer's lock."""
+    """Records of one future commit, queued under the producer's lock.
+
+    Record i's :data:`FIELDS` -- topic, partition (None: the partitioner chooses it), key,
+    value, timestamp (ms: an int, or a float whose whole ms count), size (what it counts
+    against ``max.message.bytes`` and ``buffer.memory``) -- are ``fields[6 * i : 6 * i + 6]``,
+    its values already converted and checked; its headers are ``headers_at[i]`` when it has any.
+    ``Producer.send`` queues a record with one ``fields.extend`` of a tuple (the cheapest
+    append a per-record call can make; the tuple is freed at once, so the cyclic GC never
+    sees a queued record), and a column is a strided slice of ``fields``. :meth:`place`
+    fixes every record's partition and sequence once, when the batch leaves the queue,
+    and makes the columns :class:`ProducerBatch` builds Arrow arrays from.
+    """
 
     def __init__(self) -> None:
         self.created = time.monotonic()
+        self.fields: list[Any] = []
+        self.headers_at: dict[int, Headers] = {}
+        self.bytes = 0
+        self._given_sequences: list[int] = []  # add()'s sequences, in record order
+        # Set by place(): each record's partition and partition id (-1: refused when placed).
+        self.placed = False
+        self.tps: list[TopicPartition] = []
+        self.tp_ids = np.zeros(0, dtype=np.int64)
+        self.partitions: np.ndarray | None = None
+        self.sequences = np.zeros(0, dtype=np.int64)
         self.keys: list[bytes | None] = []
         self.values: list[bytes | None] = []
         self.headers: list[Headers | None] = []
-        self.timestamps: list[int] = []
-        self.sizes: list[int] = []
-        self.sequences: list[int] = []
-        self.tp_ids: list[int] = []
-        self.tps: list[TopicPartition] = []  # tp id -> partition
-        self._tp_index: dict[TopicPartition, int] = {}
-        self.bytes = 0
+        self.timestamps = np.zeros(0, dtype=np.int64)
+        self.sizes = np.zeros(0, dtype=np.int64)
         # Filled when the batch completes.
         self._done = threading.Event()
         self._lock = threading.Lock()
@@ -52,7 +76,7 @@ class RecordBatch:
         self._callbacks = []
 
     def __len__(self) -> int:
-        return len(self.values)
+        return len(self.fields) // _WIDTH
 
     def add(
         self,
@@ -64,19 +88,68 @@ class RecordBatch:
         size: int,
         sequence: int,
     ) -> int:
-        tp_id = self._tp_index.get(tp)
-        if tp_id is None:
-            tp_id = self._tp_index[tp] = len(self.tps)
-            self.tps.append(tp)
-        self.tp_ids.append(tp_id)
-        self.keys.append(key)
-        self.values.append(value)
-        self.headers.append(headers)
-        self.timestamps.append(timestamp_ms)
-        self.sizes.append(size)
-        self.sequences.append(sequence)
+        """Queue a record already placed in ``tp`` with its producer ``sequence``; its index."""
+        index = len(self)
+        self.fields.extend((tp.topic, tp.partition, key, value, timestamp_ms, size))
+        if headers is not None:
+            self.headers_at[index] = headers
+        self._given_sequences.append(sequence)
         self.bytes += size
-        return len(self.values) - 1
+        return index
+
+    def column(self, field: str) -> list[Any]:
+        """One of :data:`FIELDS` of every record, in record order."""
+        return self.fields[FIELDS.index(field) :: _WIDTH]
+
+    def place(
+        self,
+        partitions: np.ndarray | None = None,
+        next_sequences: dict[TopicPartition, int] | None = None,
+        refused: Mapping[int, BaseException] | None = None,
+    ) -> None:
+        """Fix each record's partition and producer sequence (once, before :class:`ProducerBatch`).
+
+        ``partitions``: every record's partition (int64; the queued ones when None, which
+        must then all be set); records in ``refused`` fail with their error and are
+        placed nowhere. ``next_sequences``: each partition's next sequence, continued in
+        record order and advanced (Kafka's per-partition producer sequence, wrapping at
+        2**31 as its ``DefaultRecordBatch.incrementSequence`` does); None: the sequences
+        :meth:`add` was given. Kafka's producer, too, numbers a batch when it leaves the queue
+        (apache/kafka ``RecordAccumulator.drainBatchesForOneNode``: ``setProducerState`` with
+        ``transactionManager.sequenceNumber(tp)``, then ``incrementSequenceNumber``).
+        """
+        if self.placed:
+            raise RuntimeError("a record batch is placed once")
+        n = len(self)
+        fields = self.fields
+        self.keys, self.values = fields[2::_WIDTH], fields[3::_WIDTH]
+        self.headers = [None] * n
+        for index, headers in self.headers_at.items():
+            self.headers[index] = headers
+        # Whole ms: send() queues now as float ms (truncated here as int() would), a given
+        # timestamp as an int, exact as a float64 up to MAX_TIMESTAMP_MS < 2**53.
+        self.timestamps = np.fromiter(fields[4::_WIDTH], dtype=np.float64, count=n).astype(np.int64)
+        self.sizes = np.fromiter(fields[5::_WIDTH], dtype=np.int64, count=n)
+        if partitions is None:
+            partitions = np.fromiter(fields[1::_WIDTH], dtype=np.int64, count=n)  # TypeError if one is None
+        refused = refused or {}
+        self.partitions = partitions
+        names, topic_ids = topic_ids_of(fields[0::_WIDTH])
+        unplaced = np.array(sorted(refused), dtype=np.int64)
+        self.tps, self.tp_ids = partition_ids(topic_ids, names, partitions, unplaced)
+        self.record_errors.update(refused)
+        if next_sequences is None:
+            self.sequences = np.array(self._given_sequences, dtype=np.int64)
+        else:
+            placed = self.tp_ids >= 0
+            starts = np.array([next_sequences.get(tp, 0) for tp in self.tps], dtype=np.int64)
+            order, numbers = number_records(self.tp_ids, placed, starts)
+            self.sequences = np.zeros(n, dtype=np.int64)
+            self.sequences[order] = numbers % _SEQUENCE_WRAP
+            counts = np.bincount(self.tp_ids[placed], minlength=len(self.tps))
+            for tp_id, tp in enumerate(self.tps):
+                next_sequences[tp] = int((starts[tp_id] + counts[tp_id]) % _SEQUENCE_WRAP)
+        self.placed = True
 
     # -- completion -----------------------------------------------------------
 
@@ -88,14 +161,16 @@ class RecordBatch:
         return self._done.wait(timeout)
 
     def metadata(self, index: int) -> RecordMetadata:
-        tp = self.tps[self.tp_ids[index]]
+        topic, partition, key, value, timestamp_ms, _ = self.fields[_WIDTH * index : _WIDTH * index + _WIDTH]
+        if partition is None:
+            assert self.partitions is not None
+            partition = int(self.partitions[index])
         assert self.offsets is not None
-        key, value = self.keys[index], self.values[index]
         return RecordMetadata(
-            tp.topic,
-            tp.partition,
+            topic,
+            partition,
             int(self.offsets[index]),
-            self.log_append_time_ms.get(tp.topic, self.timestamps[index]),
+            self.log_append_time_ms.get(topic, int(timestamp_ms)),
             len(key) if key is not None else -1,
             len(value) if value is not None else -1,
         )
@@ -289,20 +364,80 @@ def check_size(topic: TopicMetadata | None, name: str, size: int) -> LakelogErro
     return None
 
 
+def topic_ids_of(topics: Sequence[str]) -> tuple[list[str], np.ndarray]:
+    """The distinct names of ``topics`` and each entry's index among them (int64)."""
+    n = len(topics)
+    if n == 0:
+        return [], np.zeros(0, dtype=np.int64)
+    if topics.count(topics[0]) == n:  # one topic, the common batch: no encoding
+        return [topics[0]], np.zeros(n, dtype=np.int64)
+    encoded = array(list(topics), pa.string()).dictionary_encode()
+    return encoded.dictionary.to_pylist(), to_numpy(encoded.indices).astype(np.int64)
+
+
+def partition_ids(
+    topic_ids: np.ndarray, names: Sequence[str], partitions: np.ndarray, unplaced: np.ndarray | None = None
+) -> tuple[list[TopicPartition], np.ndarray]:
+    """Each record's partition id and the partitions by id, numbered in order of each
+    partition's first record (what a batch's per-partition arrays are indexed by).
+
+    Record i is in partition ``partitions[i]`` (>= 0) of topic ``names[topic_ids[i]]``;
+    the records at the indices ``unplaced`` get id -1 and make no partition.
+    """
+    n = len(partitions)
+    placed = np.ones(n, dtype=bool)
+    if unplaced is not None and len(unplaced):
+        placed[unplaced] = False
+    if not placed.any():
+        return [], np.full(n, -1, dtype=np.int64)
+    rows = np.flatnonzero(placed)
+    width = int(partitions[rows].max()) + 1
+    if len(names) * width < 1 << 15:
+        # Few (topic, partition) codes: grouped by the same linear sort as number_records.
+        codes = topic_ids[rows] * width + partitions[rows]
+        order, firsts, lengths = _groups(codes)
+        first_rows = order[firsts]  # stable: a group's first row in order is its first record
+        unique = codes[first_rows]
+        inverse = np.empty(len(rows), dtype=np.int64)
+        inverse[order] = np.repeat(np.arange(len(firsts)), lengths)
+    else:
+        codes = (topic_ids[rows] << 32) | partitions[rows]
+        unique, first_rows, inverse = np.unique(codes, return_index=True, return_inverse=True)
+        width = 1 << 32
+    by_appearance = np.argsort(first_rows, kind="stable")
+    tp_id_of = np.empty(len(unique), dtype=np.int64)
+    tp_id_of[by_appearance] = np.arange(len(unique))
+    tp_ids = np.full(n, -1, dtype=np.int64)
+    tp_ids[rows] = tp_id_of[inverse.reshape(-1)]
+    tps = [TopicPartition(names[int(unique[u]) // width], int(unique[u]) % width) for u in by_appearance]
+    return tps, tp_ids
+
+
+def _groups(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The stable order that groups equal ``ids`` (ascending), each group's first position in
+    that order and its length."""
+    if len(ids) and ids.min() >= 0 and ids.max() < 1 << 15:
+        ids = ids.astype(np.int16)  # numpy's stable sort of 16-bit ints is a radix sort
+    order = np.argsort(ids, kind="stable")
+    sorted_ids = ids[order]
+    firsts = np.concatenate(([0], np.flatnonzero(sorted_ids[1:] != sorted_ids[:-1]) + 1))
+    lengths = np.diff(np.append(firsts, len(ids)))
+    return order, firsts, lengths
+
+
 def number_records(tp_ids: np.ndarray, accepted: np.ndarray, starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Row order (by partition, send order within each) and each row's offset.
 
     ``tp_ids[i]`` is record i's partition id, ``starts[t]`` partition t's end
     offset; accepted records of a partition get consecutive offsets from it.
     """
-    candidates = np.nonzero(accepted)[0]
-    ids = tp_ids[candidates]
-    if len(ids) and ids.max() < 1 << 15:
-        ids = ids.astype(np.int16)  # numpy's stable sort of 16-bit ints is a radix sort
-    order = candidates[np.argsort(ids, kind="stable")]
-    sorted_tp = tp_ids[order]
-    group_first = np.searchsorted(sorted_tp, sorted_tp, side="left")
-    return order, starts[sorted_tp] + (np.arange(len(order)) - group_first)
+    candidates = np.flatnonzero(accepted)
+    if not len(candidates):
+        return candidates, np.zeros(0, dtype=np.int64)
+    grouping, firsts, lengths = _groups(tp_ids[candidates])
+    order = candidates[grouping]
+    rank = np.arange(len(order)) - np.repeat(firsts, lengths)
+    return order, starts[tp_ids[order]] + rank
 
 
 def log_rows(
@@ -329,8 +464,9 @@ def log_rows(
     timestamp type, as a broker stamps them. Returns the table and the append
     time of each such topic (what the records' metadata reports).
     """
-    log_append = {t for t in {tp.topic for tp in tps} if topics[t].log_append_time}
     names = sorted({tp.topic for tp in tps})
+    # A partition of ``tps`` may have no row (its records refused: its topic may be gone).
+    log_append = {t for t in names if (meta := topics.get(t)) is not None and meta.log_append_time}
     topic_of_tp = np.array([names.index(tp.topic) for tp in tps], dtype=np.int32)
     tp_partition = np.array([tp.partition for tp in tps], dtype=np.int32)
     row_tps = np.asarray(row_tps)
@@ -382,15 +518,17 @@ class ProducerBatch:
         self.app_transaction = app_transaction
         self._producer_id = producer_id
         self._producer_epoch = producer_epoch
-        self._accepted = np.ones(len(records), dtype=bool)
-        self._tp_ids = np.asarray(records.tp_ids, dtype=np.int64)
+        if not records.placed:
+            records.place()
+        self._accepted = records.tp_ids >= 0
+        self._tp_ids = records.tp_ids
         self._offsets = np.full(len(records), -1, dtype=np.int64)
         self._append_time_ms: dict[str, int] = {}
 
     def prepare(self, view: TableState) -> dict[TopicPartition, int]:
         """Refuse (per record) what the current topic metadata refuses."""
         records = self.records
-        sizes = np.asarray(records.sizes, dtype=np.int64)
+        sizes = records.sizes
         for tp_id, tp in enumerate(records.tps):
             topic = view.topics.get(tp.topic)
             members = self._tp_ids == tp_id
@@ -414,7 +552,9 @@ class ProducerBatch:
         """A plain producer batch is never fenced."""
 
     def target_partitions(self, view: TableState) -> list[TopicPartition]:
-        return sorted({self.records.tps[i] for i in np.unique(self._tp_ids[self._accepted])})
+        tps = self.records.tps
+        counts = np.bincount(self._tp_ids[self._accepted], minlength=len(tps))  # not a sort of every id
+        return sorted(tps[i] for i in np.flatnonzero(counts))
 
     def build(
         self, ends: Mapping[TopicPartition, int], topics: Mapping[str, TopicMetadata], append_time_ms: int
@@ -425,22 +565,28 @@ class ProducerBatch:
         sorted_tp = self._tp_ids[order]
         self._offsets[order] = offsets
 
-        take = array(order, pa.int64())
         headers = records.headers
+        # Every record, already grouped by partition (one partition, a sticky run): no copies.
+        same = len(order) == len(records) and bool(np.all(order[1:] > order[:-1]))
+        take = None if same else array(order, pa.int64())
+
+        def in_order(column: pa.Array) -> pa.Array:
+            return column if take is None else column.take(take)
+
         header_column = (
             pa.nulls(len(order), HEADERS_ARROW)
-            if not any(h is not None for h in headers)
-            else key_value_lists(headers, HEADERS_ARROW).take(take)
+            if headers.count(None) == len(headers)
+            else in_order(key_value_lists(headers, HEADERS_ARROW))
         )
         table, self._append_time_ms = log_rows(
             records.tps,
             sorted_tp,
             offsets,
-            np.asarray(records.timestamps, dtype=np.int64)[order],
-            keys=array(records.keys, pa.binary()).take(take),
-            values=array(records.values, pa.binary()).take(take),
+            records.timestamps[order],
+            keys=in_order(array(records.keys, pa.binary())),
+            values=in_order(array(records.values, pa.binary())),
             headers=header_column,
-            sequences=array(records.sequences, pa.int32()).take(take),
+            sequences=in_order(array(records.sequences, pa.int32())),
             producer_id=self._producer_id,
             producer_epoch=self._producer_epoch,
             topics=topics,

@@ -27,7 +27,16 @@ from lakelog.engine.arrow_columns import array, empty_table, scalar, to_numpy
 from lakelog.engine.commit import AppTransaction
 from lakelog.engine.commit.state import TableState
 from lakelog.engine.errors import InvalidRecordError, InvalidTopicError, LakelogError, UnknownTopicOrPartitionError
-from lakelog.engine.produce.batches import check_partition, check_record, check_size, log_rows, number_records
+from lakelog.engine.produce.batches import (
+    RecordBatch,
+    check_partition,
+    check_record,
+    check_size,
+    log_rows,
+    number_records,
+    partition_ids,
+    topic_ids_of,
+)
 from lakelog.engine.produce.partitioner import KeylessPartitioner, partition_for_key, partitions_for_keys
 from lakelog.engine.records import (
     MAX_TIMESTAMP_MS,
@@ -331,24 +340,85 @@ def place_records(view: TableState, tables: list[pa.Table]) -> PlacedRecords:
         _raise_refusal(view, table.slice(first, 1))
         raise AssertionError(f"record {first} was found refused but passes the producer's checks")
 
-    key_valid = _valid(keys)
-    keyed = np.flatnonzero(~given & key_valid)
-    if len(keyed):
-        partitions[keyed] = partitions_for_keys(keys.take(array(keyed, pa.int64())), row_counts[keyed])
-    keyless = np.flatnonzero(~given & ~key_valid)
-    if len(keyless):
-        partitions[keyless] = _keyless_partitions(keyless, topic_ids, names, counts, sizes)
-
-    # Partition ids in order of each partition's first record, as RecordBatch.add numbers them.
-    codes = (topic_ids << 32) | partitions
-    unique, first_rows, inverse = np.unique(codes, return_index=True, return_inverse=True)
-    by_appearance = np.argsort(first_rows, kind="stable")
-    tp_id_of = np.empty(len(unique), dtype=np.int64)
-    tp_id_of[by_appearance] = np.arange(len(unique))
-    tps = [TopicPartition(names[int(unique[u]) >> 32], int(unique[u]) & 0xFFFFFFFF) for u in by_appearance]
-    return PlacedRecords(
-        tps, tp_id_of[inverse.reshape(-1)], keys, column["value"], column["headers"], timestamps, sizes
+    partitions = choose_partitions(
+        np.where(given, partitions, -1), topic_ids, names, counts, keys, sizes, KeylessPartitioner()
     )
+    tps, tp_ids = partition_ids(topic_ids, names, partitions)
+    return PlacedRecords(tps, tp_ids, keys, column["value"], column["headers"], timestamps, sizes)
+
+
+def choose_partitions(
+    partitions: np.ndarray,
+    topic_ids: np.ndarray,
+    names: Sequence[str],
+    counts: np.ndarray,
+    keys: pa.Array,
+    sizes: np.ndarray,
+    keyless: KeylessPartitioner,
+    *,
+    ignore_keys: bool = False,
+) -> np.ndarray:
+    """Each record's partition as Kafka's default partitioner chooses it, as int64.
+
+    Record i of topic ``names[topic_ids[i]]`` (``counts[topic_ids[i]]`` partitions)
+    keeps ``partitions[i]`` when it is >= 0; else its key's murmur2 hash places it
+    (:func:`partitions_for_keys`, bit for bit the Java client's choice), else -- no key,
+    or ``ignore_keys`` (``partitioner.ignore.keys``) -- sticky keyless runs of
+    ``keyless``, drawn in record order as one :meth:`KeylessPartitioner.partition` call
+    per record would draw them. Every topic of an unplaced record has at least one
+    partition.
+    """
+    result = np.array(partitions, dtype=np.int64)
+    unset = result < 0
+    if not unset.any():
+        return result
+    has_key = np.zeros(len(result), dtype=bool) if ignore_keys else _valid(keys)
+    keyed = np.flatnonzero(unset & has_key)
+    if len(keyed):
+        result[keyed] = partitions_for_keys(keys.take(array(keyed, pa.int64())), counts[topic_ids[keyed]])
+    keyless_rows = np.flatnonzero(unset & ~has_key)
+    if len(keyless_rows):
+        result[keyless_rows] = _keyless_partitions(keyless_rows, topic_ids, names, counts, sizes, keyless)
+    return result
+
+
+def place_queued(
+    batch: RecordBatch,
+    topics: Mapping[str, TopicMetadata],
+    keyless: KeylessPartitioner,
+    next_sequences: dict[TopicPartition, int],
+    *,
+    ignore_keys: bool,
+) -> None:
+    """Place the records ``Producer.send`` queued in ``batch`` (:meth:`RecordBatch.place`), as
+    it leaves the queue: an explicit partition stays, the others are chosen by
+    :func:`choose_partitions` from ``topics`` (the producer's metadata now) and the
+    producer's ``keyless`` partitioner; sequences continue ``next_sequences``. A record whose
+    topic is no longer in ``topics`` fails alone with UnknownTopicOrPartitionError."""
+    given = batch.column("partition")
+    n = len(given)
+    if None not in given:  # every partition explicit: nothing to choose
+        batch.place(np.fromiter(given, dtype=np.int64, count=n), next_sequences)
+        return
+    names_of = batch.column("topic")
+    names, topic_ids = topic_ids_of(names_of)
+    metas = [topics.get(name) for name in names]
+    counts = np.array([m.partitions if m is not None else 0 for m in metas], dtype=np.int64)
+    partitions = to_numpy(array(given, pa.int64()).fill_null(scalar(-1, pa.int64()))).astype(np.int64)
+    gone = np.flatnonzero((partitions < 0) & (counts[topic_ids] == 0))
+    refused = {int(i): UnknownTopicOrPartitionError(f"topic {names_of[i]!r} does not exist") for i in gone}
+    partitions[gone] = 0  # placed nowhere: refused
+    chosen = choose_partitions(
+        partitions,
+        topic_ids,
+        names,
+        counts,
+        array(batch.column("key"), pa.binary()),
+        np.fromiter(batch.column("size"), dtype=np.int64, count=n),
+        keyless,
+        ignore_keys=ignore_keys,
+    )
+    batch.place(chosen, next_sequences, refused)
 
 
 def place_partition_records(
@@ -427,15 +497,19 @@ def _header_sizes(headers: pa.ListArray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _keyless_partitions(
-    rows: np.ndarray, topic_ids: np.ndarray, names: list[str], counts: np.ndarray, sizes: np.ndarray
+    rows: np.ndarray,
+    topic_ids: np.ndarray,
+    names: Sequence[str],
+    counts: np.ndarray,
+    sizes: np.ndarray,
+    keyless: KeylessPartitioner,
 ) -> np.ndarray:
-    """Partitions of the keyless records ``rows`` (ascending), as one KeylessPartitioner
-    given them one by one in row order would choose.
+    """Partitions of the keyless records ``rows`` (ascending), as ``keyless`` given them one
+    by one in row order would choose.
 
     A sticky run is placed in one step; runs start in row order across topics,
     since each draws the partitioner's shared counter.
     """
-    keyless = KeylessPartitioner()
     result = np.empty(len(rows), dtype=np.int64)
     by_topic = np.argsort(topic_ids[rows], kind="stable")
     groups = np.split(by_topic, np.flatnonzero(np.diff(topic_ids[rows][by_topic])) + 1)

@@ -22,12 +22,18 @@ Guarantees:
   The ids expire with the table's ``delta.setTransactionRetentionDuration``
   (7 days in new stores), far beyond ``delivery.timeout.ms``.
 
-Per-record problems (unknown topic, partition out of range, a record over
-the topic's ``max.message.bytes``) fail that record's future and never hold
-back the rest of its batch, as in Kafka's Java client. Wrong argument types
-and a closed producer raise from ``send`` itself. A topic that does not exist
-is created on first use when the store's ``auto.create.topics.enable`` is
-true, as Kafka's broker creates it for the producer's metadata request.
+``send`` does per record only what cannot wait: the argument checks it raises
+for, the topic's refusals from the cached metadata, and one append to the open
+batch's fields. A record's partition (explicit, else its key's murmur2 hash,
+else sticky keyless), its producer sequence and the batch's columns are made
+once per batch, when the sender takes it (as Kafka's Sender assigns sequences
+when it drains a batch). Per-record problems (unknown topic, partition out of
+range, a record over the topic's ``max.message.bytes``) fail that record's
+future and never hold back the rest of its batch, as in Kafka's Java client.
+Wrong argument types and a closed producer raise from ``send`` itself. A topic
+that does not exist is created on first use when the store's
+``auto.create.topics.enable`` is true, as Kafka's broker creates it for the
+producer's metadata request.
 """
 
 from __future__ import annotations
@@ -37,7 +43,7 @@ import logging
 import random
 import threading
 import time
-from collections import defaultdict, deque
+from collections import deque
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
@@ -54,19 +60,32 @@ from lakelog.engine.errors import (
     UnknownTopicOrPartitionError,
 )
 from lakelog.engine.produce.batches import (
+    FIELDS,
     BatchFuture,
     PlacedEntry,
     ProducerBatch,
     RecordBatch,
     RecordFuture,
+    check_record,
 )
 from lakelog.engine.produce.partitioner import KeylessPartitioner
-from lakelog.engine.produce.placement import PlacedBatch, columns_for_batch, outgoing_record, place_records
+from lakelog.engine.produce.placement import PlacedBatch, columns_for_batch, place_queued, place_records
+from lakelog.engine.records import record_size, to_bytes, to_headers, to_timestamp_ms
 from lakelog.engine.topics import TopicMetadata, TopicPartition
 
 log = logging.getLogger(__name__)
 
 _producer_ids = itertools.count(1)
+_wall_clock = time.time
+_WIDTH = len(FIELDS)  # a queued record's entries in RecordBatch.fields
+
+
+def _partition_argument(partition: Any) -> int:
+    """``send``'s ``partition`` that is not exactly an int: an int subclass as its int value
+    (bool refused, as a partition number it is a mistake); else UnknownTopicOrPartitionError."""
+    if isinstance(partition, bool) or not isinstance(partition, int):
+        raise UnknownTopicOrPartitionError(f"partition must be an int, got {partition!r}")
+    return int(partition)
 
 
 def _expire(batch: RecordBatch | PlacedEntry, timeout_ms: int) -> None:
@@ -109,10 +128,14 @@ class Producer:
         )
         self._batches_committed = 0
         self._keyless = KeylessPartitioner(cfg["batch.num.messages"], cfg["batch.size"])
-        self._sequences: dict[TopicPartition, int] = defaultdict(int)
+        self._sequences: dict[TopicPartition, int] = {}  # next sequence per partition; the sender's
         self._topics: dict[str, TopicMetadata] = {}
         self._topics_read_at = 0.0
-        self._cond = threading.Condition()
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
+        self._buffer_memory: int = cfg["buffer.memory"]
+        self._batch_size: int = cfg["batch.size"]
+        self._batch_last_index: int = cfg["batch.num.messages"] - 1
         self._open: RecordBatch | None = None  # accepting records
         self._sealed: deque[RecordBatch] = deque()  # waiting for the sender
         self._in_flight: RecordBatch | None = None
@@ -148,6 +171,26 @@ class Producer:
                 topic = self._topics.get(name)
         return topic
 
+    def _refusal(self, topic: str, partition: int | None, size: int) -> LakelogError | None:
+        """Why ``topic`` refuses a record of ``size`` bytes for ``partition`` (None: the
+        partitioner's choice), looking at the store again for a topic or partition the cached
+        metadata does not know yet; None if it takes it."""
+        try:
+            meta = self._topic(topic, partition)
+        except LakelogError as exc:  # auto-creation refused the name or failed to commit
+            return exc
+        if meta is None:
+            return UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
+        return check_record(meta, topic, 0 if partition is None else partition, size)
+
+    def _fresh_topics(self) -> dict[str, TopicMetadata]:
+        """The topics, read again when older than ``metadata.max.age.ms`` (the sender's look
+        before it places a batch, as Kafka's Sender keeps the metadata fresh)."""
+        if time.monotonic() - self._topics_read_at > self._config["metadata.max.age.ms"] / 1000:
+            self._topics = self._context.latest_topics()
+            self._topics_read_at = time.monotonic()
+        return self._topics
+
     def partitions_for(self, topic: str) -> list[int]:
         """The partition ids of ``topic``, created first if it does not exist and the store's
         ``auto.create.topics.enable`` is true. Raises UnknownTopicOrPartitionError if it does not
@@ -171,58 +214,72 @@ class Producer:
         """Queue a record; the future completes when its commit lands.
 
         Raises ProducerClosedError after close(), InvalidRecordError for
-        arguments of the wrong type. A topic that does not exist is created
-        first when the store's ``auto.create.topics.enable`` is true (Kafka's
-        broker setting: ``num.partitions`` and the ``topic.*`` settings);
-        otherwise it fails the returned future with UnknownTopicOrPartitionError,
-        as do unknown partitions, records over ``max.message.bytes`` and a
-        topic that cannot be created (InvalidTopicError). Within
-        ``delivery.timeout.ms`` of this call the future completes or fails: a
-        record still queued then fails with DeliveryTimeoutError and is never
-        committed; one whose commit is under way learns that commit's outcome
-        (DeliveryTimeoutError when its retries ran out, CommitStateUnknownError
-        when it may have landed).
+        arguments of the wrong type (and a timestamp outside what the table
+        holds), UnknownTopicOrPartitionError for a partition that is not an
+        int. A topic that does not exist is created first when the store's
+        ``auto.create.topics.enable`` is true (Kafka's broker setting:
+        ``num.partitions`` and the ``topic.*`` settings); otherwise it fails the
+        returned future with UnknownTopicOrPartitionError, as do unknown
+        partitions, records over ``max.message.bytes`` and a topic that cannot
+        be created (InvalidTopicError). A record without a partition gets its
+        key's partition (Kafka's murmur2) or a sticky keyless one when its batch
+        leaves the queue, from the producer's metadata then; its future fails
+        alone with UnknownTopicOrPartitionError if its topic was deleted
+        meanwhile. Within ``delivery.timeout.ms`` of this call the future
+        completes or fails: a record still queued then fails with
+        DeliveryTimeoutError and is never committed; one whose commit is under
+        way learns that commit's outcome (DeliveryTimeoutError when its retries
+        ran out, CommitStateUnknownError when it may have landed).
         """
+        # Per record only what cannot wait for the batch: the argument checks promised to raise
+        # here (exact types first: bytes, None and int need no conversion), the topic's cached
+        # metadata for refusals the future reports at once, and one row appended under the
+        # lock. Partitions, sequences and the columns are made per batch (records.place).
         if self._closing:
             raise ProducerClosedError("cannot send: the producer is closed")
-        if partition is not None and (isinstance(partition, bool) or not isinstance(partition, int)):
-            raise UnknownTopicOrPartitionError(f"partition must be an int, got {partition!r}")
+        if partition is not None and type(partition) is not int:
+            partition = _partition_argument(partition)
+        if value is not None and type(value) is not bytes:
+            value = to_bytes(value, "value")
+        if key is not None and type(key) is not bytes:
+            key = to_bytes(key, "key")
+        size = (0 if value is None else len(value)) + (0 if key is None else len(key))
+        if headers is not None:
+            headers = to_headers(headers)
+            size = record_size(key, value, headers)
+        # Now, as float ms: int() of it costs more than the clock; place() truncates the column.
+        timestamp_ms = _wall_clock() * 1000 if timestamp is None else to_timestamp_ms(timestamp)
+        meta = self._topics.get(topic)
+        if (
+            meta is None
+            or size > meta.max_message_bytes
+            or (partition is not None and not 0 <= partition < meta.partitions)
+        ):
+            refused = self._refusal(topic, partition, size)
+            if refused is not None:
+                return RecordFuture(error=refused)
+        lock = self._lock
+        lock.acquire()  # not `with`: its __enter__/__exit__ lookups cost more than the lock
         try:
-            meta = self._topic(topic, partition)
-        except LakelogError as exc:  # auto-creation refused the name or failed to commit
-            return RecordFuture(error=exc)
-        record = outgoing_record(
-            topic,
-            meta,
-            value,
-            key,
-            partition,
-            headers,
-            timestamp,
-            keyless=self._keyless,
-            ignore_keys=self._config["partitioner.ignore.keys"],
-        )
-        if record.error is not None:
-            return RecordFuture(error=record.error)
-        assert record.partition is not None
-        tp = TopicPartition(topic, record.partition)
-        size = record.size
-        config = self._config
-        with self._cond:
-            if self._buffered_bytes + size > config["buffer.memory"]:  # else it fits: no wait to set up
+            if self._buffered_bytes + size > self._buffer_memory:  # else it fits: no wait to set up
                 full = self._wait_for_buffer(size)
                 if full is not None:
                     return RecordFuture(error=full)
-            if self._open is None:
-                self._open = RecordBatch()
-                self._cond.notify_all()  # the sender starts the linger clock
             batch = self._open
-            sequence = self._sequences[tp]
-            self._sequences[tp] = sequence + 1
-            index = batch.add(tp, record.key, record.value, record.headers, record.timestamp_ms, size, sequence)
+            if batch is None:
+                batch = self._open = RecordBatch()
+                self._cond.notify_all()  # the sender starts the linger clock
+            fields = batch.fields
+            index = len(fields) // _WIDTH
+            fields.extend((topic, partition, key, value, timestamp_ms, size))
+            if headers is not None:
+                batch.headers_at[index] = headers
+            batch.bytes += size
             self._buffered_bytes += size
-            if batch.bytes >= config["batch.size"] or index + 1 >= config["batch.num.messages"]:
+            if batch.bytes >= self._batch_size or index >= self._batch_last_index:
                 self._seal()
+        finally:
+            lock.release()
         return RecordFuture(batch, index)
 
     def send_batch(
@@ -409,13 +466,20 @@ class Producer:
                         log.warning("batch of %d records failed: %s", len(records.records), exc)
                         records.future.fail(exc)
                     continue
-                batch = ProducerBatch(records, self.producer_id, app)
                 try:
+                    place_queued(
+                        records,
+                        self._fresh_topics(),
+                        self._keyless,
+                        self._sequences,
+                        ignore_keys=self._config["partitioner.ignore.keys"],
+                    )
+                    batch = ProducerBatch(records, self.producer_id, app)
                     self._writer.append(batch, policy)
                     batch.complete()
                 except BaseException as exc:  # every record learns why it failed
                     log.warning("batch of %d records failed: %s", len(records), exc)
-                    batch.fail(exc)
+                    records.fail(exc)
             finally:
                 with self._cond:
                     self._in_flight = None
