@@ -117,12 +117,15 @@ _REPLAY_LIMIT = 100
 
 def state_from_commits(files: LogFiles) -> TableState | None:
     """The state at the newest commit of a table without a checkpoint, replayed from its
-    commit files (version 0 on: the Delta protocol's reconciliation, the newest action for a
-    path wins); None when this reader leaves the table to delta-rs: a checkpoint or
-    ``_last_checkpoint`` is there, the log is empty or longer than :data:`_REPLAY_LIMIT`
-    commits, a listing shows any fault of the log (a missing commit, an orphan or empty
-    ``.crc``), a commit went missing since the listing, or the table needs what
-    :func:`state_from_checkpoint` does not read. Raises CorruptLogError naming a commit file
+    commit files from version 0 (Delta protocol, "Action Reconciliation": the newest file
+    action for each logical file, the latest protocol, metaData and txn per appId win; a
+    reader-version-1 table has no deletion vectors, so a file is its decoded path).
+
+    None when this reader leaves the table to delta-rs: a checkpoint or ``_last_checkpoint``
+    is there, the log is empty or longer than :data:`_REPLAY_LIMIT` commits, a listing shows
+    any fault of the log (a missing commit, an orphan or empty ``.crc``), a commit went
+    missing since the listing, or the table needs what :func:`state_from_checkpoint` does not
+    read. Raises CorruptLogError naming a commit file
     that is empty, not UTF-8 or not Delta actions (as loading the table does); OSError when
     the log cannot be listed."""
     listing = files.listing()

@@ -247,7 +247,7 @@ def filesystem(uri: str) -> tuple[fsspec.AbstractFileSystem, str]:
     For an absolute local path (what a store's URI is, ``normalize_uri``) fsspec is imported
     only when the filesystem is first used: the commit core reads and writes local files with
     plain file calls, and importing fsspec (asyncio, ssl, a scan of the installed packages'
-    entry points) is a tenth of a second of a short-lived client's start."""
+    entry points) is ~60 ms of a short-lived client's start."""
     if is_s3(uri):
         import s3fs
 
