@@ -333,7 +333,14 @@ def cmd_perf_startup(args: argparse.Namespace, out: Out) -> None:
     from benchmarks.startup import perf_startup
 
     check_work_dir(args.work_dir, s3=False)
-    perf_startup(rounds=args.rounds, lines=args.lines, kafka=args.kafka, work_dir=args.work_dir, out=out)
+    perf_startup(
+        rounds=args.rounds,
+        lines=args.lines,
+        kafka=args.kafka,
+        work_dir=args.work_dir,
+        out=out,
+        bytecode_cache=not args.no_bytecode_cache,
+    )
 
 
 def cmd_perf_groups(args: argparse.Namespace, out: Out) -> None:

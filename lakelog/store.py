@@ -23,10 +23,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from lakelog.engine.admin import delete_records, list_offsets
-from lakelog.engine.admin.history import HistoryEntry, PartitionChange, history_entry
-from lakelog.engine.admin.list_offsets import OffsetAndTimestamp
-from lakelog.engine.admin.time_travel import version_as_of
+# The admin modules (delete_records, list_offsets, history, time_travel) are imported by the
+# methods that use them: opening a store to produce or consume does not need them.
 from lakelog.engine.commit import (
     AppendResult,
     RetryPolicy,
@@ -66,6 +64,8 @@ from lakelog.engine.topics import (
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+    from lakelog.engine.admin.history import HistoryEntry, PartitionChange
+    from lakelog.engine.admin.list_offsets import OffsetAndTimestamp
     from lakelog.engine.consume import Consumer
     from lakelog.transactions import TransactionalProducer
 
@@ -338,7 +338,9 @@ class Store:
         MaintenanceConflictError when commits kept winning, CommitStateUnknownError when the
         outcome of a commit is unknown.
         """
-        done = delete_records.delete_records(self.context, offsets)
+        from lakelog.engine.admin.delete_records import delete_records  # on first use: start-up time
+
+        done = delete_records(self.context, offsets)
         return {tp: start for tp, start in done.items() if isinstance(start, int)}
 
     # -- reading as a consumer ---------------------------------------------------
@@ -475,10 +477,14 @@ class Store:
         """Per partition, the end of what readers see: the offset the next record gets (Kafka's
         log end offset), or while a ``write(df)``'s reservation is pending the first offset it
         holds (the last stable offset, what Kafka's ``endOffsets`` gives a read_committed consumer)."""
+        from lakelog.engine.admin import list_offsets  # on first use: start-up time
+
         return list_offsets.end_offsets(self.context, topic)
 
     def beginning_offsets(self, topic: str) -> dict[int, int]:
         """Per partition, the first offset still in the log (Kafka's log start offset)."""
+        from lakelog.engine.admin import list_offsets  # on first use: start-up time
+
         return list_offsets.beginning_offsets(self.context, topic)
 
     def offsets_for_times(self, topic: str, timestamps: Mapping[int, int]) -> dict[int, OffsetAndTimestamp | None]:
@@ -490,6 +496,8 @@ class Store:
         InvalidOffsetError for a timestamp outside the range record timestamps
         lie in (:func:`engine.records.check_lookup_timestamp`).
         """
+        from lakelog.engine.admin import list_offsets  # on first use: start-up time
+
         return list_offsets.offsets_for_times(self.context, topic, timestamps)
 
     def max_timestamp_offsets(
@@ -500,6 +508,8 @@ class Store:
         Kafka's ``listOffsets`` with ``OffsetSpec.maxTimestamp()`` (ListOffsets -3, KIP-734).
         Files are pruned by their timestamp statistics; no Spark. Raises
         UnknownTopicOrPartitionError for a topic or partition that does not exist."""
+        from lakelog.engine.admin import list_offsets  # on first use: start-up time
+
         return list_offsets.max_timestamp_offsets(self.context, topic, partitions)
 
     # -- reading -------------------------------------------------------------
@@ -533,6 +543,8 @@ class Store:
         version = self.version_as_of(as_of_version=as_of_version, as_of_timestamp=as_of_timestamp)
         snapshot = self.log.at(version)
         names = resolve_topic_names(topics, snapshot.topics)
+        from lakelog.engine.admin import list_offsets  # on first use: start-up time
+
         bounds = list_offsets.partition_bounds(self.context, snapshot, names)
         starts = resolve_offsets(start_spec, bounds, default="earliest", option="starting_offsets")
         ends = resolve_offsets(end_spec, bounds, default="latest", option="ending_offsets")
@@ -551,6 +563,8 @@ class Store:
         None when neither is given."""
         if as_of_version is None and as_of_timestamp is None:
             return None
+        from lakelog.engine.admin.time_travel import version_as_of  # on first use: start-up time
+
         return version_as_of(
             self.log.latest_version(),
             self.log.commit_time,
@@ -614,6 +628,8 @@ class Store:
 
     def history_entries(self, topic: str | None = None) -> list[HistoryEntry]:
         """Every commit still in the Delta log, oldest first (optionally those touching ``topic``)."""
+        from lakelog.engine.admin.history import history_entry  # on first use: start-up time
+
         entries = []
         for version in range(0, self.log.latest_version() + 1):
             commit = self.log.read_commit(version)

@@ -155,6 +155,12 @@ def add_parser(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--kafka", action="store_true", help="also time confluent-kafka's first acknowledged record from a broker"
     )
+    p.add_argument(
+        "--no-bytecode-cache",
+        action="store_true",
+        help="run the processes in this environment as it is (default: compiled modules cached in the run's "
+        "own directory, filled by an untimed round, as an installed lakelog runs)",
+    )
     p.add_argument("--work-dir", help="where the temporary store goes (default: the system's temp directory)")
     p.set_defaults(func=_driver("startup"))
     p = psub.add_parser(

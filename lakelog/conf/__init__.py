@@ -7,13 +7,15 @@ lakelog builds itself, ``log4j2.properties`` keeps the JVM quiet, and
 
 from __future__ import annotations
 
-from importlib import resources
 from pathlib import Path
 
 
 def conf_path(name: str) -> Path:
     """Filesystem path of a file in this package."""
-    return Path(str(resources.files(__name__).joinpath(name)))
+    # Beside this module: the package is installed as files (a path is what callers need, and
+    # what importlib.resources gave here too); importing importlib.resources brings tempfile,
+    # shutil and the compression modules into every process's start.
+    return Path(__file__).parent / name
 
 
 def read_properties(name: str) -> dict[str, str]:

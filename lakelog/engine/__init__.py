@@ -35,6 +35,29 @@ imports none of them. Users import from :mod:`lakelog`; clients of the store get
 
 from __future__ import annotations
 
-from lakelog.engine.context import StoreContext, auto_create_topics, commit_topic_creation, ensure_offsets_topic
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from lakelog.engine.context import StoreContext, auto_create_topics, commit_topic_creation, ensure_offsets_topic
+
+# The seam's names are imported on first use: importing any module of the engine runs this
+# package first, and the seam pulls in the whole commit core (pyarrow, the Delta log, data
+# files) -- a third of a second that ``lakelog.engine.errors`` (every CLI module's) or
+# ``lakelog.engine.topics`` alone does not need.
+_SEAM = frozenset({"StoreContext", "auto_create_topics", "commit_topic_creation", "ensure_offsets_topic"})
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _SEAM:
+        raise AttributeError(f"module 'lakelog.engine' has no attribute {name!r}")
+    value = getattr(importlib.import_module("lakelog.engine.context"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_SEAM])
+
 
 __all__ = ["StoreContext", "auto_create_topics", "commit_topic_creation", "ensure_offsets_topic"]

@@ -8,8 +8,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-import pyarrow.compute as pc
-
 from lakelog.engine.errors import InvalidOffsetError, InvalidRecordError
 
 Headers = list[tuple[str, bytes | None]]
@@ -115,6 +113,10 @@ def check_timestamps_ms(column: Any) -> None:
     [0, MAX_TIMESTAMP_MS]."""
     if not len(column) or column.null_count == len(column):
         return
+    # Imported here: these checks are every CLI module's imports, and ``lakelog --help`` or a
+    # command refused for its arguments need no pyarrow (a quarter of a second to import).
+    import pyarrow.compute as pc
+
     bounds = pc.min_max(column)
     low, high = bounds["min"].as_py(), bounds["max"].as_py()
     if low < 0 or high > MAX_TIMESTAMP_MS:

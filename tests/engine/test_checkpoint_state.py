@@ -19,11 +19,12 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from lakelog.engine.commit import RetryPolicy, wait_for_checkpoints
-from lakelog.engine.commit.checkpoint_state import interval_ms, state_from_checkpoint
+from lakelog.engine.commit import RetryPolicy, checkpoint_state, follower, wait_for_checkpoints
+from lakelog.engine.commit.checkpoint_state import interval_ms, state_from_checkpoint, state_from_commits
 from lakelog.engine.commit.file_runs import FileColumns, IntColumn, Run
 from lakelog.engine.commit.follower import TableLog, load_state
-from lakelog.engine.commit.log_files import LogFiles
+from lakelog.engine.commit.log_files import LogFiles, checksum_name, commit_name
+from lakelog.engine.errors import CorruptLogError
 from lakelog.engine.offsets import FileStats
 from lakelog.engine.produce.batches import ProducerBatch, RecordBatch
 from lakelog.engine.topics import TopicPartition
@@ -103,6 +104,84 @@ def test_a_missing_checkpoint_falls_back_to_delta_rs(tmp_path):
     (tmp_path / "store" / "_delta_log" / f"{50:020d}.checkpoint.parquet").unlink()
     assert state_from_checkpoint(LogFiles(store.uri)) is None
     assert TableLog(store.uri).latest().version == 52  # delta-rs past the stale hint (one warning)
+
+
+def _young_store(path: Path) -> Store:
+    """A store without a checkpoint: topics created and deleted, records in two partitions,
+    DeleteRecords (a remove and a log start), a second producer's records."""
+    store = Store.open(path)
+    store.create_topic("t", partitions=2)
+    store.create_topic("gone", partitions=1)
+    with store.producer(linger_ms=0) as producer:
+        for i in range(6):
+            producer.send("t", f"r{i}".encode(), partition=i % 2).get()
+        producer.send("gone", b"x").get()
+    store.delete_topic("gone")
+    store.delete_records({("t", 0): 2})
+    with store.producer(linger_ms=0) as producer:
+        producer.send("t", b"late", partition=1).get()
+    return store
+
+
+def test_a_young_tables_state_replayed_from_its_commits_is_delta_rs_snapshots_state(tmp_path):
+    """Without a checkpoint, the state is read from the commit files (no delta-rs): files,
+    offsets, log starts, end markers, metadata, checksum and app versions as delta-rs' snapshot
+    of the same version gives them."""
+    store = _young_store(tmp_path / "store")
+    files = LogFiles(store.uri)
+    assert files.last_checkpoint() is None and not files.listing().checkpoints
+    state = state_from_commits(files)
+    assert state is not None and state.version == store.log.latest_version()
+    snapshot = load_state(store.uri, files)
+    _assert_same(state, snapshot)
+    assert state.checksum is not None  # the newest .crc agreed and is carried
+    apps = {a for v in range(state.version + 1) for a in files.read_commit(v).txns}
+    assert apps and {a: state.app_version(a) for a in apps} == {a: snapshot.app_version(a) for a in apps}
+    assert state.end_offset(T0) == 3 and state.bounds(T0) == snapshot.bounds(T0)
+
+
+def test_a_young_store_opens_without_delta_rs(tmp_path, monkeypatch):
+    store = _young_store(tmp_path / "store")
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a young table was loaded with delta-rs")
+
+    monkeypatch.setattr(follower, "load_state", refuse)
+    _assert_same(TableLog(store.uri).latest(), store.log.latest())
+
+
+def test_what_a_commit_replay_leaves_to_delta_rs(tmp_path, monkeypatch):
+    """A log with a checkpoint, a missing commit, an orphan checksum or more commits than the
+    replay limit is not replayed here (delta-rs loads it and names what is wrong)."""
+    store = _young_store(tmp_path / "store")
+    files = LogFiles(store.uri)
+    log_dir = tmp_path / "store" / "_delta_log"
+    newest = store.log.latest_version()
+    assert state_from_commits(files) is not None
+    monkeypatch.setattr(checkpoint_state, "_REPLAY_LIMIT", newest)
+    assert state_from_commits(files) is None
+    monkeypatch.setattr(checkpoint_state, "_REPLAY_LIMIT", newest + 1)
+    assert state_from_commits(files) is not None
+
+    (log_dir / checksum_name(newest + 1)).write_text((log_dir / checksum_name(newest)).read_text())
+    assert state_from_commits(files) is None  # an orphan .crc: delta-kernel refuses the log
+    (log_dir / checksum_name(newest + 1)).unlink()
+
+    moved = log_dir / commit_name(newest - 1)
+    moved.rename(tmp_path / "aside.json")
+    assert state_from_commits(files) is None  # a commit missing before the newest
+    (tmp_path / "aside.json").rename(moved)
+
+    DeltaTable(store.uri).create_checkpoint()
+    assert state_from_commits(files) is None
+
+
+def test_a_damaged_commit_of_a_young_table_is_named(tmp_path):
+    store = _young_store(tmp_path / "store")
+    damaged = tmp_path / "store" / "_delta_log" / commit_name(store.log.latest_version() - 1)
+    damaged.write_bytes(b"")
+    with pytest.raises(CorruptLogError, match=damaged.name):
+        state_from_commits(LogFiles(store.uri))
 
 
 COLD_OPEN = """

@@ -163,6 +163,7 @@ def test_a_waiting_poll_looks_often_while_its_group_rebalances_and_at_fetch_max_
     """Kafka's JoinGroup/SyncGroup answer as soon as a rebalance completes: a member waiting on
     one looks at the log every few ms, not every fetch.max.wait.ms (here 1 s)."""
     from lakelog.engine.consume import consumer as consumer_module
+    from lakelog.engine.consume import group_client as group_client_module
 
     slow = {**FAST, "fetch_max_wait_ms": 1000, "enable_auto_commit": False}
     a = store.consumer("g", client_id="a", **slow)
@@ -187,14 +188,14 @@ def test_a_waiting_poll_looks_often_while_its_group_rebalances_and_at_fetch_max_
         assert b.assignment() == set()
         pauses.clear()
         b.poll(timeout_ms=100)  # a has not synced: b waits on the rebalance
-        assert len(pauses) >= 5 and max(pauses) <= consumer_module.REBALANCE_LOOK_S
+        assert len(pauses) >= 5 and max(pauses) <= group_client_module.REBALANCE_LOOK_S
         until(lambda: len(a.assignment()) == 2 and len(b.assignment()) == 2, a, b)
         for c in (a, b):
             while c.poll(timeout_ms=0):
                 pass
         pauses.clear()
         b.poll(timeout_ms=300)  # stable and read to the end: waits for data at fetch.max.wait.ms
-        assert pauses and min(pauses) > consumer_module.REBALANCE_LOOK_S
+        assert pauses and min(pauses) > group_client_module.REBALANCE_LOOK_S
     finally:
         a.close(autocommit=False)
         b.close(autocommit=False)

@@ -53,7 +53,7 @@ def test_perf_commit_sets_per_record_loops_and_contention_beside_confluent_kafka
 def test_perf_startup_prints_every_path_beside_confluent_kafka(tmp_path, capsys):
     assert main(["perf", "startup", "--rounds", "1", "--lines", "20", "--work-dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert "startup: 1 interleaved rounds, medians (load average" in out
+    assert "startup: 1 interleaved rounds, medians (load average" in out and "bytecode cached)" in out
     for row in (
         "python (interpreter only)",
         "import lakelog ",
@@ -69,6 +69,18 @@ def test_perf_startup_prints_every_path_beside_confluent_kafka(tmp_path, capsys)
     assert out.count("imports none of pandas/pyspark/py4j/confluent_kafka") == 6, out
     assert "broker first ack" not in out  # only with --kafka
     assert list(tmp_path.iterdir()) == []
+
+
+def test_perf_startup_caches_bytecode_in_its_own_directory_unless_told_not_to(tmp_path, monkeypatch):
+    from benchmarks.startup import ROOT, child_environment
+
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    monkeypatch.delenv("PYTHONPYCACHEPREFIX", raising=False)
+    cached = child_environment(str(tmp_path), bytecode_cache=True)
+    assert "PYTHONDONTWRITEBYTECODE" not in cached and cached["PYTHONPYCACHEPREFIX"] == f"{tmp_path}/pycache"
+    as_is = child_environment(str(tmp_path), bytecode_cache=False)
+    assert as_is["PYTHONDONTWRITEBYTECODE"] == "1" and "PYTHONPYCACHEPREFIX" not in as_is
+    assert cached["PYTHONPATH"] == as_is["PYTHONPATH"] == str(ROOT)
 
 
 @pytest.mark.slow

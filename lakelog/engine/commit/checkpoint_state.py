@@ -29,6 +29,12 @@ delta-kernel's ``calculate_transaction_expiration_timestamp``). An entry updated
 within the retention (:data:`_MARGIN_MS`) is answered from the checkpoint; one near or past
 its expiry, or without ``lastUpdated``, is asked of delta-rs (a snapshot loaded once, the
 first time one is asked), so that both readers agree on every id.
+
+A young table has no checkpoint yet (``delta.checkpointInterval`` commits make the first):
+:func:`state_from_commits` replays its few commits from version 0 instead, with the same
+checks, so that opening a new store does not import and load delta-rs (a twentieth of a
+second of a short-lived client's start). A log this reader does not fully understand, longer
+than :data:`_REPLAY_LIMIT` commits, or with any fault a listing shows goes to delta-rs.
 """
 
 from __future__ import annotations
@@ -36,16 +42,24 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from dataclasses import replace
 from typing import Any
+from urllib.parse import unquote
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakelog.engine.commit.actions import Metadata, Protocol
+from lakelog.engine.commit.actions import AddFile, Metadata, Protocol, RemoveFile, Txn
 from lakelog.engine.commit.checksum import checksum_disagreement
 from lakelog.engine.commit.delta_table import load_delta_table
 from lakelog.engine.commit.file_runs import FileColumns, IntColumn, RowColumn, combined, encoded_topics
-from lakelog.engine.commit.log_files import LogFiles, checksum_name, metadata_and_protocol_of, txn_entries
+from lakelog.engine.commit.log_files import (
+    LogFiles,
+    checksum_name,
+    listing_problems,
+    metadata_and_protocol_of,
+    txn_entries,
+)
 from lakelog.engine.commit.state import AppVersions, TableState
 
 log = logging.getLogger(__name__)
@@ -77,9 +91,8 @@ def state_from_checkpoint(files: LogFiles) -> TableState | None:
         if metadata_body is None or protocol_body is None:
             return None
         metadata, protocol = Metadata.from_json(metadata_body), Protocol.from_json(protocol_body)
-        retention = metadata.configuration.get(_RETENTION)
-        retention_ms = None if retention is None else interval_ms(retention)
-        if protocol.min_reader_version != 1 or (retention is not None and retention_ms is None):
+        readable, retention_ms = _understood(metadata, protocol)
+        if not readable:
             return None
         adds = combined(checkpoint.column("add"))
         adds = adds.filter(pc.is_valid(adds))
@@ -90,21 +103,95 @@ def state_from_checkpoint(files: LogFiles) -> TableState | None:
     except (OSError, ValueError, KeyError, TypeError, pa.ArrowException) as exc:
         log.debug("%s: checkpoint %s not read by lakelog (%s); loading with delta-rs", files.uri, version, exc)
         return None
-    checksum = files.read_checksum(version)
-    if checksum is not None:
-        disagreement = checksum_disagreement(
-            checksum,
-            num_files=len(adds),
-            table_size_bytes=pc.sum(adds.field("size")).as_py() or 0,
-            metadata=metadata.to_json()["metaData"],
-            protocol=protocol.to_json()["protocol"],
-        )
-        if disagreement is not None:
-            name = checksum_name(version)
-            log.warning("%s/%s disagrees with the log (%s): not used", files.log_dir, name, disagreement)
-            checksum = None
+    checksum = _agreeing_checksum(
+        files, version, len(adds), pc.sum(adds.field("size")).as_py() or 0, metadata, protocol
+    )
     apps = AppVersions(_AppLookup(files.uri, version, txns, retention_ms))
     return TableState.from_columns(version, protocol, metadata, columns, apps, checksum)
+
+
+# The longest log without a checkpoint replayed from version 0 here (the table's own
+# delta.checkpointInterval is 50); a longer one is loaded by delta-rs.
+_REPLAY_LIMIT = 100
+
+
+def state_from_commits(files: LogFiles) -> TableState | None:
+    """The state at the newest commit of a table without a checkpoint, replayed from its
+    commit files from version 0 (Delta protocol, "Action Reconciliation": the newest file
+    action for each logical file, the latest protocol, metaData and txn per appId win; a
+    reader-version-1 table has no deletion vectors, so a file is its decoded path).
+
+    None when this reader leaves the table to delta-rs: a checkpoint or ``_last_checkpoint``
+    is there, the log is empty or longer than :data:`_REPLAY_LIMIT` commits, a listing shows
+    any fault of the log (a missing commit, an orphan or empty ``.crc``), a commit went
+    missing since the listing, or the table needs what :func:`state_from_checkpoint` does not
+    read. Raises CorruptLogError naming a commit file
+    that is empty, not UTF-8 or not Delta actions (as loading the table does); OSError when
+    the log cannot be listed."""
+    listing = files.listing()
+    newest = max(listing.commits, default=-1)
+    if listing.checkpoints or files.checkpoint_hint() is not None or not 0 <= newest < _REPLAY_LIMIT:
+        return None
+    if listing_problems(listing, None):
+        return None
+    live: dict[str, AddFile] = {}
+    txns: dict[str, tuple[int, int | None]] = {}
+    metadata: Metadata | None = None
+    protocol: Protocol | None = None
+    for version in range(newest + 1):
+        commit = files.read_commit(version)
+        if commit is None:
+            return None  # gone since the listing: delta-rs' load names what happened
+        metadata = commit.metadata or metadata
+        protocol = commit.protocol or protocol
+        for action in commit.actions:
+            if isinstance(action, AddFile):
+                live[unquote(action.path)] = action
+            elif isinstance(action, RemoveFile):
+                live.pop(unquote(action.path), None)
+            elif isinstance(action, Txn):
+                txns[action.app_id] = (action.version, action.last_updated)
+    if metadata is None or protocol is None:
+        return None
+    readable, retention_ms = _understood(metadata, protocol)
+    if not readable:
+        return None
+    adds = list(live.values())
+    checksum = _agreeing_checksum(files, newest, len(adds), sum(a.size for a in adds), metadata, protocol)
+    # As a snapshot lists them: every live file is data (dataChange belongs to the commit).
+    stats = [replace(a.file_stats(), data_change=True) for a in adds if a.tp is not None]
+    apps = AppVersions(_AppLookup(files.uri, newest, txns, retention_ms))
+    return TableState.build(newest, protocol, metadata, stats, apps, checksum)
+
+
+def _understood(metadata: Metadata, protocol: Protocol) -> tuple[bool, int | None]:
+    """Whether this reader reads the table as delta-rs would (no reader feature; a transaction
+    retention absent or one it parses), and that retention in ms."""
+    retention = metadata.configuration.get(_RETENTION)
+    retention_ms = None if retention is None else interval_ms(retention)
+    return protocol.min_reader_version == 1 and (retention is None or retention_ms is not None), retention_ms
+
+
+def _agreeing_checksum(
+    files: LogFiles, version: int, num_files: int, size: int, metadata: Metadata, protocol: Protocol
+) -> dict[str, Any] | None:
+    """The ``.crc`` of ``version`` if it agrees with the state read (file count, size, metadata,
+    protocol); one that disagrees is logged and not used."""
+    checksum = files.read_checksum(version)
+    if checksum is None:
+        return None
+    disagreement = checksum_disagreement(
+        checksum,
+        num_files=num_files,
+        table_size_bytes=size,
+        metadata=metadata.to_json()["metaData"],
+        protocol=protocol.to_json()["protocol"],
+    )
+    if disagreement is not None:
+        name = checksum_name(version)
+        log.warning("%s/%s disagrees with the log (%s): not used", files.log_dir, name, disagreement)
+        return None
+    return checksum
 
 
 _RETENTION = "delta.setTransactionRetentionDuration"

@@ -30,7 +30,7 @@ import pyarrow.compute as pc
 
 from lakelog.engine.arrow_columns import array, table_from_stream
 from lakelog.engine.commit.actions import Commit, Metadata, Protocol
-from lakelog.engine.commit.checkpoint_state import state_from_checkpoint
+from lakelog.engine.commit.checkpoint_state import state_from_checkpoint, state_from_commits
 from lakelog.engine.commit.checksum import checksum_disagreement
 from lakelog.engine.commit.delta_table import corrupt_commit, load_delta_table
 from lakelog.engine.commit.features import check_readable
@@ -73,11 +73,11 @@ def is_delta_table(uri: str) -> bool:
     """Whether ``uri`` holds a Delta table: its first commit or a checkpoint hint is there
     (two reads of named files), else as delta-rs decides (it lists ``_delta_log``, whose
     length a long log makes slow: the first commits may be gone after log cleanup)."""
-    from deltalake import DeltaTable
-
     files = LogFiles(uri)
     if files.exists(0) or files.checkpoint_hint() is not None:
         return True
+    from deltalake import DeltaTable  # only here: importing delta-rs is a short-lived client's start
+
     return DeltaTable.is_deltatable(python_uri(uri), storage_options=delta_storage_options(uri))
 
 
@@ -456,9 +456,14 @@ class TableLog:
         return self.files.exists(version)
 
     def _newest(self, timeout_ms: int | None = None) -> TableState:
-        """A state to follow the log from: the newest checkpoint's, read without listing the log
-        (:mod:`engine.commit.checkpoint_state`), else delta-rs' snapshot of the latest version."""
-        return state_from_checkpoint(self.files) or load_state(self.uri, self.files, timeout_ms=timeout_ms)
+        """A state to follow the log from: the newest checkpoint's, read without listing the log,
+        or a young table's few commits replayed (:mod:`engine.commit.checkpoint_state`), else
+        delta-rs' snapshot of the latest version."""
+        return (
+            state_from_checkpoint(self.files)
+            or state_from_commits(self.files)
+            or load_state(self.uri, self.files, timeout_ms=timeout_ms)
+        )
 
     def _follow(self, state: TableState, timeout_ms: int | None = None) -> TableState:
         replayed = 0

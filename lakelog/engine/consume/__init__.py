@@ -12,12 +12,27 @@ The group itself -- membership, generation, assignment -- is :mod:`engine.groups
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from lakelog.engine.consume.consumer import (
     Consumer,
     ConsumerGroupMetadata,
     ConsumerRebalanceListener,
     ConsumerRecord,
 )
-from lakelog.engine.consume.group_client import GroupClient
+
+if TYPE_CHECKING:
+    from lakelog.engine.consume.group_client import GroupClient
+
+
+def __getattr__(name: str) -> Any:
+    # GroupClient on first use: a consumer without a group.id never imports the group side.
+    if name != "GroupClient":
+        raise AttributeError(f"module 'lakelog.engine.consume' has no attribute {name!r}")
+    value = importlib.import_module("lakelog.engine.consume.group_client").GroupClient
+    globals()[name] = value
+    return value
+
 
 __all__ = ["Consumer", "ConsumerGroupMetadata", "ConsumerRebalanceListener", "ConsumerRecord", "GroupClient"]

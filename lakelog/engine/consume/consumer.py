@@ -47,7 +47,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import partial
 from itertools import repeat
-from typing import Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -57,7 +57,6 @@ from lakelog.engine.client_config import CONSUMER_CONFIG_KEYS
 from lakelog.engine.commit import RetryPolicy, TableState
 from lakelog.engine.commit.partition_reader import PartitionReader
 from lakelog.engine.config import resolve_config
-from lakelog.engine.consume.group_client import REBALANCE_LOOK_S, GroupClient
 from lakelog.engine.context import StoreContext
 from lakelog.engine.errors import (
     CommitFailedError,
@@ -71,11 +70,17 @@ from lakelog.engine.errors import (
     UnknownMemberIdError,
     UnknownTopicOrPartitionError,
 )
-from lakelog.engine.groups.coordinator import commit_offsets
 from lakelog.engine.groups.offsets_topic import OffsetAndMetadata, check_group_id, check_offset, current_offsets
 from lakelog.engine.offsets import PartitionBounds
 from lakelog.engine.schema import LOG_ARROW_SCHEMA
 from lakelog.engine.topics import TopicPartition
+
+if TYPE_CHECKING:
+    from lakelog.engine.consume.group_client import GroupClient
+
+# The group side (group_client, the group coordinator, the protocol's wire format) is imported
+# by a consumer that has a group.id, when it needs it: a consumer without one (``lakelog
+# consume`` without --group, assign() and seek) starts a tenth of a second sooner without it.
 
 log = logging.getLogger(__name__)
 
@@ -184,11 +189,13 @@ class Consumer:
         self._rr = 0
         self._closed = False
         # The member side of the group protocol (a consumer without a group.id has none).
-        self.group_client: GroupClient | None = (
-            GroupClient(context, self.group_id, self.client_id, cfg, self._policy, self._records, _MemberSide(self))
-            if self.group_id is not None
-            else None
-        )
+        self.group_client: GroupClient | None = None
+        if self.group_id is not None:
+            from lakelog.engine.consume.group_client import GroupClient  # a group's only: see the imports
+
+            self.group_client = GroupClient(
+                context, self.group_id, self.client_id, cfg, self._policy, self._records, _MemberSide(self)
+            )
 
     # -- assignment -------------------------------------------------------------
 
@@ -379,6 +386,8 @@ class Consumer:
                 return table
             pause = self._config["fetch.max.wait.ms"] / 1000
             if self.group_client is not None and self.group_client.rebalancing and self._subscription is not None:
+                from lakelog.engine.consume.group_client import REBALANCE_LOOK_S  # imported with GroupClient
+
                 pause = min(pause, REBALANCE_LOOK_S)
             time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
 
@@ -459,6 +468,8 @@ class Consumer:
         if self._subscription is not None and member_id is None:
             raise CommitFailedError("this consumer has not joined its group yet (poll first); nothing was committed")
         group = self.group_client
+        from lakelog.engine.groups.coordinator import commit_offsets  # a group's only: see the imports
+
         try:
             commit_offsets(group.writer(), group.group_log(), chosen, generation, member_id, self._policy)
         except CommitFailedError as exc:
