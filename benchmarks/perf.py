@@ -392,6 +392,7 @@ def cmd_perf_serve(args: argparse.Namespace, out: Out) -> None:
         kafka_flush=not args.no_kafka_flush,
         agents=tuple(_agent_checkout(spec) for spec in args.agent),
         throughput=not args.latency_only,
+        warmup_seconds=args.warmup_seconds,
     )
     (perf_serve_security if args.security else perf_serve)(workload, out)
 

@@ -202,6 +202,12 @@ def add_parser(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
     p.add_argument("--record-size", type=COUNT, default=100)
     p.add_argument("--rate", type=COUNT, default=1000, help="records/s of the fixed-rate latency run")
     p.add_argument("--seconds", type=float_at_least(1), default=20, help="length of the fixed-rate run")
+    p.add_argument(
+        "--warmup-seconds",
+        type=float_at_least(0),
+        default=2,
+        help="seconds at the fixed rate before records are counted, on every side (default 2)",
+    )
     p.add_argument("--repeat", type=COUNT, default=3, help="interleaved rounds, each side once per round (medians)")
     p.add_argument(
         "--agent",

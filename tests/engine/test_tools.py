@@ -317,8 +317,10 @@ def test_perf_serve_measures_another_checkouts_agent_as_a_side_of_its_own(tmp_pa
 
     root = Path(__file__).resolve().parents[2]
     argv = ["perf", "serve", "--latency-only", "--no-kafka", "--rate", "200", "--seconds", "1", "--repeat", "2"]
+    argv += ["--warmup-seconds", "0.5"]
     assert main([*argv, "--agent", f"other={root}", "--work-dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
+    assert "200 rec/s for 1 s after 0.5 s of warm-up (not counted), one partition" in out, out
     rounds = re.findall(r"^round (\d): (\S+) +at fixed rate: produce p50/p99 [\d.]+/[\d.]+ ms, end-to-end", out, re.M)
     assert rounds == [("1", "lakelog"), ("1", "other"), ("2", "other"), ("2", "lakelog")], out
     for side in ("lakelog", "other"):
@@ -335,7 +337,19 @@ def test_perf_serve_measures_another_checkouts_agent_as_a_side_of_its_own(tmp_pa
 def test_perf_serve_measures_the_broker_by_default_and_on_a_topic_flushed_after_every_append(tmp_path, capsys):
     import re
 
-    argv = ["perf", "serve", "--latency-only", "--rate", "200", "--seconds", "1", "--repeat", "1"]
+    argv = [
+        "perf",
+        "serve",
+        "--latency-only",
+        "--rate",
+        "200",
+        "--seconds",
+        "1",
+        "--repeat",
+        "1",
+        "--warmup-seconds",
+        "0",
+    ]
     assert main([*argv, "--work-dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     for side in ("lakelog", "kafka", "kafka flush=1"):
