@@ -178,9 +178,12 @@ def perf_startup(
         fill = {"store": store, "bootstrap": ""}
         if kafka:
             from benchmarks.kafka_reference import KafkaBroker
+            from benchmarks.streams import create_topics
 
             broker = KafkaBroker().start()
             fill["bootstrap"] = broker.bootstrap
+            # The reference broker does not auto-create topics (neither does lakelog's Produce).
+            create_topics(broker.bootstrap, ["t"], 1)
         timed = rows(lines_file, kafka)
         env = child_environment(work, bytecode_cache)
         if bytecode_cache:

@@ -71,6 +71,17 @@ def test_perf_startup_prints_every_path_beside_confluent_kafka(tmp_path, capsys)
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.kafka
+@pytest.mark.slow
+def test_perf_startup_times_confluent_kafkas_first_ack_from_a_broker(tmp_path, capsys):
+    # The reference broker does not auto-create topics: the verb creates the row's topic first.
+    argv = ["perf", "startup", "--kafka", "--rounds", "1", "--lines", "20", "--work-dir", str(tmp_path)]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "  confluent-kafka -> broker first ack " in out, out
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_perf_startup_caches_bytecode_in_its_own_directory_unless_told_not_to(tmp_path, monkeypatch):
     from benchmarks.startup import ROOT, child_environment
 
