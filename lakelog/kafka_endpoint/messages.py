@@ -91,7 +91,7 @@ def api_name(api_key: int, api_version: int) -> str:
     messages; ``api <key>`` for a key kio does not know."""
     for version in (api_version, 0):
         try:
-            module = load_request_schema(api_key, version).__module__  # kio.schema.<name>.v<n>.request
+            module = request_class(api_key, version).__module__  # kio.schema.<name>.v<n>.request
         except Exception:  # kio's UnknownAPIKey / UnknownEntity: no such schema
             continue
         return module.split(".")[2]

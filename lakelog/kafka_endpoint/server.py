@@ -33,7 +33,6 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-from kio.index import load_response_schema
 from kio.schema.errors import ErrorCode
 
 from lakelog.engine.errors import InvalidConfigError
@@ -55,6 +54,7 @@ from lakelog.kafka_endpoint.messages import (
     header_client_id,
     known_fields,
     parse_request,
+    response_class,
 )
 from lakelog.kafka_endpoint.metrics import Metrics
 from lakelog.kafka_endpoint.produce import PRODUCE, StartedProduce
@@ -102,7 +102,7 @@ def error_response(
         # Kafka answers a version it does not serve with v0, which every client parses.
         return encode_response(API_VERSIONS, 0, correlation_id, api_versions_body(0, ErrorCode.unsupported_version))
     try:
-        cls = load_response_schema(api_key, api_version)
+        cls = response_class(api_key, api_version)
     except Exception:
         return None
     # Some responses (DeleteRecords, Produce, ...) carry error codes only per partition: an empty
