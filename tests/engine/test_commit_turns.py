@@ -13,7 +13,7 @@ from lakelog.engine.commit import Committer, TableLog
 from lakelog.engine.commit import committer as committer_module
 from lakelog.engine.commit.data_files import DataFileWriter
 from lakelog.engine.storage import object_store
-from lakelog.engine.storage.turns import poll_interval, take_turn
+from lakelog.engine.storage.turns import TURN_FILE, poll_interval, take_turn
 from lakelog.store import Store
 from tests.engine.test_commit_loop import T0, append, check_store
 
@@ -107,3 +107,19 @@ def test_an_append_goes_around_a_turn_held_too_long_and_put_if_absent_still_deci
         stuck.release()
     assert (first.ranges[T0].start, second.ranges[T0].start) == (0, 1)
     assert check_store(uri)[T0] == ["a", "b"]
+
+
+def test_a_lock_file_another_user_created_is_locked_through_a_read_only_descriptor(tmp_path, monkeypatch):
+    (tmp_path / TURN_FILE).touch()
+    real_open = os.open
+
+    def open_as_another_user(path, flags, *args):
+        if flags & os.O_RDWR:
+            raise PermissionError(13, "Permission denied", path)
+        return real_open(path, flags, *args)
+
+    monkeypatch.setattr(os, "open", open_as_another_user)
+    first = take_turn(str(tmp_path), 0.0)
+    assert first.held
+    assert not take_turn(str(tmp_path), 0.0).held
+    first.release()

@@ -63,9 +63,8 @@ def take_turn(log_dir: str, wait_s: float, waiting: Callable[[], None] | None = 
     whose lock file cannot be opened, is returned not held (:attr:`Turn.held` False).
     ``waiting()`` is called between tries (a committer reads the commits landing meanwhile,
     so little is left to read in its turn); it must not raise."""
-    try:
-        fd = os.open(os.path.join(log_dir, TURN_FILE), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-    except OSError:
+    fd = _open(os.path.join(log_dir, TURN_FILE))
+    if fd is None:
         return Turn(None)
     began = time.monotonic()
     while True:
@@ -84,3 +83,16 @@ def take_turn(log_dir: str, wait_s: float, waiting: Callable[[], None] | None = 
     with contextlib.suppress(OSError):
         os.close(fd)
     return Turn(None)
+
+
+def _open(path: str) -> int | None:
+    try:
+        return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except PermissionError:
+        pass  # created by another user: flock(2) takes a descriptor opened for reading too
+    except OSError:
+        return None
+    try:
+        return os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
