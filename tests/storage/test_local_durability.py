@@ -60,9 +60,9 @@ def test_an_acknowledged_send_synced_its_data_file_commit_file_and_directories_i
     returned: list[int] = []
     real_put = LogFiles.put_commit
 
-    def put_commit(self, version: int, data: bytes, with_files=()) -> bool:
+    def put_commit(self, version: int, data: bytes, with_files=(), linked=None) -> bool:
         entered.append(len(syncs.events))  # what had happened when put_commit was called
-        landed = real_put(self, version, data, with_files)
+        landed = real_put(self, version, data, with_files, linked)
         returned.append(len(syncs.events))  # what had happened when put_commit returned
         return landed
 

@@ -3,6 +3,8 @@
 One pipeline for appends (producers, transactions, consumer groups, the
 streaming sink, ``Store.write``), topic changes and maintenance steps::
 
+      [an append to a local table: take its turn (engine.storage.turns), held to the put]
+        |
       plan against the state at version V        (pure: the batch, the change, the step)
         |
       write data files                            (pyarrow here; Spark executors for write(df))
@@ -32,6 +34,8 @@ committed, and retrying at once cannot help).
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import logging
 import random
 import threading
@@ -116,6 +120,7 @@ from lakelog.engine.offsets import (
     verify_written,
 )
 from lakelog.engine.storage.object_store import is_s3, make_directories
+from lakelog.engine.storage.turns import Turn, take_turn
 from lakelog.engine.topics import TopicMetadata, TopicPartition
 
 log = logging.getLogger(__name__)
@@ -283,6 +288,9 @@ class _Pending:
         return [f for t, (_, files) in self.attempts.items() if t != txn_id for f in files]
 
 
+# The longest a local append waits for its turn (engine.storage.turns) before it goes on
+# without one: a turn lasts milliseconds, so only a stuck holder makes anyone wait this long.
+TURN_WAIT_MAX_S = 1.0
 # Attempts to abort a reservation (about 10 s in all) before it is left to expire.
 _RELEASE_ATTEMPTS = 8
 # Attempts to settle a lost response before the outcome is reported unknown.
@@ -344,99 +352,127 @@ class Committer:
         started = time.monotonic()
         failures = 0
         pending: _Pending | None = None
+        wait: Callable[[], None] | None = None
         while True:
-            state = self._latest(pending, policy, started)
-            if pending is not None and state.version >= pending.version:
-                earlier = self._pending_landed(pending)
-                if earlier is not None:
-                    if landed is not None and earlier.version is not None:
-                        landed(earlier.version)
-                    return earlier
-                pending = None
-            check_writable(state.protocol, state.metadata)
-            apps, expected, nothing = check_attempt(batch, state)
-            if nothing:
-                return AppendResult(None, {}, 0, failures + 1)
-            ends = self._ends_for(state, batch.target_partitions(state))
-            append_time_ms = int(time.time() * 1000)
-            written = self._write(batch.build(ends, state.topics, append_time_ms), getattr(batch, "file_label", ""))
-            stats = [f.stats for f in written]
-            counts = counts_by_partition(stats)
-            if expected is not None and counts != {tp: n for tp, n in expected.items() if n}:
-                self._discard(written)
-                raise InconsistentWriteError(f"planned {dict(expected)} records per partition, files hold {counts}")
-            if not counts and not batch.commit_when_empty:
-                self._discard(written)
-                return AppendResult(None, {}, append_time_ms, failures + 1)
-            plan = plan_ranges(ends, counts)
+            if wait is not None:
+                wait()  # outside the turn: others commit meanwhile
+                wait = None
+            # Planned and put in this committer's turn, a local append is not raced by another
+            # lakelog appender of the table, so its file is written once (engine.storage.turns).
+            turn = self._take_turn(policy, started)
             try:
-                verify_written(plan, stats)
-            except InconsistentWriteError:
-                self._discard(written)
-                raise
-            actions: list[Action] = [f.add for f in written]
-            actions.extend(Txn(app.app_id, app.version, append_time_ms) for app in apps)
-            # Each partition's new end, where plain Delta tools keep it: rows another writer
-            # appends then never move it (engine.commit.state).
-            actions.extend(
-                Txn(end_marker_id(state.topics[tp.topic].topic_id, tp.partition), r.end, append_time_ms)
-                for tp, r in sorted(plan.items())
-            )
-            tags = append_tags(batch.operation, self.client_id, plan)
-            metrics = {"numFiles": len(written), "numOutputRows": sum(counts.values())}
-            relied = {tp: r.start for tp, r in plan.items()}
-            app_ids = [app.app_id for app in apps]
-            markers = end_markers(state, relied)
-            txn_id = str(uuid.uuid4())
-
-            def info(
-                version: int, tags: dict[str, str] = tags, metrics: dict[str, int] = metrics, txn_id: str = txn_id
-            ) -> CommitInfo:
-                return commit_info(
-                    "WRITE",
-                    version - 1,
-                    now_ms=int(time.time() * 1000),
-                    tags=tags,
-                    parameters={"mode": "Append"},
-                    metrics=metrics,
-                    txn_id=txn_id,
+                state = self._latest(pending, policy, started)
+                if pending is not None and state.version >= pending.version:
+                    earlier = self._pending_landed(pending)
+                    if earlier is not None:
+                        if landed is not None and earlier.version is not None:
+                            landed(earlier.version)
+                        return earlier
+                    pending = None
+                check_writable(state.protocol, state.metadata)
+                apps, expected, nothing = check_attempt(batch, state)
+                if nothing:
+                    return AppendResult(None, {}, 0, failures + 1)
+                ends = self._ends_for(state, batch.target_partitions(state))
+                append_time_ms = int(time.time() * 1000)
+                written = self._write(batch.build(ends, state.topics, append_time_ms), getattr(batch, "file_label", ""))
+                stats = [f.stats for f in written]
+                counts = counts_by_partition(stats)
+                if expected is not None and counts != {tp: n for tp, n in expected.items() if n}:
+                    self._discard(written)
+                    raise InconsistentWriteError(f"planned {dict(expected)} records per partition, files hold {counts}")
+                if not counts and not batch.commit_when_empty:
+                    self._discard(written)
+                    return AppendResult(None, {}, append_time_ms, failures + 1)
+                plan = plan_ranges(ends, counts)
+                try:
+                    verify_written(plan, stats)
+                except InconsistentWriteError:
+                    self._discard(written)
+                    raise
+                actions: list[Action] = [f.add for f in written]
+                actions.extend(Txn(app.app_id, app.version, append_time_ms) for app in apps)
+                # Each partition's new end, where plain Delta tools keep it: rows another writer
+                # appends then never move it (engine.commit.state).
+                actions.extend(
+                    Txn(end_marker_id(state.topics[tp.topic].topic_id, tp.partition), r.end, append_time_ms)
+                    for tp, r in sorted(plan.items())
                 )
+                tags = append_tags(batch.operation, self.client_id, plan)
+                metrics = {"numFiles": len(written), "numOutputRows": sum(counts.values())}
+                relied = {tp: r.start for tp, r in plan.items()}
+                app_ids = [app.app_id for app in apps]
+                markers = end_markers(state, relied)
+                txn_id = str(uuid.uuid4())
 
-            result = AppendResult(None, plan, append_time_ms, failures + 1)
-            try:
-                version = self._land(
-                    state.version,
-                    actions,
-                    info,
-                    lambda winner, relied=relied, app_ids=app_ids, markers=markers: append_verdict(
-                        winner, relied, app_ids, markers
-                    ),
-                    written,
-                    policy,
-                    started,
-                    pending,
-                    landed,
-                )
-            except _Replan as replan:
-                log.debug("%s: re-planning an append: %s", self.client_id, replan.verdict.reason)
-                self._discard(written)
-                failures += 1
-                self._back_off(policy, failures, started, pending, replan=True)
-                continue
-            except _OutcomeUnknown as unknown:
-                # Keep the files: the commit may land. The next attempt learns the
-                # outcome from the version it was put at (it holds our txnId or not).
-                if pending is None:
-                    pending = _Pending(unknown.version, {})
-                pending.attempts[unknown.txn_id] = (result, written)
-                failures += 1
-                self._back_off(policy, failures, started, pending)
-                continue
-            except _PendingLanded as earlier:
-                if landed is not None and earlier.result.version is not None:
-                    landed(earlier.result.version)
-                return earlier.result
-            return AppendResult(version, plan, append_time_ms, failures + 1)
+                def info(
+                    version: int, tags: dict[str, str] = tags, metrics: dict[str, int] = metrics, txn_id: str = txn_id
+                ) -> CommitInfo:
+                    return commit_info(
+                        "WRITE",
+                        version - 1,
+                        now_ms=int(time.time() * 1000),
+                        tags=tags,
+                        parameters={"mode": "Append"},
+                        metrics=metrics,
+                        txn_id=txn_id,
+                    )
+
+                result = AppendResult(None, plan, append_time_ms, failures + 1)
+                try:
+                    version = self._land(
+                        state.version,
+                        actions,
+                        info,
+                        lambda winner, relied=relied, app_ids=app_ids, markers=markers: append_verdict(
+                            winner, relied, app_ids, markers
+                        ),
+                        written,
+                        policy,
+                        started,
+                        pending,
+                        landed,
+                        # Others plan on it from here; it is acknowledged once durable.
+                        turn.release,
+                    )
+                except _Replan as replan:
+                    log.debug("%s: re-planning an append: %s", self.client_id, replan.verdict.reason)
+                    self._discard(written)
+                    failures += 1
+                    wait = functools.partial(self._back_off, policy, failures, started, pending, replan=True)
+                    continue
+                except _OutcomeUnknown as unknown:
+                    # Keep the files: the commit may land. The next attempt learns the
+                    # outcome from the version it was put at (it holds our txnId or not).
+                    if pending is None:
+                        pending = _Pending(unknown.version, {})
+                    pending.attempts[unknown.txn_id] = (result, written)
+                    failures += 1
+                    wait = functools.partial(self._back_off, policy, failures, started, pending)
+                    continue
+                except _PendingLanded as earlier:
+                    if landed is not None and earlier.result.version is not None:
+                        landed(earlier.result.version)
+                    return earlier.result
+                return AppendResult(version, plan, append_time_ms, failures + 1)
+            finally:
+                turn.release()
+
+    def _take_turn(self, policy: RetryPolicy, started: float) -> Turn:
+        """This committer's turn at a local table (none on S3), waited for at most
+        :data:`TURN_WAIT_MAX_S` and what is left of the policy's time."""
+        if is_s3(self.uri):
+            return Turn(None)
+        wait_s = TURN_WAIT_MAX_S
+        if policy.timeout_ms is not None:
+            wait_s = min(wait_s, max(0.0, policy.timeout_ms / 1000 - (time.monotonic() - started)))
+        return take_turn(self.log.files.log_dir, wait_s, self._follow)
+
+    def _follow(self) -> None:
+        """Read the commits landing while waiting for a turn; errors are left to the turn's
+        own read of the log, which reports them."""
+        with contextlib.suppress(LakelogError, OSError):
+            self.log.latest()
 
     def _latest(self, pending: _Pending | None, policy: RetryPolicy, started: float) -> TableState:
         # Loading a snapshot may have to outlast listing races: within what is left of the
@@ -1072,6 +1108,7 @@ class Committer:
         started: float,
         pending: _Pending | None = None,
         on_landed: Callable[[int], None] | None = None,
+        linked: Callable[[], None] | None = None,
     ) -> int:
         """Put the commit at ``read_version + 1``, rebasing over winners the rule allows.
 
@@ -1080,7 +1117,8 @@ class Committer:
         landed), _OutcomeUnknown, _PendingLanded (a winner was our earlier
         attempt with an unknown outcome), DataWriteError, StoreFullError or
         StoreAccessError (the commit file could not be written: nothing
-        landed; ``written`` is deleted),
+        landed; ``written`` is deleted), ``linked()`` is called once the commit file is in
+        place, before it is durable (the committer's turn ends there),
         CommitConflictError / DeliveryTimeoutError (rebased past the policy:
         nothing landed; ``written`` is deleted).
         """
@@ -1092,7 +1130,7 @@ class Committer:
         while True:
             commit_info_ = info(version)
             try:
-                landed = self.log.files.put_commit(version, sealed_commit(commit_info_, body), unsynced)
+                landed = self.log.files.put_commit(version, sealed_commit(commit_info_, body), unsynced, linked)
             except CommitNotDurableError:
                 raise  # visible but maybe not durable: never acknowledged, files kept
             except CommitStateUnknownError as exc:

@@ -16,7 +16,7 @@ import json
 import logging
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote
@@ -370,7 +370,9 @@ class LogFiles:
 
     # -- writing ---------------------------------------------------------------
 
-    def put_commit(self, version: int, data: bytes, with_files: Sequence[str] = ()) -> bool:
+    def put_commit(
+        self, version: int, data: bytes, with_files: Sequence[str] = (), linked: Callable[[], None] | None = None
+    ) -> bool:
         """Create commit ``version`` holding ``data`` unless it exists; False if it does.
 
         When it returns True the commit is durable: locally the file was synced
@@ -382,8 +384,9 @@ class LogFiles:
         CommitNotDurableError when it was created but could not be synced.
         ``with_files``: local data files the commit adds that were written unsynced; they
         are synced (with their directories) together with the commit file, before it appears.
+        ``linked``: called locally once the file appeared, before ``_delta_log/`` is synced.
         """
-        return put_if_absent(self.log_dir, commit_name(version), data, with_files=with_files)
+        return put_if_absent(self.log_dir, commit_name(version), data, with_files=with_files, linked=linked)
 
     def write_checksum(self, version: int, checksum: dict[str, Any]) -> bool:
         """Create ``version``'s ``.crc``; never raises (a checksum only saves readers work)."""

@@ -330,7 +330,13 @@ def _s3_client(settings: S3Settings) -> Any:
 
 
 def put_if_absent(
-    directory: str, name: str, data: bytes, *, durable: bool = True, with_files: Sequence[str] = ()
+    directory: str,
+    name: str,
+    data: bytes,
+    *,
+    durable: bool = True,
+    with_files: Sequence[str] = (),
+    linked: Callable[[], None] | None = None,
 ) -> bool:
     """Create ``directory/name`` holding ``data`` atomically; False if it already exists.
 
@@ -348,15 +354,24 @@ def put_if_absent(
     one appears; they and their directories are synced together with the temporary file,
     before it is linked, in one round (:func:`sync_all`: one journal commit) instead of
     a round of their own before this call. Ignored on S3 (a PUT is durable).
+
+    ``linked``: called locally once the file is in place and before ``directory`` is synced
+    (every reader sees it from then on; a committer's turn ends there, engine.storage.turns);
+    it must not raise.
     """
     if is_s3(directory):
         bucket, prefix = bucket_and_key(directory)
         return _s3_put_if_absent(settings_for(directory), bucket, f"{prefix.rstrip('/')}/{name}".lstrip("/"), data)
-    return _local_put_if_absent(directory, name, data, durable, with_files)
+    return _local_put_if_absent(directory, name, data, durable, with_files, linked)
 
 
 def _local_put_if_absent(
-    directory: str, name: str, data: bytes, durable: bool = True, with_files: Sequence[str] = ()
+    directory: str,
+    name: str,
+    data: bytes,
+    durable: bool = True,
+    with_files: Sequence[str] = (),
+    linked: Callable[[], None] | None = None,
 ) -> bool:
     final = os.path.join(directory, name)
     temp = os.path.join(directory, f".{name}.{uuid.uuid4().hex}.tmp")
@@ -372,6 +387,8 @@ def _local_put_if_absent(
             os.link(temp, final)
         except FileExistsError:
             return False
+        if linked is not None:
+            linked()
     finally:
         # Also when writing or syncing the temporary file failed (a full disk): nothing of
         # a failed put stays behind.

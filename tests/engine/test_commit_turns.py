@@ -1,0 +1,125 @@
+"""Local appenders of one table take turns (engine.storage.turns): an appender plans after the
+put of the one holding the turn, so it never writes a file numbered from an end offset another
+lakelog appender then moves; a turn that cannot be had in time is gone around, never waited
+on for good, and put-if-absent still decides."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+from lakelog.engine.commit import Committer, TableLog
+from lakelog.engine.commit import committer as committer_module
+from lakelog.engine.commit.data_files import DataFileWriter
+from lakelog.engine.storage import object_store
+from lakelog.engine.storage.turns import TURN_FILE, poll_interval, take_turn
+from lakelog.store import Store
+from tests.engine.test_commit_loop import T0, append, check_store
+
+
+def test_a_turn_is_exclusive_until_released_and_a_waiter_gives_up_after_its_wait(tmp_path):
+    held = take_turn(str(tmp_path), 1.0)
+    assert held.held
+    began = time.monotonic()
+    refused = take_turn(str(tmp_path), 0.05)
+    assert not refused.held and time.monotonic() - began >= 0.05
+    held.release()
+    held.release()  # a second release is a no-op
+    again = take_turn(str(tmp_path), 0.0)
+    assert again.held
+    again.release()
+
+
+def test_a_waiter_tries_more_often_the_longer_it_has_waited():
+    waits = [poll_interval(s) for s in (0.0, 0.005, 0.02, 0.1, 10.0)]
+    assert waits == sorted(waits, reverse=True) and waits[0] > waits[-1] > 0
+
+
+def test_a_turn_whose_lock_file_cannot_be_opened_is_not_held(tmp_path):
+    assert not take_turn(str(tmp_path / "missing"), 1.0).held
+
+
+def test_the_put_hands_over_once_the_commit_file_is_in_place_before_the_directory_sync(tmp_path, monkeypatch):
+    events: list[str] = []
+    real_sync = object_store.sync_directory
+
+    def sync_directory(path: str) -> None:
+        events.append("sync-dir")
+        real_sync(path)
+
+    monkeypatch.setattr(object_store, "sync_directory", sync_directory)
+    assert object_store.put_if_absent(
+        str(tmp_path), "00000000000000000000.json", b"{}\n", linked=lambda: events.append("linked")
+    )
+    assert (tmp_path / "00000000000000000000.json").exists()
+    assert events == ["linked", "sync-dir"]
+    events.clear()
+    assert not object_store.put_if_absent(
+        str(tmp_path), "00000000000000000000.json", b"{}\n", linked=lambda: events.append("linked")
+    )
+    assert "linked" not in events  # a lost put hands nothing over
+
+
+def test_an_appender_waits_for_the_turn_of_one_in_its_put_and_neither_writes_a_file_twice(tmp_path, monkeypatch):
+    uri = str(tmp_path / "store")
+    Store.open(uri).create_topic("t", partitions=1)
+    slow, other = Committer(TableLog(uri), "slow"), Committer(TableLog(uri), "other")
+    in_put = threading.Event()
+    real_put = slow.log.files.put_commit
+
+    def slow_put(*args: object) -> bool:
+        in_put.set()
+        time.sleep(0.3)  # long enough for the other appender to plan and put, were it not waiting
+        return real_put(*args)
+
+    slow.log.files.put_commit = slow_put  # type: ignore[method-assign]
+    writes: list[str] = []
+    real_write = DataFileWriter.write
+
+    def counting_write(self, table, **kwargs):
+        writes.append(threading.current_thread().name)
+        return real_write(self, table, **kwargs)
+
+    monkeypatch.setattr(DataFileWriter, "write", counting_write)
+    results = {}
+    first = threading.Thread(target=lambda: results.update(slow=append(slow, T0, ["a"])), name="slow")
+    first.start()
+    assert in_put.wait(5)
+    results["other"] = append(other, T0, ["b"])
+    first.join(5)
+    assert results["slow"].attempts == 1 and results["other"].attempts == 1
+    assert results["slow"].ranges[T0].start == 0 and results["other"].ranges[T0].start == 1
+    assert len(writes) == 2  # each file written once: nobody re-planned
+    assert check_store(uri)[T0] == ["a", "b"]
+
+
+def test_an_append_goes_around_a_turn_held_too_long_and_put_if_absent_still_decides(tmp_path, monkeypatch):
+    uri = str(tmp_path / "store")
+    Store.open(uri).create_topic("t", partitions=1)
+    monkeypatch.setattr(committer_module, "TURN_WAIT_MAX_S", 0.05)
+    stuck = take_turn(os.path.join(uri, "_delta_log"), 1.0)
+    assert stuck.held
+    try:
+        first = append(Committer(TableLog(uri), "p"), T0, ["a"])
+        second = append(Committer(TableLog(uri), "q"), T0, ["b"])
+    finally:
+        stuck.release()
+    assert (first.ranges[T0].start, second.ranges[T0].start) == (0, 1)
+    assert check_store(uri)[T0] == ["a", "b"]
+
+
+def test_a_lock_file_another_user_created_is_locked_through_a_read_only_descriptor(tmp_path, monkeypatch):
+    (tmp_path / TURN_FILE).touch()
+    real_open = os.open
+
+    def open_as_another_user(path, flags, *args):
+        if flags & os.O_RDWR:
+            raise PermissionError(13, "Permission denied", path)
+        return real_open(path, flags, *args)
+
+    monkeypatch.setattr(os, "open", open_as_another_user)
+    first = take_turn(str(tmp_path), 0.0)
+    assert first.held
+    assert not take_turn(str(tmp_path), 0.0).held
+    first.release()
