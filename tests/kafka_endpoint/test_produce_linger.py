@@ -97,6 +97,26 @@ def test_requests_queued_behind_a_commit_in_flight_go_together_without_a_second_
         group.close()
 
 
+def test_a_group_that_holds_group_bytes_lingers_no_longer_but_takes_what_is_queued(plain_store):
+    """A group full enough commits without lingering on (here a 20 s linger would hold it 20 s),
+    as a Kafka producer sends a full batch at once; requests queued meanwhile still join it."""
+    plain_store.create_topic("t", partitions=1)
+    held = _Held(plain_store.context.committer("test"))
+    group = ProduceLinger(held, RetryPolicy(), linger_ms=20_000, group_bytes=1)
+    try:
+        version = plain_store.log.latest_version()
+        first = group.submit(_table(0, 1))
+        assert held.entered.wait(10)  # full at once: committed without a 20 s linger
+        queued = [group.submit(_table(0, 2)), group.submit(_table(0, 3))]
+        time.sleep(0.5)  # both queued behind the commit in flight
+        held.release.set()
+        assert list(first.result(timeout=10).offsets) == [0]
+        assert [list(f.result(timeout=10).offsets) for f in queued] == [[1, 2], [3, 4, 5]]
+        assert plain_store.log.latest_version() == version + 2  # the queued two went together
+    finally:
+        group.close()
+
+
 def _claim(producer_id: int, partition: int, base: int, count: int, topic_id: str):
     return SequenceClaim(app_id(producer_id, topic_id, partition), producer_id, 0, base, count)
 
