@@ -94,18 +94,20 @@ def state_from_checkpoint(files: LogFiles) -> TableState | None:
         readable, retention_ms = _understood(metadata, protocol)
         if not readable:
             return None
+        # Rows holding another action stay (a null add): their partition values are null, so no
+        # partition takes them (FileColumns.by_partition), and filtering them out would copy
+        # every live file's path.
         adds = combined(checkpoint.column("add"))
-        adds = adds.filter(pc.is_valid(adds))
         columns = _file_columns(adds)
         if columns is None:
             return None
+        num_files = len(adds) - adds.null_count
+        size = pc.sum(_child(adds, "size")).as_py() or 0
         txns = txn_entries(checkpoint)
     except (OSError, ValueError, KeyError, TypeError, pa.ArrowException) as exc:
         log.debug("%s: checkpoint %s not read by lakelog (%s); loading with delta-rs", files.uri, version, exc)
         return None
-    checksum = _agreeing_checksum(
-        files, version, len(adds), pc.sum(adds.field("size")).as_py() or 0, metadata, protocol
-    )
+    checksum = _agreeing_checksum(files, version, num_files, size, metadata, protocol)
     apps = AppVersions(_AppLookup(files.uri, version, txns, retention_ms))
     return TableState.from_columns(version, protocol, metadata, columns, apps, checksum)
 
@@ -251,9 +253,10 @@ class _AppLookup:
 
 
 def _file_columns(adds: pa.StructArray) -> FileColumns | None:
-    """The live files of a checkpoint's non-null ``add`` rows, from their typed statistics and
-    partition values; None when the checkpoint has no such columns (written without
-    ``delta.checkpoint.writeStatsAsStruct``) or they lack the topic and partition."""
+    """The live files of a checkpoint's ``add`` column (its null rows, which hold other actions,
+    name no partition), from their typed statistics and partition values; None when the
+    checkpoint has no such columns (written without ``delta.checkpoint.writeStatsAsStruct``) or
+    they lack the topic and partition."""
     n = len(adds)
     values, stats = _child(adds, "partitionValues_parsed"), _child(adds, "stats_parsed")
     if values is None or stats is None:

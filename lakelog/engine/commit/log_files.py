@@ -279,7 +279,9 @@ class LogFiles:
             present = {f.name for f in schema} | {
                 f"{f.name}.{child.name}" for f in schema if pa.types.is_struct(f.type) for child in f.type
             }
-            return parquet.read(columns=[c for c in columns if c in present])
+            # One thread: in a fresh process Arrow's pool is not started yet, and starting it
+            # cost more than it saved on a checkpoint of 20,000 files (~16 ms against ~10).
+            return parquet.read(columns=[c for c in columns if c in present], use_threads=False)
 
         name = checkpoint_name(version)
         if self._local:
