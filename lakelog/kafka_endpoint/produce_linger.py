@@ -3,9 +3,10 @@
 A broker appends each request to its log segments; a commit per request would make the
 store's commit rate grow with the number of clients. Requests hand their records (one
 table per partition, already checked against the topics) to :class:`ProduceLinger`; its
-thread takes whatever arrived within ``linger_ms`` of the first one's arrival (requests that
-queued up while the previous commit was in flight have waited that long already: they and
-everything queued behind them go at once, :func:`linger_deadline`), places it all in one
+thread takes whatever arrived within ``linger_ms`` of the first one's arrival, or until the
+group holds ``group_bytes`` of records and then what is queued (requests that queued up while
+the previous commit was in flight have waited that long already: they and everything queued
+behind them go at once, :func:`linger_deadline`), places it all in one
 :class:`kafka_endpoint.idempotence.ProduceGroup` and commits it through the commit core, then
 hands each request its records' offsets. Idempotent producers' batches join the same groups,
 their sequences checked in the order they were submitted. If the group is refused (a topic
