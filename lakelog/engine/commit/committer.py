@@ -403,21 +403,7 @@ class Committer:
                 relied = {tp: r.start for tp, r in plan.items()}
                 app_ids = [app.app_id for app in apps]
                 markers = end_markers(state, relied)
-                txn_id = str(uuid.uuid4())
-
-                def info(
-                    version: int, tags: dict[str, str] = tags, metrics: dict[str, int] = metrics, txn_id: str = txn_id
-                ) -> CommitInfo:
-                    return commit_info(
-                        "WRITE",
-                        version - 1,
-                        now_ms=int(time.time() * 1000),
-                        tags=tags,
-                        parameters={"mode": "Append"},
-                        metrics=metrics,
-                        txn_id=txn_id,
-                    )
-
+                info = attempt_info("WRITE", tags, parameters={"mode": "Append"}, metrics=metrics)
                 result = AppendResult(None, plan, append_time_ms, failures + 1)
                 try:
                     version = self._land(
@@ -680,7 +666,7 @@ class Committer:
             version = self._land(
                 state.version,
                 actions,
-                _marker_info("RESERVE OFFSETS", tags),
+                attempt_info("RESERVE OFFSETS", tags),
                 lambda winner: append_verdict(winner, relied, app_ids, markers),
                 [],
                 policy,
@@ -738,18 +724,7 @@ class Committer:
             actions: list[Action] = [f.add for f in written]
             actions += resolve_actions(reservations, now_ms)
             actions.extend(Txn(app.app_id, app.version, now_ms) for app in apps)
-            txn_id = str(uuid.uuid4())
-
-            def info(version: int) -> CommitInfo:
-                return commit_info(
-                    "WRITE",
-                    version - 1,
-                    now_ms=int(time.time() * 1000),
-                    tags=tags,
-                    parameters={"mode": "Append"},
-                    metrics=metrics,
-                    txn_id=txn_id,
-                )
+            info = attempt_info("WRITE", tags, parameters={"mode": "Append"}, metrics=metrics)
 
             return self._land(
                 state.version,
@@ -841,7 +816,7 @@ class Committer:
             return self._land(
                 state.version,
                 actions,
-                _marker_info("EXTEND RESERVATION", tags),
+                attempt_info("EXTEND RESERVATION", tags),
                 lambda winner: release_verdict(winner, reservations),
                 [],
                 policy,
@@ -883,7 +858,7 @@ class Committer:
             done = self._land(
                 state.version,
                 resolve_actions(live, now_ms, aborted=True),
-                _marker_info("ABORT RESERVATION", tags),
+                attempt_info("ABORT RESERVATION", tags),
                 lambda winner: release_verdict(winner, live),
                 [],
                 policy,
@@ -926,19 +901,7 @@ class Committer:
                 operation = "SET TBLPROPERTIES"
                 changed = {k: v for k, v in change.properties.items() if state.properties.get(k) != v}
                 parameters = {"properties": _json(changed)}
-            txn_id = str(uuid.uuid4())
-
-            def info(
-                version: int,
-                operation: str = operation,
-                parameters: dict = parameters,
-                tags: dict[str, str] = change.tags,
-                txn_id: str = txn_id,
-            ) -> CommitInfo:
-                return commit_info(
-                    operation, version - 1, now_ms=int(time.time() * 1000), tags=tags, parameters=parameters,
-                    txn_id=txn_id, blind_append=False,
-                )  # fmt: skip
+            info = attempt_info(operation, change.tags, parameters=parameters)
 
             deleting = change.delete_topic
             return self._land(
@@ -986,19 +949,13 @@ class Committer:
                 for p, ranges in sorted(change.lost_ranges.items())
                 for first, end in ranges
             ]
-            txn_id = str(uuid.uuid4())
-
-            def info(version: int) -> CommitInfo:
-                return commit_info(
-                    change.operation,
-                    version - 1,
-                    now_ms=int(time.time() * 1000),
-                    tags=change.tags,
-                    parameters=change.parameters,
-                    metrics=change.metrics,
-                    isolation_level="SnapshotIsolation",
-                    txn_id=txn_id,
-                )
+            info = attempt_info(
+                change.operation,
+                change.tags,
+                parameters=change.parameters,
+                metrics=change.metrics,
+                isolation_level="SnapshotIsolation",
+            )
 
             from urllib.parse import unquote
 
@@ -1052,19 +1009,9 @@ class Committer:
         def attempt() -> int:
             state = self.log.latest()
             check_writable(state.protocol, state.metadata)
-            txn_id = str(uuid.uuid4())
-
-            def info(version: int) -> CommitInfo:
-                return commit_info(
-                    operation,
-                    version - 1,
-                    now_ms=int(time.time() * 1000),
-                    tags=tags,
-                    parameters=parameters,
-                    metrics=metrics,
-                    isolation_level="SnapshotIsolation",
-                    txn_id=txn_id,
-                )
+            info = attempt_info(
+                operation, tags, parameters=parameters, metrics=metrics, isolation_level="SnapshotIsolation"
+            )
 
             return self._land(state.version, [], info, record_verdict, [], policy, started)
 
@@ -1261,12 +1208,14 @@ def _ranges_json(reservations: Iterable[Reservation]) -> list[list[Any]]:
     return [[r.tp.topic, r.tp.partition, r.first, r.end] for r in sorted(reservations, key=lambda r: r.tp)]
 
 
-def _marker_info(operation: str, tags: Mapping[str, str]) -> Callable[[int], CommitInfo]:
-    """The commitInfo of a commit that changes only txn markers (a reservation's), per version."""
+def attempt_info(operation: str, tags: Mapping[str, str], **fields: Any) -> Callable[[int], CommitInfo]:
+    """The ``commitInfo`` of one commit attempt, for the version it is put at: one ``txnId``
+    for the attempt (how a lost response is recognized as its own), the time of each put, and
+    ``fields`` as :func:`engine.commit.info.commit_info` takes them."""
     txn_id = str(uuid.uuid4())
 
     def info(version: int) -> CommitInfo:
-        return commit_info(operation, version - 1, now_ms=int(time.time() * 1000), tags=tags, txn_id=txn_id)
+        return commit_info(operation, version - 1, now_ms=int(time.time() * 1000), tags=tags, txn_id=txn_id, **fields)
 
     return info
 
