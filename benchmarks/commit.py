@@ -468,6 +468,21 @@ def contention(
 
 # -- first acknowledgement ----------------------------------------------------------------
 
+
+def _run_python(code: str, *args: str) -> str:
+    """The last line a fresh ``python -c code args`` printed; its stderr in the error if it failed."""
+    done = subprocess.run(
+        [sys.executable, "-c", code, *args],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode:
+        raise RuntimeError(f"a measuring process exited with {done.returncode}: {done.stderr.strip()[-3000:]}")
+    return done.stdout.strip().splitlines()[-1]
+
+
 _FIRST_ACK = """
 import sys, time
 from lakelog.store import Store
@@ -485,15 +500,7 @@ def first_ack(work: str, runs: int, out: Callable[[str], None]) -> dict[str, flo
     times = []
     for _ in range(runs):
         started = time.time()
-        done = subprocess.run(
-            [sys.executable, "-c", _FIRST_ACK, path],
-            cwd=ROOT,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        times.append(float(done.stdout.strip().splitlines()[-1]) - started)
+        times.append(float(_run_python(_FIRST_ACK, path)) - started)
     figures = {"median_s": statistics.median(times), "max_s": max(times)}
     out(
         f"first-ack: python -c start to the first acknowledged record (no JVM), {runs} runs: median "
@@ -560,15 +567,7 @@ def _fresh_measure(path: str, samples: int) -> tuple[float, float, float, float]
     os.sync()
     colds = []
     for run in range(_COLD_RUNS):
-        done = subprocess.run(
-            [sys.executable, "-c", _FRESH, path, str(samples if run == _COLD_RUNS - 1 else 0)],
-            cwd=ROOT,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        commit, poll, cold = json.loads(done.stdout.strip().splitlines()[-1])
+        commit, poll, cold = json.loads(_run_python(_FRESH, path, str(samples if run == _COLD_RUNS - 1 else 0)))
         colds.append(cold)
     return commit, poll, statistics.median(colds), colds[0]
 

@@ -165,10 +165,18 @@ def test_deletions_racing_producers_and_each_other_never_move_the_start_back(tmp
     seen_starts: list[int] = []
     errors: list[BaseException] = []
 
+    producing = threading.Event()
+
     def produce() -> None:
-        with Store.open(tmp_path / "store").producer(linger_ms=0) as producer:
-            while not stop.is_set():
-                acknowledged.append(producer.send("t", b"x", partition=0).get(30).offset)
+        try:
+            with Store.open(tmp_path / "store").producer(linger_ms=0) as producer:
+                while not stop.is_set():
+                    acknowledged.append(producer.send("t", b"x", partition=0).get(30).offset)
+                    producing.set()
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            producing.set()
 
     def delete(offset_of: object) -> None:
         other = Store.open(tmp_path / "store")
@@ -184,6 +192,9 @@ def test_deletions_racing_producers_and_each_other_never_move_the_start_back(tmp
 
     producer = threading.Thread(target=produce)
     producer.start()
+    # The deletions race a producer that is already acknowledging: on a busy machine opening
+    # the producer's store can take longer than all sixteen deletions.
+    assert producing.wait(60)
     deleters = [threading.Thread(target=delete, args=(kind,)) for kind in ("hw", "behind")]
     for t in deleters:
         t.start()

@@ -42,6 +42,16 @@ def until(condition, *consumers, timeout=30.0):
             c.poll(timeout_ms=50)
 
 
+def settled_pair(store, listener, config):
+    """Members a (with ``listener``) and b of group g, each owning partitions of t."""
+    a = store.consumer("g", client_id="a", **config)
+    b = store.consumer("g", client_id="b", **config)
+    a.subscribe(["t"], listener=listener)
+    b.subscribe(["t"])
+    until(lambda: a.assignment() and b.assignment(), a, b)
+    return a, b
+
+
 @pytest.fixture
 def store(plain_store):
     plain_store.create_topic("t", partitions=4)
@@ -103,12 +113,8 @@ def test_a_static_member_restarted_within_its_session_gets_its_partitions_back_w
 
 def test_a_member_removed_for_silence_finds_its_partitions_lost_and_the_rest_take_them(store):
     lost = Recorder()
-    a = store.consumer("g", client_id="a", **FAST)
-    b = store.consumer("g", client_id="b", **FAST)
+    a, b = settled_pair(store, lost, FAST)
     try:
-        a.subscribe(["t"], listener=lost)
-        b.subscribe(["t"])
-        until(lambda: a.assignment() and b.assignment(), a, b)
         mine = a.assignment()
         a.group_client._stop_heartbeats()  # a hung process: no lease renewals, no polls
         until(lambda: b.assignment() == TPS, b)
@@ -219,3 +225,46 @@ def test_members_starting_together_form_the_group_in_one_rebalance_with_the_init
     finally:
         for m in members:
             m.close()
+
+
+def test_a_member_closing_in_the_middle_of_a_rebalance_loses_its_partitions(store):
+    # As Java's ConsumerCoordinator.onLeavePrepare: a member that sent a JoinGroup it has not
+    # synced yet does not revoke (an offset commit from its listener may be refused once the
+    # round completes without it); its listener hears they are lost, and close() does not raise.
+    # Cooperative: a keeps its partitions while it joins (an eager member revokes them first).
+    first, cooperative = Recorder(), {"partition_assignment_strategy": "cooperative-sticky", **FAST}
+    a, b = settled_pair(store, first, cooperative)
+    c = store.consumer("g", client_id="c", **cooperative)
+    try:
+        mine, seen = a.assignment(), len(first.events)
+        c.subscribe(["t"])
+        c.poll(timeout_ms=0)  # c joins: the round waits for a and b
+        a.poll(timeout_ms=0)  # a joins it too; b has not yet
+        assert a.group_client.mid_rebalance
+        a.close()
+        assert first.events[seen:] == [("lost", frozenset(mine))]
+        until(lambda: b.assignment() | c.assignment() == TPS and b.assignment() and c.assignment(), b, c)
+    finally:
+        a.close()
+        b.close()
+        c.close()
+
+
+def test_a_member_closing_while_stable_revokes_and_may_commit(store):
+    committed = []
+
+    class Committing(Recorder):
+        def on_partitions_revoked(self, partitions):
+            super().on_partitions_revoked(partitions)
+            a.commit({tp: a.position(tp) for tp in partitions})
+            committed.append(frozenset(partitions))
+
+    listener = Committing()
+    a = store.consumer("g", client_id="a", enable_auto_commit=False, **FAST)
+    try:
+        a.subscribe(["t"], listener=listener)
+        until(lambda: a.assignment() == TPS, a)
+        assert not a.group_client.mid_rebalance
+    finally:
+        a.close()
+    assert committed == [frozenset(TPS)] and listener.events[-1] == ("revoked", frozenset(TPS))

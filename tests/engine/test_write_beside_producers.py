@@ -94,6 +94,10 @@ def test_a_streaming_sink_at_2_second_triggers_lands_beside_the_producer(store, 
                 assert query.exception() is None, query.exception()
                 assert time.monotonic() < deadline, "the stream did not copy everything"
                 time.sleep(1)
+            # The last batch's rows are in the table before its progress is reported.
+            while sum(p["numInputRows"] for p in query.recentProgress) < rows:
+                assert time.monotonic() < deadline, "the last micro-batch was never reported"
+                time.sleep(0.2)
         finally:
             query.stop()
     batches = [p for p in query.recentProgress if p["numInputRows"]]

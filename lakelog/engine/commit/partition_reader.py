@@ -53,11 +53,20 @@ class PartitionReader:
         self._fs, self._root = filesystem(uri)
         self._local = is_local(uri)
 
-    def _open(self, path: str) -> BinaryIO:
-        # A local file with a plain open: fsspec's local filesystem reads the same bytes, and
-        # importing it is ~60 ms of a short-lived consumer's start.
+    def _open(self, path: str) -> pa.NativeFile | BinaryIO:
+        # A local file as Arrow's own file, not fsspec's (importing it is ~60 ms of a short-lived
+        # consumer's start) nor Python's: the pages Arrow reads from a Python file are Python
+        # buffers, and a decoding thread of Arrow's pool may drop the last of them after the read
+        # returned; if the interpreter is finalizing by then that thread cannot take the GIL and
+        # the process aborts ("terminate called without an active exception", exit -6; seen at
+        # the exit of a short script that polled once, cf. apache/arrow#34314).
         full = f"{self._root}/{unquote(path)}"
-        return open(full, "rb") if self._local else self._fs.open(full, "rb")
+        return pa.OSFile(full) if self._local else self._fs.open(full, "rb")
+
+    def _decode_threads(self) -> bool:
+        """Whether Arrow's pool may decode columns: only for Arrow's own files (see :meth:`_open`);
+        a remote file's bytes are Python buffers, decoded on the calling thread."""
+        return self._local
 
     def read(
         self,
@@ -190,7 +199,7 @@ class PartitionReader:
             batches = [unknown + known[:1], *([g] for g in known[1:])] if known else [unknown]
             for i, batch in enumerate(batches):
                 following = known[i + 1] if i + 1 < len(known) else None
-                rows = parquet.read_row_groups(batch, columns=_DATA_COLUMNS)
+                rows = parquet.read_row_groups(batch, columns=_DATA_COLUMNS, use_threads=self._decode_threads())
                 yield _normalized(rows), None if following is None else firsts[following]
 
     def read_file(
@@ -219,9 +228,10 @@ class PartitionReader:
                 # import imports pandas.
                 parquet = pq.ParquetFile(handle)
                 if offsets is None:
-                    table = parquet.read(columns=wanted)
+                    table = parquet.read(columns=wanted, use_threads=self._decode_threads())
                 else:
-                    table = parquet.read_row_groups(_row_groups(parquet.metadata, *offsets), columns=wanted)
+                    groups = _row_groups(parquet.metadata, *offsets)
+                    table = parquet.read_row_groups(groups, columns=wanted, use_threads=self._decode_threads())
         except (OSError, pa.ArrowException, ValueError, KeyError) as exc:
             raise data_file_error(exc, path, held) from exc
         return _normalized(table)

@@ -527,22 +527,30 @@ class Consumer:
                 except LakelogError as exc:
                     member_id = self.group_client.member_id if self.group_client is not None else None
                     log.warning("%s: committing revoked partitions failed: %s", member_id, exc)
+        self._tell_listener(partitions, lost=lost)
+        self._set_assignment(set(self._positions) - partitions)
+
+    def _tell_listener(self, partitions: set[TopicPartition], *, lost: bool) -> None:
+        """The listener's on_partitions_lost for lost partitions (its on_partitions_revoked when it
+        has none, as Java's default method), else on_partitions_revoked."""
         if self._listener is not None:
             callback = getattr(self._listener, "on_partitions_lost", None) if lost else None
             (callback or self._listener.on_partitions_revoked)(set(partitions))
-        self._set_assignment(set(self._positions) - partitions)
 
     # -- closing ----------------------------------------------------------------
 
     def close(self, autocommit: bool = True) -> None:
         """Commit positions (if auto-commit is on), revoke (the listener runs), leave the group,
-        stop. Idempotent."""
+        stop. Idempotent. As Java's consumer (ConsumerCoordinator.onLeavePrepare), a member closing
+        in the middle of a rebalance (it sent a JoinGroup whose generation it has not synced) loses
+        its partitions instead (the listener's on_partitions_lost): its offset commits may be refused."""
         if self._closed:
             return
         if autocommit and self._config["enable.auto.commit"] and self.group_id and self._positions:
             self._auto_commit()
-        if self._subscription is not None and self._positions and self._listener is not None:
-            self._listener.on_partitions_revoked(set(self._positions))
+        if self._subscription is not None and self._positions:
+            lost = self.group_client is not None and self.group_client.mid_rebalance
+            self._tell_listener(set(self._positions), lost=lost)
         if self.group_client is not None:
             self.group_client.leave()
         self._closed = True

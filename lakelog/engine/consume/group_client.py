@@ -123,7 +123,7 @@ class GroupClient:
         self.coordinator = ClassicCoordinator(context, client_id, policy=policy)
         # The table version the protocol last looked at while stable: the group changes only by commits.
         self._protocol_version = -1
-        # Whether the member is joining or syncing (a waiting poll looks often).
+        # Whether the member is not stable: it must join, or is joining or syncing (a waiting poll looks often).
         self.rebalancing = False
         self._phase = UNJOINED
         self._joined_generation = -1
@@ -226,6 +226,12 @@ class GroupClient:
         if self._phase == SYNCING:
             self._syncing()
         self.rebalancing = self._phase != STABLE
+
+    @property
+    def mid_rebalance(self) -> bool:
+        """Whether this member sent a JoinGroup whose generation it has not synced yet (Java's
+        rebalanceInProgress(): PREPARING_REBALANCE or COMPLETING_REBALANCE)."""
+        return self._phase in (JOINING, SYNCING)
 
     def _must_rejoin(self) -> bool:
         """Stable: whether the group (or the subscription, or a topic's partition count) asks
