@@ -1,8 +1,9 @@
 """A consumer group member (run as a script, no Spark) for the group tests and benchmark.
 
 Subscribes to ``--topic`` in ``--group``, polls until ``--stop`` (a file)
-exists or ``--until`` records were seen, commits after every poll (and in
-``on_partitions_revoked``, as Kafka applications do), then closes. Every
+exists, commits after every poll (and in ``on_partitions_revoked``, as Kafka
+applications do; a commit deferred by a rebalance is made before it stops),
+then closes. Every
 ownership change, every delivered record range and every commit goes to
 ``--log`` as JSON lines with the time, for the checker in
 tests/engine/test_group_processes.py.
@@ -69,9 +70,18 @@ def main() -> int:
 
     consumer.subscribe([args.topic], listener=Listener())
     record("started", pid=os.getpid())
-    while not os.path.exists(args.stop):
+    deferred = False  # the last commit was deferred: the positions are past the group's offsets
+    leave_by = None
+    while True:
+        if os.path.exists(args.stop):
+            # As a careful Kafka application: a deferred commit is made before it leaves (closing
+            # in the middle of a rebalance loses the partitions, and their next owner would read
+            # the records since the last commit again).
+            leave_by = leave_by or time.monotonic() + 60
+            if not deferred or time.monotonic() > leave_by:
+                break
         records = consumer.poll(timeout_ms=100)
-        if not records:
+        if not records and not deferred:
             continue
         by_partition: dict[int, list[int]] = {}
         for r in records:
@@ -83,7 +93,9 @@ def main() -> int:
             consumer.commit(positions)
         except RebalanceInProgressError:  # as a Java application: poll (completing it), commit later
             record("commit_deferred")
+            deferred = True
             continue
+        deferred = False
         record("committed", offsets={str(tp.partition): o for tp, o in positions.items()})
     consumer.close(autocommit=False)
     record("closed")
