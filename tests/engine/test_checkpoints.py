@@ -8,6 +8,8 @@ thread alone with a write that records what it was asked for.
 from __future__ import annotations
 
 import logging
+import os
+import sys
 import threading
 import time
 from pathlib import Path
@@ -99,6 +101,22 @@ def test_the_next_checkpoint_of_a_table_starts_after_its_pause_and_another_table
     assert starts[2][2] >= first_end + 0.3 - 0.01
     assert starts[1][2] < starts[2][2]
     checkpointer.close()
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="a per-thread nice value is Linux's")
+def test_checkpoints_are_written_at_a_lower_cpu_priority_than_the_process_commits_at():
+    priorities: list[int] = []
+
+    def write(uri: str, version: int) -> None:
+        priorities.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+
+    own = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    checkpointer = Checkpointer(write)
+    checkpointer.request("a", 50)
+    assert checkpointer.wait(10)
+    checkpointer.close()
+    assert priorities == [min(19, own + checkpoints.NICE_INCREMENT)] and priorities[0] > own
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == own  # only the checkpoint thread's
 
 
 def test_waiting_for_checkpoints_skips_the_pause():

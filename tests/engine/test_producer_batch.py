@@ -43,6 +43,28 @@ def test_prepare_refuses_per_record_what_current_metadata_refuses():
     assert batch.target_partitions(None) == [A0]
 
 
+def test_rows_built_after_refusals_hold_only_the_accepted_records_numbered_from_their_ends():
+    # The rows' order and columns are made when the batch is (before its commit's turn); a refusal
+    # found by prepare, in the turn, must still leave the refused record out of the rows.
+    records = RecordBatch()
+    for i, (tp, size) in enumerate([(A1, 5), (A0, 5), (A1, 500), (A0, 5), (A1, 5)]):
+        records.add(tp, None, f"v{i}".encode() + b"x" * size, None, 1000 + i, size, 0)
+    batch = ProducerBatch(records, 7)
+    assert batch.prepare(view(TopicMetadata("a", "id", 2, {"max.message.bytes": 100}))) == {A1: 2, A0: 2}
+    table = batch.build({A0: 10, A1: 20}, {"a": TopicMetadata("a", "id", 2)}, 5000)
+    rows = table.select(["partition", "offset", "value"]).to_pylist()
+    assert [(r["partition"], r["offset"], r["value"][:2]) for r in rows] == [
+        (1, 20, b"v0"),
+        (1, 21, b"v4"),
+        (0, 10, b"v1"),
+        (0, 11, b"v3"),
+    ]
+    assert table.column("timestamp").cast("int64").to_pylist() == [1_000_000, 1_004_000, 1_001_000, 1_003_000]
+    batch.complete()
+    assert [records.metadata(i).offset for i in (0, 1, 3, 4)] == [20, 10, 11, 21]
+    assert isinstance(records.record_errors[2], RecordTooLargeError)
+
+
 def test_futures_share_their_batch_result():
     records = batch_of((A0, 1), (A1, 1), (A0, 1))
     futures = [RecordFuture(records, i) for i in range(3)]

@@ -1,8 +1,9 @@
 """A full disk ends every writer with StoreFullError and leaves no temporary file behind (no Spark).
 
 The disk is simulated in-process: under the store, files are still created (as on a real full disk,
-where ``open`` succeeds and the bytes do not fit) but every write of bytes fails with ENOSPC, both
-Python's own file writes and pyarrow's Parquet writer.
+where ``open`` succeeds and the bytes do not fit) but every write of bytes fails with ENOSPC: Python's
+file objects, ``os.write`` to a descriptor opened there, and pyarrow's Parquet writer (to a path or to
+a stream opened there).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -47,12 +49,31 @@ class _FullFile:
         return getattr(self._handle, name)
 
 
+class _FullStream:
+    """pyarrow's output stream to a file on a full disk: created, its bytes never fit."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        pass
+
+    def tell(self) -> int:
+        return 0
+
+
 @pytest.fixture
 def full_disk(monkeypatch):
     """Call with a store's path: from then on, writes under it fail with ENOSPC."""
-    real_open, real_write_table = builtins.open, pq.write_table
+    real_open, real_write_table, real_output_stream = builtins.open, pq.write_table, pa.output_stream
+    real_os_open, real_os_write = os.open, os.write
 
     def fill(root: str) -> None:
+        full_fds: set[int] = set()
+
         def under(path) -> bool:
             return isinstance(path, str | os.PathLike) and os.path.abspath(path).startswith(root)
 
@@ -60,13 +81,36 @@ def full_disk(monkeypatch):
             handle = real_open(file, mode, *args, **kwargs)
             return _FullFile(handle) if under(file) and any(m in mode for m in "wax+") else handle
 
-        def write_table(table, where, *args, **kwargs):
+        def os_open(path, flags, *args, **kwargs):
+            fd = real_os_open(path, flags, *args, **kwargs)
+            if under(path) and flags & (os.O_WRONLY | os.O_RDWR):
+                full_fds.add(fd)
+            else:
+                full_fds.discard(fd)  # a number reused after a close
+            return fd
+
+        def os_write(fd, data):
+            if fd in full_fds:
+                raise OSError(errno.ENOSPC, NO_SPACE)
+            return real_os_write(fd, data)
+
+        def output_stream(where, *args, **kwargs):
             if not under(where):
+                return real_output_stream(where, *args, **kwargs)
+            real_open(where, "wb").close()  # opening the stream creates the file
+            return _FullStream(where)
+
+        def write_table(table, where, *args, **kwargs):
+            if not under(where) and not isinstance(where, _FullStream):
                 return real_write_table(table, where, *args, **kwargs)
-            real_open(where, "wb").close()  # pyarrow has created the file when the write fails
+            if not isinstance(where, _FullStream):
+                real_open(where, "wb").close()  # pyarrow has created the file when the write fails
             raise OSError(errno.ENOSPC, f"Error writing bytes to file. Detail: [errno 28] {NO_SPACE}")
 
         monkeypatch.setattr(builtins, "open", open_)
+        monkeypatch.setattr(os, "open", os_open)
+        monkeypatch.setattr(os, "write", os_write)
+        monkeypatch.setattr(pa, "output_stream", output_stream)
         monkeypatch.setattr(pq, "write_table", write_table)
 
     return fill

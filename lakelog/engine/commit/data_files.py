@@ -40,6 +40,8 @@ from lakelog.engine.topics import TopicPartition
 # Row groups small enough that a seek into a large (OPTIMIZEd) file reads
 # little more than it needs: the offset statistics of each group prune it.
 ROW_GROUP_ROWS = 65_536
+# What a local data file's writes are gathered into before they reach the file.
+_WRITE_BUFFER_BYTES = 1 << 20
 
 _FILE_COLUMNS = [f.name for f in LOG_ARROW_SCHEMA if f.name not in PARTITION_COLUMNS]
 # Parquet min/max statistics where a reader prunes by them; computing them over keys,
@@ -207,14 +209,17 @@ class DataFileWriter:
         if self._local:
             make_directories(os.path.dirname(full))
             try:
-                pq.write_table(
-                    columns, full, compression="snappy", row_group_size=ROW_GROUP_ROWS, write_statistics=_STATISTICS
-                )
+                # Through a buffer: the Parquet writer's many small writes (and the position
+                # lookups after each) become a few system calls, a sixth of a 100-record write.
+                with pa.output_stream(full, buffer_size=_WRITE_BUFFER_BYTES) as sink:
+                    pq.write_table(
+                        columns, sink, compression="snappy", row_group_size=ROW_GROUP_ROWS, write_statistics=_STATISTICS
+                    )
+                    size = sink.tell()
             except BaseException:
                 with contextlib.suppress(OSError):  # a part written before a full disk said no
                     os.unlink(full)
                 raise
-            size = os.path.getsize(full)
         else:
             self._fs.makedirs(full.rsplit("/", 1)[0], exist_ok=True)
             with self._fs.open(full, "wb") as handle:

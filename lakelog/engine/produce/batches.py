@@ -12,7 +12,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -431,13 +431,19 @@ def number_records(tp_ids: np.ndarray, accepted: np.ndarray, starts: np.ndarray)
     ``tp_ids[i]`` is record i's partition id, ``starts[t]`` partition t's end
     offset; accepted records of a partition get consecutive offsets from it.
     """
+    order, rank = record_order(tp_ids, accepted)
+    return order, starts[tp_ids[order]] + rank
+
+
+def record_order(tp_ids: np.ndarray, accepted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`number_records` without the offsets: the row order and each row's rank within
+    its partition (its offset is its partition's start plus its rank)."""
     candidates = np.flatnonzero(accepted)
     if not len(candidates):
         return candidates, np.zeros(0, dtype=np.int64)
     grouping, firsts, lengths = _groups(tp_ids[candidates])
     order = candidates[grouping]
-    rank = np.arange(len(order)) - np.repeat(firsts, lengths)
-    return order, starts[tp_ids[order]] + rank
+    return order, np.arange(len(order)) - np.repeat(firsts, lengths)
 
 
 def log_rows(
@@ -499,6 +505,20 @@ def log_rows(
     return table, {t: append_time_ms for t in log_append}
 
 
+class _OrderedRecords(NamedTuple):
+    """A producer batch's accepted records in the order of its rows."""
+
+    accepted: np.ndarray
+    order: np.ndarray
+    rank: np.ndarray  # within the row's partition
+    row_tps: np.ndarray
+    timestamps_ms: np.ndarray
+    keys: pa.Array
+    values: pa.Array
+    headers: pa.Array
+    sequences: pa.Array
+
+
 class ProducerBatch:
     """A sealed :class:`RecordBatch` as an :class:`engine.commit.AppendBatch`; offsets are
     assigned on the driver, each partition's records in send order, and the rows are
@@ -524,6 +544,8 @@ class ProducerBatch:
         self._tp_ids = records.tp_ids
         self._offsets = np.full(len(records), -1, dtype=np.int64)
         self._append_time_ms: dict[str, int] = {}
+        # Made now, before the commit's turn (engine.storage.turns): only offsets depend on it.
+        self._ordered = self._in_row_order(self._accepted)
 
     def prepare(self, view: TableState) -> dict[TopicPartition, int]:
         """Refuse (per record) what the current topic metadata refuses."""
@@ -560,11 +582,32 @@ class ProducerBatch:
         self, ends: Mapping[TopicPartition, int], topics: Mapping[str, TopicMetadata], append_time_ms: int
     ) -> pa.Table:
         records = self.records
+        if not np.array_equal(self._ordered.accepted, self._accepted):  # refusals since (prepare)
+            self._ordered = self._in_row_order(self._accepted)
+        ordered = self._ordered
         starts = np.array([ends.get(tp, 0) for tp in records.tps], dtype=np.int64)
-        order, offsets = number_records(self._tp_ids, self._accepted, starts)
-        sorted_tp = self._tp_ids[order]
-        self._offsets[order] = offsets
+        offsets = starts[ordered.row_tps] + ordered.rank
+        self._offsets[ordered.order] = offsets
+        table, self._append_time_ms = log_rows(
+            records.tps,
+            ordered.row_tps,
+            offsets,
+            ordered.timestamps_ms,
+            keys=ordered.keys,
+            values=ordered.values,
+            headers=ordered.headers,
+            sequences=ordered.sequences,
+            producer_id=self._producer_id,
+            producer_epoch=self._producer_epoch,
+            topics=topics,
+            append_time_ms=append_time_ms,
+        )
+        return table
 
+    def _in_row_order(self, accepted: np.ndarray) -> _OrderedRecords:
+        """The ``accepted`` records' columns in row order (by partition, send order within each)."""
+        records = self.records
+        order, rank = record_order(self._tp_ids, accepted)
         headers = records.headers
         # Every record, already grouped by partition (one partition, a sticky run): no copies.
         same = len(order) == len(records) and bool(np.all(order[1:] > order[:-1]))
@@ -573,26 +616,21 @@ class ProducerBatch:
         def in_order(column: pa.Array) -> pa.Array:
             return column if take is None else column.take(take)
 
-        header_column = (
-            pa.nulls(len(order), HEADERS_ARROW)
-            if headers.count(None) == len(headers)
-            else in_order(key_value_lists(headers, HEADERS_ARROW))
-        )
-        table, self._append_time_ms = log_rows(
-            records.tps,
-            sorted_tp,
-            offsets,
+        return _OrderedRecords(
+            accepted.copy(),
+            order,
+            rank,
+            self._tp_ids[order],
             records.timestamps[order],
-            keys=in_order(array(records.keys, pa.binary())),
-            values=in_order(array(records.values, pa.binary())),
-            headers=header_column,
-            sequences=in_order(array(records.sequences, pa.int32())),
-            producer_id=self._producer_id,
-            producer_epoch=self._producer_epoch,
-            topics=topics,
-            append_time_ms=append_time_ms,
+            in_order(array(records.keys, pa.binary())),
+            in_order(array(records.values, pa.binary())),
+            (
+                pa.nulls(len(order), HEADERS_ARROW)
+                if headers.count(None) == len(headers)
+                else in_order(key_value_lists(headers, HEADERS_ARROW))
+            ),
+            in_order(array(records.sequences, pa.int32())),
         )
-        return table
 
     def complete(self) -> None:
         """The commit landed: every accepted record learns its offset."""
