@@ -517,6 +517,11 @@ class _OrderedRecords(NamedTuple):
     values: pa.Array
     headers: pa.Array
     sequences: pa.Array
+    rows: pa.Table  # log_rows of these, ranks in place of offsets, no LogAppendTime
+
+
+_OFFSET_COLUMN = LOG_ARROW_SCHEMA.get_field_index("offset")
+_OFFSET_FIELD = LOG_ARROW_SCHEMA.field("offset")
 
 
 class ProducerBatch:
@@ -588,6 +593,9 @@ class ProducerBatch:
         starts = np.array([ends.get(tp, 0) for tp in records.tps], dtype=np.int64)
         offsets = starts[ordered.row_tps] + ordered.rank
         self._offsets[ordered.order] = offsets
+        if not any((meta := topics.get(tp.topic)) is not None and meta.log_append_time for tp in records.tps):
+            self._append_time_ms = {}
+            return ordered.rows.set_column(_OFFSET_COLUMN, _OFFSET_FIELD, array(offsets, pa.int64()))
         table, self._append_time_ms = log_rows(
             records.tps,
             ordered.row_tps,
@@ -616,20 +624,32 @@ class ProducerBatch:
         def in_order(column: pa.Array) -> pa.Array:
             return column if take is None else column.take(take)
 
-        return _OrderedRecords(
-            accepted.copy(),
-            order,
+        row_tps, timestamps_ms = self._tp_ids[order], records.timestamps[order]
+        keys = in_order(array(records.keys, pa.binary()))
+        values = in_order(array(records.values, pa.binary()))
+        header_column = (
+            pa.nulls(len(order), HEADERS_ARROW)
+            if headers.count(None) == len(headers)
+            else in_order(key_value_lists(headers, HEADERS_ARROW))
+        )
+        sequences = in_order(array(records.sequences, pa.int32()))
+        # The rows as they are when no topic stamps LogAppendTime, offsets to be set.
+        rows, _ = log_rows(
+            records.tps,
+            row_tps,
             rank,
-            self._tp_ids[order],
-            records.timestamps[order],
-            in_order(array(records.keys, pa.binary())),
-            in_order(array(records.values, pa.binary())),
-            (
-                pa.nulls(len(order), HEADERS_ARROW)
-                if headers.count(None) == len(headers)
-                else in_order(key_value_lists(headers, HEADERS_ARROW))
-            ),
-            in_order(array(records.sequences, pa.int32())),
+            timestamps_ms,
+            keys=keys,
+            values=values,
+            headers=header_column,
+            sequences=sequences,
+            producer_id=self._producer_id,
+            producer_epoch=self._producer_epoch,
+            topics={},
+            append_time_ms=0,
+        )
+        return _OrderedRecords(
+            accepted.copy(), order, rank, row_tps, timestamps_ms, keys, values, header_column, sequences, rows
         )
 
     def complete(self) -> None:
