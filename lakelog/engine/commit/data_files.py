@@ -210,7 +210,8 @@ class DataFileWriter:
             make_directories(os.path.dirname(full))
             try:
                 # Through a buffer: the Parquet writer's many small writes (and the position
-                # lookups after each) become a few system calls, a sixth of a 100-record write.
+                # lookups after each) become a few system calls (measured: a quarter less CPU
+                # for a 100-record file).
                 with pa.output_stream(full, buffer_size=_WRITE_BUFFER_BYTES) as sink:
                     pq.write_table(
                         columns, sink, compression="snappy", row_group_size=ROW_GROUP_ROWS, write_statistics=_STATISTICS

@@ -409,8 +409,8 @@ def _write_new(path: str, data: bytes, *, sync: bool) -> None:
     with ``sync``. Raises OSError (FileExistsError if it exists).
 
     Straight system calls rather than ``open()``: a buffered file object also asks the file
-    for its size, position and terminal state (three more calls, each costly in a sandbox;
-    this runs twice per commit)."""
+    for its size, position and terminal state (three more system calls; this runs twice per
+    commit)."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
     try:
         view = memoryview(data)
