@@ -15,7 +15,7 @@ from lakelog.engine.commit.data_files import DataFileWriter
 from lakelog.engine.storage import object_store
 from lakelog.engine.storage.turns import TURN_FILE, poll_interval, take_turn
 from lakelog.store import Store
-from tests.engine.test_commit_loop import T0, append, check_store
+from tests.engine.test_commit_loop import FAST, T0, append, batch, check_store
 
 
 def test_a_turn_is_exclusive_until_released_and_a_waiter_gives_up_after_its_wait(tmp_path):
@@ -91,6 +91,29 @@ def test_an_appender_waits_for_the_turn_of_one_in_its_put_and_neither_writes_a_f
     assert results["slow"].attempts == 1 and results["other"].attempts == 1
     assert results["slow"].ranges[T0].start == 0 and results["other"].ranges[T0].start == 1
     assert len(writes) == 2  # each file written once: nobody re-planned
+    assert check_store(uri)[T0] == ["a", "b"]
+
+
+def test_an_offset_reservation_waits_for_the_turn_as_an_append_does(tmp_path):
+    # A producer of the table holds the turn from its plan to its put; a reservation that did not
+    # wait for it could plan in between and lose, again and again beside a busy producer.
+    uri = str(tmp_path / "store")
+    store = Store.open(uri)
+    store.create_topic("t", partitions=1)
+    before = store.log.latest_version()
+    held = take_turn(os.path.join(uri, "_delta_log"), 1.0)
+    assert held.held
+    results = {}
+    reserving = threading.Thread(
+        target=lambda: results.update(r=Committer(TableLog(uri), "w").append_reserved(batch(T0, ["a", "b"]), FAST))
+    )
+    reserving.start()
+    time.sleep(0.4)  # well within the turn's wait (TURN_WAIT_MAX_S)
+    during = TableLog(uri).latest().version
+    held.release()
+    reserving.join(10)
+    assert during == before  # nothing was committed while the turn was held
+    assert results["r"].attempts == 1 and results["r"].ranges[T0].start == 0
     assert check_store(uri)[T0] == ["a", "b"]
 
 

@@ -637,6 +637,15 @@ class Committer:
         attempts = 0
 
         def attempt() -> int:
+            # In this committer's turn, as an append: lakelog's producers of the table wait for
+            # it instead of landing between its plan and its put (engine.storage.turns).
+            turn = self._take_turn(policy, started)
+            try:
+                return planned(turn)
+            finally:
+                turn.release()
+
+        def planned(turn: Turn) -> int:
             nonlocal attempts, taken
             attempts += 1
             state = self._latest(None, policy, started)
@@ -671,6 +680,7 @@ class Committer:
                 [],
                 policy,
                 started,
+                linked=turn.release,
             )
             taken = (reservations, state, now_ms, attempts)
             return version
