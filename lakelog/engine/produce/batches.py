@@ -517,7 +517,6 @@ class _OrderedRecords(NamedTuple):
     values: pa.Array
     headers: pa.Array
     sequences: pa.Array
-    rows: pa.Table  # log_rows of these, ranks in place of offsets, no LogAppendTime
 
 
 _OFFSET_COLUMN = LOG_ARROW_SCHEMA.get_field_index("offset")
@@ -551,6 +550,7 @@ class ProducerBatch:
         self._append_time_ms: dict[str, int] = {}
         # Made now, before the commit's turn (engine.storage.turns): only offsets depend on it.
         self._ordered = self._in_row_order(self._accepted)
+        self._rows = self._log_rows(self._ordered, self._ordered.rank, {}, 0)[0]  # offsets set in build
 
     def prepare(self, view: TableState) -> dict[TopicPartition, int]:
         """Refuse (per record) what the current topic metadata refuses."""
@@ -589,15 +589,22 @@ class ProducerBatch:
         records = self.records
         if not np.array_equal(self._ordered.accepted, self._accepted):  # refusals since (prepare)
             self._ordered = self._in_row_order(self._accepted)
+            self._rows = self._log_rows(self._ordered, self._ordered.rank, {}, 0)[0]
         ordered = self._ordered
         starts = np.array([ends.get(tp, 0) for tp in records.tps], dtype=np.int64)
         offsets = starts[ordered.row_tps] + ordered.rank
         self._offsets[ordered.order] = offsets
         if not any((meta := topics.get(tp.topic)) is not None and meta.log_append_time for tp in records.tps):
             self._append_time_ms = {}
-            return ordered.rows.set_column(_OFFSET_COLUMN, _OFFSET_FIELD, array(offsets, pa.int64()))
-        table, self._append_time_ms = log_rows(
-            records.tps,
+            return self._rows.set_column(_OFFSET_COLUMN, _OFFSET_FIELD, array(offsets, pa.int64()))
+        table, self._append_time_ms = self._log_rows(ordered, offsets, topics, append_time_ms)
+        return table
+
+    def _log_rows(
+        self, ordered: _OrderedRecords, offsets: np.ndarray, topics: Mapping[str, TopicMetadata], append_time_ms: int
+    ) -> tuple[pa.Table, dict[str, int]]:
+        return log_rows(
+            self.records.tps,
             ordered.row_tps,
             offsets,
             ordered.timestamps_ms,
@@ -610,7 +617,6 @@ class ProducerBatch:
             topics=topics,
             append_time_ms=append_time_ms,
         )
-        return table
 
     def _in_row_order(self, accepted: np.ndarray) -> _OrderedRecords:
         """The ``accepted`` records' columns in row order (by partition, send order within each)."""
@@ -633,23 +639,8 @@ class ProducerBatch:
             else in_order(key_value_lists(headers, HEADERS_ARROW))
         )
         sequences = in_order(array(records.sequences, pa.int32()))
-        # The rows as they are when no topic stamps LogAppendTime, offsets to be set.
-        rows, _ = log_rows(
-            records.tps,
-            row_tps,
-            rank,
-            timestamps_ms,
-            keys=keys,
-            values=values,
-            headers=header_column,
-            sequences=sequences,
-            producer_id=self._producer_id,
-            producer_epoch=self._producer_epoch,
-            topics={},
-            append_time_ms=0,
-        )
         return _OrderedRecords(
-            accepted.copy(), order, rank, row_tps, timestamps_ms, keys, values, header_column, sequences, rows
+            accepted.copy(), order, rank, row_tps, timestamps_ms, keys, values, header_column, sequences
         )
 
     def complete(self) -> None:

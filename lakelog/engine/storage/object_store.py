@@ -286,8 +286,7 @@ def replace_file(fs: fsspec.AbstractFileSystem, directory: str, name: str, body:
     os.makedirs(directory, exist_ok=True)
     temp = f"{directory}/.{uuid.uuid4().hex}.tmp"
     try:
-        with open(temp, "wb") as handle:
-            handle.write(body)
+        _write_new(temp, body, sync=False)
         os.replace(temp, path)
     except BaseException:
         # A full disk fails the write after the file was created: leave nothing behind.
@@ -409,8 +408,8 @@ def _write_new(path: str, data: bytes, *, sync: bool) -> None:
     with ``sync``. Raises OSError (FileExistsError if it exists).
 
     Straight system calls rather than ``open()``: a buffered file object also asks the file
-    for its size, position and terminal state (three more system calls; this runs twice per
-    commit)."""
+    for its size, position and terminal state (three more system calls; a commit writes two
+    such files)."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
     try:
         view = memoryview(data)
