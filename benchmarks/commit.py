@@ -550,26 +550,30 @@ samples = int(sys.argv[2])
 print(json.dumps([*(_measure(store, samples) if samples else (0.0, 0.0)), cold_ms]))
 """
 # Fresh processes measuring the cold open (the last one also measures commits and polls).
-_COLD_RUNS = 5
+_COLD_RUNS = 7
 
 
-def _fresh_measure(path: str, samples: int) -> tuple[float, float, float, float]:
-    """In new processes: p50 of a one-record commit and of its poll (one process), the median
-    of :data:`_COLD_RUNS` processes' cold ``Store.open`` + end offsets + first poll of the newest
-    record, and the first process's (ms, imports not counted)."""
+def _fresh_measure(paths: Sequence[str], samples: int) -> list[tuple[float, float, float, float]]:
+    """For each store of ``paths``, in new processes: p50 of a one-record commit and of its
+    poll (one process), the median of :data:`_COLD_RUNS` processes' cold ``Store.open`` + end
+    offsets + first poll of the newest record, and the first process's (ms, imports not
+    counted). The stores' processes take turns, so that each round sees one machine."""
     from lakelog.engine.commit import wait_for_checkpoints
 
-    # The open is measured on its own, not beside this process's checkpoint thread and the
-    # kernel's writeback of the files growing the log created; and as a median: at 20,000
+    # The opens are measured on their own, not beside this process's checkpoint thread and the
+    # kernel's writeback of the files growing the log created; and as medians: at 20,000
     # versions the first one or two opens right after growing read the checkpoint 5-10x slower
     # (60-130 ms) than the same open a few seconds later (~30 ms), a sync or not.
     wait_for_checkpoints()
     os.sync()
-    colds = []
+    colds: dict[str, list[float]] = {path: [] for path in paths}
+    last: dict[str, tuple[float, float]] = {}
     for run in range(_COLD_RUNS):
-        commit, poll, cold = json.loads(_run_python(_FRESH, path, str(samples if run == _COLD_RUNS - 1 else 0)))
-        colds.append(cold)
-    return commit, poll, statistics.median(colds), colds[0]
+        for path in paths:
+            commit, poll, cold = json.loads(_run_python(_FRESH, path, str(samples if run == _COLD_RUNS - 1 else 0)))
+            colds[path].append(cold)
+            last[path] = (commit, poll)
+    return [(*last[path], statistics.median(colds[path]), colds[path][0]) for path in paths]
 
 
 def growth(work: str, small: int, large: int, samples: int, out: Callable[[str], None]) -> dict[str, float]:
@@ -593,13 +597,16 @@ def growth(work: str, small: int, large: int, samples: int, out: Callable[[str],
     grow_to(small - 2 * samples)
     wait_for_checkpoints()
     before = _measure(store, samples)
-    fresh_before = _fresh_measure(path, samples)
+    # The store as it is now, kept to be measured beside the grown one: fresh processes open the
+    # two in turns, like for like (same moment, same page cache, same writeback).
+    wait_for_checkpoints()
+    shutil.copytree(path, f"{path}-small")
     started = time.monotonic()
     grow_to(large - 2 * samples)
     grown_s = time.monotonic() - started
     wait_for_checkpoints()
     after = _measure(store, samples)
-    fresh_after = _fresh_measure(path, samples)
+    fresh_before, fresh_after = _fresh_measure([f"{path}-small", path], samples)
     figures = {
         "commit_ratio": after[0] / before[0],
         "poll_ratio": after[1] / before[1],
@@ -614,9 +621,9 @@ def growth(work: str, small: int, large: int, samples: int, out: Callable[[str],
         f"poll {before[1]:.2f} -> {after[1]:.2f} ms (x{figures['poll_ratio']:.2f}) in the process that followed "
         f"the log; in a fresh process commit {fresh_before[0]:.1f} -> {fresh_after[0]:.1f} ms "
         f"(x{figures['fresh_commit_ratio']:.2f}), poll {fresh_before[1]:.2f} -> {fresh_after[1]:.2f} ms "
-        f"(x{figures['fresh_poll_ratio']:.2f}); cold Store.open + first poll, median of {_COLD_RUNS} processes, "
+        f"(x{figures['fresh_poll_ratio']:.2f}); cold Store.open + first poll, median of {_COLD_RUNS} processes each, "
         f"{fresh_before[2]:.0f} -> {fresh_after[2]:.0f} ms (x{figures['cold_open_ratio']:.2f}; the first process "
-        f"{fresh_before[3]:.0f} -> {fresh_after[3]:.0f} ms)"
+        f"{fresh_before[3]:.0f} -> {fresh_after[3]:.0f} ms; the two stores' processes took turns)"
     )
     return figures
 

@@ -75,6 +75,57 @@ def test_the_checkpoints_state_is_delta_rs_snapshots_state(tmp_path):
     _assert_same(TableLog(store.uri).latest(), load_state(store.uri, files))
 
 
+def _checkpointed_store(path: Path) -> tuple[Store, LogFiles, list[list[str]]]:
+    """A store with a checkpoint at 100, its LogFiles, and the column lists its checkpoint
+    reads ask for (recorded from now on)."""
+    store = Store.open(path)
+    store.create_topic("t", partitions=2)
+    _grow(store, 104, partitions=2)
+    assert wait_for_checkpoints(60)
+    files = LogFiles(store.uri)
+    asked: list[list[str]] = []
+    real = files.read_checkpoint
+    files.read_checkpoint = lambda version, columns: asked.append(list(columns)) or real(version, columns)
+    return store, files, asked
+
+
+def test_the_checkpoints_metadata_and_protocol_are_read_from_its_checksum(tmp_path):
+    """The .crc of the checkpoint's version holds its metaData and protocol actions: the
+    checkpoint's own two columns of them are not decoded, and the state is delta-rs'."""
+    store, files, asked = _checkpointed_store(tmp_path / "store")
+    state = state_from_checkpoint(files)
+    assert state is not None and state.checksum is not None
+    assert asked and not any({"metaData", "protocol"} & set(columns) for columns in asked)
+    _assert_same(state, load_state(store.uri, LogFiles(store.uri), 100))
+
+
+@pytest.mark.parametrize("damage", ["counts", "no-metadata", "unparseable-metadata"])
+def test_a_checksum_not_trusted_leaves_metadata_and_protocol_to_the_checkpoint(tmp_path, damage, caplog):
+    """A .crc whose file count disagrees with the checkpoint's files (its metadata then not
+    trusted either), one without metadata, or one whose metadata does not parse: the
+    checkpoint's own columns give metadata and protocol, as delta-rs' snapshot has them."""
+    store, files, asked = _checkpointed_store(tmp_path / "store")
+    crc = tmp_path / "store" / "_delta_log" / checksum_name(100)
+    body = json.loads(crc.read_text())
+    if damage == "counts":
+        body["numFiles"] += 1
+        body["metadata"]["configuration"]["lakelog.topic.ghost"] = body["metadata"]["configuration"]["lakelog.topic.t"]
+    elif damage == "no-metadata":
+        del body["metadata"]
+    else:
+        body["metadata"]["configuration"] = [["lakelog.topic.ghost", "{}"]]
+    crc.write_text(json.dumps(body))
+    state = state_from_checkpoint(files)
+    assert state is not None
+    assert any({"metaData", "protocol"} <= set(columns) for columns in asked)
+    assert "ghost" not in state.topics
+    # A checksum with metadata that is not an object disagrees with the log; one without any still agrees.
+    assert (state.checksum is None) == (damage != "no-metadata")
+    snapshot = load_state(store.uri, LogFiles(store.uri), 100)
+    assert state.metadata == snapshot.metadata and state.protocol == snapshot.protocol
+    assert [f.path for f in state.files_of(T0).ordered] == [f.path for f in snapshot.files_of(T0).ordered]
+
+
 def test_a_checkpoint_without_typed_statistics_is_read_by_delta_rs(tmp_path):
     """A table whose checkpoints carry only JSON statistics (written without
     delta.checkpoint.writeStatsAsStruct) is loaded by delta-rs as before."""
@@ -278,21 +329,34 @@ def _stats(layout: list[dict]) -> list[FileStats]:
     ]
 
 
-def test_files_built_from_columns_are_the_files_built_eagerly(tmp_path):
+@pytest.mark.parametrize("order", ["as-listed", "reversed", "shuffled", "by-offset", "newest-first"])
+def test_files_from_columns_in_any_row_order_are_the_files_built_eagerly(tmp_path, order):
+    """Files built lazily from columns are the files built eagerly, whatever the order of the
+    rows (delta-rs writes a partition's newest file first): partitions, the files' order,
+    reach, files without statistics and ends."""
     from lakelog.engine.commit.state import TableState
 
     store = Store.open(tmp_path / "store")
     store.create_topic("t", partitions=2)
     metadata, protocol = store.log.latest().metadata, store.log.latest().protocol
-    eager = TableState.build(1, protocol, metadata, _stats(LAYOUT))
-    lazy = TableState.from_columns(1, protocol, metadata, _columns(LAYOUT, []))
+    runs = [_file(TopicPartition("t", i % 2), f"r{i:03d}", 1, i // 2, i // 2) for i in range(40)]
+    layout = LAYOUT + runs
+    if order == "reversed":
+        layout = layout[::-1]
+    elif order == "shuffled":
+        layout = [layout[i] for i in np.random.default_rng(3).permutation(len(layout))]
+    elif order in ("by-offset", "newest-first"):
+        layout = sorted(runs, key=lambda f: (f["tp"].partition, f["lo"]), reverse=order == "newest-first")
+    eager = TableState.build(1, protocol, metadata, _stats(layout))
+    lazy = TableState.from_columns(1, protocol, metadata, _columns(layout, []))
     assert set(lazy.partitions) == set(eager.partitions)
     for tp in eager.partitions:
         assert list(lazy.files_of(tp).ordered) == list(eager.files_of(tp).ordered), tp
         assert list(lazy.files_of(tp).reach) == list(eager.files_of(tp).reach)
         assert lazy.files_of(tp).other == eager.files_of(tp).other
-    assert lazy.ends == eager.ends and lazy.unknown_ends == eager.unknown_ends
-    assert [f.path for f in lazy.files_of(T0).ordered] == ["a", "c", "merged", "b"]
+    assert lazy.ends == eager.ends and lazy.ends[T0] == 1 + max(f["hi"] for f in layout if f["tp"] == T0 and f["hi"])
+    if order in ("as-listed", "reversed", "shuffled"):  # equal ranges by path, a merge by its range
+        assert [f.path for f in lazy.files_of(T0).ordered if f.path[0] != "r"] == ["a", "c", "merged", "b"]
 
 
 def test_a_seek_builds_only_the_files_it_may_read_and_an_append_builds_none():

@@ -11,7 +11,13 @@ import pytest
 
 from lakelog.compaction import maintain
 from lakelog.engine.commit import Committer
-from lakelog.engine.commit.checksum import ALL_FILES_THRESHOLD, DEFAULT_HISTOGRAM_BINS, initial_checksum, next_checksum
+from lakelog.engine.commit.checksum import (
+    ALL_FILES_THRESHOLD,
+    DEFAULT_HISTOGRAM_BINS,
+    checksum_disagreement,
+    initial_checksum,
+    next_checksum,
+)
 from lakelog.engine.commit.info import ENGINE_INFO
 from tests.compaction.produce import commit
 
@@ -72,6 +78,26 @@ def test_a_metadata_change_is_carried():
     changed = {**METADATA, "configuration": {"lakelog.topic.t": "{}"}}
     after = next_checksum(crc([add("a", 1)]), [{"commitInfo": {}}, {"metaData": changed}])
     assert after["metadata"] == changed and after["numFiles"] == 1
+
+
+@pytest.mark.parametrize(
+    "change, reason",
+    [
+        ({}, None),
+        ({"numFiles": 3}, "numFiles 3"),
+        ({"tableSizeBytes": 1}, "tableSizeBytes 1"),
+        ({"numFiles": "many"}, "not a checksum"),
+        ({"metadata": {**METADATA, "id": "other"}}, "metadata id"),
+        ({"metadata": {**METADATA, "configuration": {"a": "b"}}}, "configuration differs"),
+        ({"metadata": {**METADATA, "configuration": [["a", "b"]]}}, "configuration is not an object"),
+        ({"metadata": "m"}, "metadata is not an object"),
+        ({"protocol": {"minReaderVersion": 3, "minWriterVersion": 7}}, "protocol"),
+    ],
+)
+def test_a_checksum_that_disagrees_with_the_log_says_how(change, reason):
+    checksum = {"numFiles": 2, "tableSizeBytes": 10, "metadata": METADATA, "protocol": PROTOCOL, **change}
+    found = checksum_disagreement(checksum, num_files=2, table_size_bytes=10, metadata=METADATA, protocol=PROTOCOL)
+    assert found is None if reason is None else reason in found
 
 
 def test_the_file_list_is_left_out_past_delta_s_threshold():

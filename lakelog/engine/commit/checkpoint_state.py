@@ -8,7 +8,8 @@ the whole ``_delta_log`` on every load of a local table (measured at 20,000 vers
 files). Here the checkpoint is read with only the columns a table state needs (the add
 actions' path, size, modification time and their typed statistics and partition values,
 ``stats_parsed`` and ``partitionValues_parsed``, which a table with
-``delta.checkpoint.writeStatsAsStruct`` has; txn, metaData, protocol), and the commits
+``delta.checkpoint.writeStatsAsStruct`` has; txn; metaData and protocol only when the
+``.crc`` of the checkpoint's version does not hold them), and the commits
 after the checkpoint are read one by one by the follower
 (:meth:`engine.commit.follower.TableLog.latest`: a failed ``open`` ends them), so that
 opening a store costs what its live files cost, not the length of its log.
@@ -68,12 +69,14 @@ _COLUMNS = [
     "add.path",
     "add.size",
     "add.modificationTime",
-    "add.stats_parsed",
+    # Of the typed statistics only what a state keeps (not nullCount, tightBounds).
+    "add.stats_parsed.numRecords",
+    "add.stats_parsed.minValues",
+    "add.stats_parsed.maxValues",
     "add.partitionValues_parsed",
     "txn",
-    "metaData",
-    "protocol",
 ]
+_METADATA_COLUMNS = ["metaData", "protocol"]
 
 
 def state_from_checkpoint(files: LogFiles) -> TableState | None:
@@ -86,28 +89,34 @@ def state_from_checkpoint(files: LogFiles) -> TableState | None:
         return None
     version = hint["version"]
     try:
-        checkpoint = files.read_checkpoint(version, _COLUMNS)
-        metadata_body, protocol_body = metadata_and_protocol_of(checkpoint)
-        if metadata_body is None or protocol_body is None:
-            return None
-        metadata, protocol = Metadata.from_json(metadata_body), Protocol.from_json(protocol_body)
-        readable, retention_ms = _understood(metadata, protocol)
-        if not readable:
-            return None
+        checksum = files.read_checksum(version)
+        described = _described_by(checksum)
+        checkpoint = files.read_checkpoint(version, _COLUMNS + ([] if described else _METADATA_COLUMNS))
         # Rows holding another action stay (a null add): their partition values are null, so no
         # partition takes them (FileColumns.by_partition), and filtering them out would copy
         # every live file's path.
         adds = combined(checkpoint.column("add"))
+        num_files = len(adds) - adds.null_count
+        size = pc.sum(_child(adds, "size")).as_py() or 0
+        if described is not None and not _agrees(files, version, checksum, num_files, size, *described):
+            described = checksum = None  # a checksum that disagrees describes nothing
+        if described is None:
+            described = _described_by_checkpoint(files, version, checkpoint)
+            if described is None:
+                return None
+            if checksum is not None and not _agrees(files, version, checksum, num_files, size, *described):
+                checksum = None
+        metadata, protocol = described
+        readable, retention_ms = _understood(metadata, protocol)
+        if not readable:
+            return None
         columns = _file_columns(adds)
         if columns is None:
             return None
-        num_files = len(adds) - adds.null_count
-        size = pc.sum(_child(adds, "size")).as_py() or 0
         txns = txn_entries(checkpoint)
     except (OSError, ValueError, KeyError, TypeError, pa.ArrowException) as exc:
         log.debug("%s: checkpoint %s not read by lakelog (%s); loading with delta-rs", files.uri, version, exc)
         return None
-    checksum = _agreeing_checksum(files, version, num_files, size, metadata, protocol)
     apps = AppVersions(_AppLookup(files.uri, version, txns, retention_ms))
     return TableState.from_columns(version, protocol, metadata, columns, apps, checksum)
 
@@ -174,14 +183,58 @@ def _understood(metadata: Metadata, protocol: Protocol) -> tuple[bool, int | Non
     return protocol.min_reader_version == 1 and (retention is None or retention_ms is not None), retention_ms
 
 
+def _described_by(checksum: dict[str, Any] | None) -> tuple[Metadata, Protocol] | None:
+    """The metadata and protocol a version's ``.crc`` holds, or None when it holds no
+    readable pair. A checksum carries the version's ``metaData`` and ``protocol`` actions, so
+    the checkpoint's two widest columns need not be decoded (Delta's kernel reads them from the
+    ``.crc`` the same way: delta-io/delta#4077); the caller still checks the checksum's file
+    count and bytes against the checkpoint's files before it keeps them."""
+    if checksum is None:
+        return None
+    metadata, protocol = checksum.get("metadata"), checksum.get("protocol")
+    if not isinstance(metadata, dict) or not isinstance(protocol, dict):
+        return None
+    shapes = {"id": str, "schemaString": str, "partitionColumns": list, "configuration": dict}
+    if not all(isinstance(metadata.get(key), shape) for key, shape in shapes.items()):
+        return None  # not what a checkpoint's metaData column would give: read that instead
+    try:
+        return Metadata.from_json(metadata), Protocol.from_json(protocol)
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _described_by_checkpoint(files: LogFiles, version: int, checkpoint: pa.Table) -> tuple[Metadata, Protocol] | None:
+    """The metadata and protocol of the checkpoint of ``version`` (its columns read now when
+    what was read of it, ``checkpoint``, lacks them), or None when it has no such pair."""
+    if "metaData" not in checkpoint.column_names:
+        checkpoint = files.read_checkpoint(version, _METADATA_COLUMNS)
+    metadata_body, protocol_body = metadata_and_protocol_of(checkpoint)
+    if metadata_body is None or protocol_body is None:
+        return None
+    return Metadata.from_json(metadata_body), Protocol.from_json(protocol_body)
+
+
 def _agreeing_checksum(
     files: LogFiles, version: int, num_files: int, size: int, metadata: Metadata, protocol: Protocol
 ) -> dict[str, Any] | None:
     """The ``.crc`` of ``version`` if it agrees with the state read (file count, size, metadata,
     protocol); one that disagrees is logged and not used."""
     checksum = files.read_checksum(version)
-    if checksum is None:
+    if checksum is None or not _agrees(files, version, checksum, num_files, size, metadata, protocol):
         return None
+    return checksum
+
+
+def _agrees(
+    files: LogFiles,
+    version: int,
+    checksum: dict[str, Any],
+    num_files: int,
+    size: int,
+    metadata: Metadata,
+    protocol: Protocol,
+) -> bool:
+    """Whether ``checksum`` agrees with the state read; one that does not is logged."""
     disagreement = checksum_disagreement(
         checksum,
         num_files=num_files,
@@ -192,8 +245,8 @@ def _agreeing_checksum(
     if disagreement is not None:
         name = checksum_name(version)
         log.warning("%s/%s disagrees with the log (%s): not used", files.log_dir, name, disagreement)
-        return None
-    return checksum
+        return False
+    return True
 
 
 _RETENTION = "delta.setTransactionRetentionDuration"

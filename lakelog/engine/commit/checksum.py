@@ -201,6 +201,8 @@ def checksum_disagreement(
         for key in ("id", "partitionColumns"):
             if theirs.get(key) != metadata.get(key):
                 return f"metadata {key} {theirs.get(key)!r}, the log has {metadata.get(key)!r}"
+        if not isinstance(theirs.get("configuration") or {}, Mapping):
+            return "its metadata configuration is not an object"
         if _configuration(theirs) != _configuration(metadata):
             return "metadata configuration differs from the log's"
     elif theirs is not None:

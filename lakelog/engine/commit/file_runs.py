@@ -188,8 +188,13 @@ class FileColumns:
         if not len(rows):
             return []
         topics, partitions = self.topic_ids[rows], self.partitions.values[rows]
-        order = np.lexsort((partitions, topics))  # stable: row order within a partition
-        rows, topics, partitions = rows[order], topics[order], partitions[order]
+        # Rows already grouped (one partition, or each partition's files together) need no sort.
+        grouped = np.all(topics[1:] >= topics[:-1]) and np.all(
+            (topics[1:] != topics[:-1]) | (partitions[1:] >= partitions[:-1])
+        )
+        if not grouped:
+            order = np.lexsort((partitions, topics))  # stable: row order within a partition
+            rows, topics, partitions = rows[order], topics[order], partitions[order]
         cuts = np.flatnonzero((topics[1:] != topics[:-1]) | (partitions[1:] != partitions[:-1])) + 1
         starts = [0, *cuts.tolist()]
         ends = [*cuts.tolist(), len(rows)]
@@ -205,14 +210,20 @@ class FileColumns:
         lo, hi, nr = self.min_offsets, self.max_offsets, self.num_records
         listed = lo.valid[rows] & hi.valid[rows] & nr.valid[rows] & (nr.values[rows] > 0)
         chosen, other = rows[listed], rows[~listed]
-        chosen = chosen[np.lexsort((hi.values[chosen], lo.values[chosen]))]
-        first, last = lo.values[chosen], hi.values[chosen]
+        first = lo.values[chosen]
+        # A checkpoint holds a partition's files by offset already, newest first as delta-rs
+        # writes them: reversing it is the sort (its first offsets distinct, no tie to break).
+        if len(chosen) > 1 and not np.all(first[1:] > first[:-1]):
+            newest_first = np.all(first[1:] < first[:-1])
+            chosen = chosen[::-1] if newest_first else chosen[np.lexsort((hi.values[chosen], first))]
+            first = lo.values[chosen]
+        last = hi.values[chosen]
         if len(chosen) > 1 and bool(np.any((first[1:] == first[:-1]) & (last[1:] == last[:-1]))):
             # Files with the same offset range (another writer's copy) go by path.
             paths = self.paths
             ordered = sorted(chosen.tolist(), key=lambda row: (lo[row], hi[row], paths[row]))
             chosen = np.asarray(ordered, dtype=np.int64)
-        reach = np.maximum.accumulate(hi.values[chosen]).tolist() if len(chosen) else []
+        reach = np.maximum.accumulate(last).tolist() if len(chosen) else []
         return chosen.tolist(), reach, other.tolist()
 
     def file(self, row: int, tp: TopicPartition) -> FileStats:

@@ -16,7 +16,7 @@ import json
 import logging
 import os
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote
@@ -168,6 +168,15 @@ def txn_entries(checkpoint: pa.Table) -> dict[str, tuple[int, int | None]]:
     return {t["appId"]: (int(t["version"]), t.get("lastUpdated")) for t in _present(checkpoint.column("txn"))}
 
 
+def _field_paths(fields: Iterable[pa.Field], prefix: str = "") -> Iterator[str]:
+    """The dotted paths of ``fields`` and of their struct fields at any depth (``add``,
+    ``add.stats_parsed``, ``add.stats_parsed.numRecords``): what Parquet reads take as columns."""
+    for f in fields:
+        yield f"{prefix}{f.name}"
+        if pa.types.is_struct(f.type):
+            yield from _field_paths(f.type, f"{prefix}{f.name}.")
+
+
 class LogFiles:
     """Reads and creates the files of one table's Delta log. Thread-safe."""
 
@@ -266,26 +275,29 @@ class LogFiles:
         return hint if isinstance(hint, dict) and isinstance(hint.get("version"), int) else None
 
     def read_checkpoint(self, version: int, columns: list[str]) -> pa.Table:
-        """``columns`` (top-level actions, or their fields such as ``add.path``) of the classic
-        single-file checkpoint of ``version``; those it lacks are left out (``stats_parsed``
-        is optional). Raises OSError (FileNotFoundError when there is none),
-        pyarrow.ArrowException or ValueError when it cannot be read."""
+        """``columns`` (top-level actions, or their fields at any depth such as ``add.path``
+        and ``add.stats_parsed.numRecords``) of the classic single-file checkpoint of
+        ``version``; those it lacks are left out (``stats_parsed`` is optional). Raises OSError
+        (FileNotFoundError when there is none), pyarrow.ArrowException or ValueError when it
+        cannot be read."""
         # ParquetFile, not pq.read_table (its pyarrow.dataset imports pandas).
         import pyarrow.parquet as pq
 
-        def read(source: Any) -> pa.Table:
-            parquet = pq.ParquetFile(source)
-            schema = parquet.schema_arrow
-            present = {f.name for f in schema} | {
-                f"{f.name}.{child.name}" for f in schema if pa.types.is_struct(f.type) for child in f.type
-            }
-            # One thread: in a fresh process Arrow's pool is not started yet, and starting it
-            # cost more than it saved on a checkpoint of 20,000 files (~16 ms against ~10).
-            return parquet.read(columns=[c for c in columns if c in present], use_threads=False)
+        def read(source: Any, *, mapped: bool = False) -> pa.Table:
+            with pq.ParquetFile(source, memory_map=mapped) as parquet:
+                present = set(_field_paths(parquet.schema_arrow))
+                # One thread: in a fresh process Arrow's pool is not started yet, and starting
+                # it cost more than it saved on a checkpoint of 20,000 files (~16 ms against ~10).
+                return parquet.read(columns=[c for c in columns if c in present], use_threads=False)
 
         name = checkpoint_name(version)
         if self._local:
-            return read(os.path.join(self.log_dir, name))
+            # Mapped: an uncompressed column is decoded straight from the page cache, not copied
+            # into fresh buffers first (~1.3 of ~7.5 ms in a new process at 20,000 files). A
+            # checkpoint is written whole under a temporary name and renamed (delta-rs, Delta
+            # Spark, lakelog), never truncated in place, so the mapping cannot lose its pages;
+            # the columns read are copies, so none keeps the file mapped once read.
+            return read(os.path.join(self.log_dir, name), mapped=True)
         assert self._fs is not None
         with self._fs.open(f"{self._root}/{name}", "rb") as handle:
             return read(handle)
