@@ -115,8 +115,10 @@ def test_a_checksum_not_trusted_leaves_metadata_and_protocol_to_the_checkpoint(t
     else:
         body["metadata"]["configuration"] = [["lakelog.topic.ghost", "{}"]]
     crc.write_text(json.dumps(body))
-    state = state_from_checkpoint(files)
+    with caplog.at_level("WARNING"):
+        state = state_from_checkpoint(files)
     assert state is not None
+    assert ("disagrees with the log" in caplog.text) == (damage != "no-metadata")
     assert any({"metaData", "protocol"} <= set(columns) for columns in asked)
     assert "ghost" not in state.topics
     # A checksum with metadata that is not an object disagrees with the log; one without any still agrees.
