@@ -33,10 +33,13 @@ from typing import Any
 from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
 
+from lakelog.kafka_endpoint.produce_encoding import produce_response_body
+
 _SIZE = struct.Struct(">i")
 # kio generates a module per message version: kio.schema.<message>.v<N>.<kind>.
 _VERSION_PART = re.compile(r"^v\d+$")
 _KEY_VERSION = struct.Struct(">hh")
+_PRODUCE = 0
 
 
 class MalformedRequestError(ValueError):
@@ -102,6 +105,11 @@ def encode_response(api_key: int, api_version: int, correlation_id: int, body: A
     """The size-prefixed frame of a response ``body`` (a kio entity of that API and version)."""
     schema = response_class(api_key, api_version)
     header_schema = schema.__header_schema__
+    encoded = produce_response_body(api_version, body) if api_key == _PRODUCE else None
+    if encoded is not None:
+        # Response header v0 is the correlation id; v1 (flexible versions) adds tagged fields.
+        header = _SIZE.pack(correlation_id) + (b"\x00" if header_schema.__flexible__ else b"")
+        return _SIZE.pack(len(header) + len(encoded)) + header + encoded
     out = io.BytesIO()
     entity_writer(header_schema)(out, build(header_schema, correlation_id=correlation_id))
     entity_writer(schema)(out, body)

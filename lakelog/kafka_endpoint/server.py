@@ -111,13 +111,43 @@ def error_response(
     return encode_response(api_key, api_version, correlation_id, build(cls, **fields))
 
 
-async def _all_done(futures: tuple[Future, ...]) -> None:
-    """Wait until every one of ``futures`` (set by other threads) is done. Unlike
-    asyncio.wrap_future, a cancelled wait never cancels them: their owner still sets them."""
+class ThreadCallbacks:
+    """Callbacks other threads hand to one event loop, run on it in the order they were
+    handed, with one wake-up of the loop for all those handed before it runs them. asyncio's
+    ``call_soon_threadsafe`` writes to the loop's self-pipe on every call: traced under Kafka's
+    ProducerPerformance, ~75 us of the commit thread per call on this machine, once per request
+    of every commit, between the commit landing and its answers."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._lock = threading.Lock()
+        self._pending: list[Callable[[], None]] = []
+        self._scheduled = False
+
+    def call(self, fn: Callable[[], None]) -> None:
+        """Run ``fn()`` on the loop soon (from any thread); nothing if the loop is closed."""
+        with self._lock:
+            self._pending.append(fn)
+            if self._scheduled:
+                return
+            self._scheduled = True
+        with contextlib.suppress(RuntimeError):  # the loop closed: nobody waits any more
+            self._loop.call_soon_threadsafe(self._run)
+
+    def _run(self) -> None:
+        with self._lock:
+            pending, self._pending, self._scheduled = self._pending, [], False
+        for fn in pending:
+            fn()
+
+
+async def _all_done(futures: tuple[Future, ...], callbacks: ThreadCallbacks) -> None:
+    """Wait until every one of ``futures`` (set by other threads, which tell the loop through
+    ``callbacks``) is done. Unlike asyncio.wrap_future, a cancelled wait never cancels them:
+    their owner still sets them."""
     if not futures:
         return
-    loop = asyncio.get_running_loop()
-    waiter = loop.create_future()
+    waiter = asyncio.get_running_loop().create_future()
     left = [len(futures)]
 
     def one_done() -> None:
@@ -125,12 +155,8 @@ async def _all_done(futures: tuple[Future, ...]) -> None:
         if left[0] == 0 and not waiter.done():
             waiter.set_result(None)
 
-    def landed(_: Future) -> None:
-        with contextlib.suppress(RuntimeError):  # the loop closed: nobody waits any more
-            loop.call_soon_threadsafe(one_done)
-
     for future in futures:
-        future.add_done_callback(landed)
+        future.add_done_callback(lambda _: callbacks.call(one_done))
     await waiter
 
 
@@ -194,6 +220,7 @@ class Server:
         self._connections: set[asyncio.Task] = set()
         self._unsupported = UnsupportedRequests(SUPPORTED)
         self._unexpected = UnexpectedErrors()
+        self._callbacks: ThreadCallbacks | None = None  # on the loop start() runs on
 
     async def start(self) -> None:
         """Bind every listener (raises InvalidConfigError for TLS settings that do not load)."""
@@ -211,6 +238,7 @@ class Server:
         self.host, self.port = bound[0].host, bound[0].port
         self._advertised = advertised(bound, self._settings.get("advertised.listeners", ""))
         self.endpoint = self._factory(self.port)
+        self._callbacks = ThreadCallbacks(asyncio.get_running_loop())
         for listener in bound:
             log.info("lakelog serve: listening on %s (Kafka protocol)", listener)
 
@@ -319,12 +347,33 @@ class Server:
                 writer.close()
 
     async def _send_in_order(self, answers: asyncio.Queue, writer: asyncio.StreamWriter) -> None:
-        while (done := await answers.get()) is not None:
-            frame = await done
-            if frame:
+        """Write the answers in the order of their requests. Answers already done behind the
+        one awaited go out in the same write: the answers of one commit's requests are one
+        send and one read for the client instead of one each (traced under ProducerPerformance:
+        2,710 sends for 2,704 answers before, 852 after). An answer that failed is awaited on
+        its own, after everything before it was written, as each was before."""
+        ahead: asyncio.Future | None = None
+        closing = False
+        while not closing:
+            done = ahead if ahead is not None else await answers.get()
+            ahead = None
+            if done is None:
+                return
+            frames = [await done]
+            while not answers.empty():
+                following = answers.get_nowait()
+                if following is None:
+                    closing = True
+                    break
+                if not following.done() or following.cancelled() or following.exception() is not None:
+                    ahead = following
+                    break
+                frames.append(following.result())
+            data = b"".join(frame for frame in frames if frame)
+            if data:
                 if self.metrics is not None:
-                    self.metrics.bytes_out.inc(len(frame))
-                writer.write(frame)
+                    self.metrics.bytes_out.inc(len(data))
+                writer.write(data)
                 await writer.drain()
 
     def _start_produce(self, request: Request, peer: object = None) -> StartedProduce:
@@ -344,7 +393,8 @@ class Server:
         thread waits for them (a connection keeps several requests in flight, and many
         connections would hold the whole pool); the answer is built here when that cannot
         block, on a worker otherwise (a duplicate batch's offsets are read back)."""
-        await _all_done(started.waits)
+        assert self._callbacks is not None
+        await _all_done(started.waits, self._callbacks)
         if started.ready():
             return started.answer()
         return await asyncio.get_running_loop().run_in_executor(self._pool, started.answer)

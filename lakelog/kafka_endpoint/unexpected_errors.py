@@ -11,6 +11,7 @@ a topic created twice) are not logged. At most ``limit`` triples are remembered,
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import threading
 from collections.abc import Iterator, Mapping
@@ -94,18 +95,29 @@ ROUTINE: Mapping[int, frozenset[ErrorCode]] = {
 def response_errors(body: Any) -> Iterator[tuple[ErrorCode, str | None]]:
     """Every error code other than NONE in a kio response ``body`` (top level and nested
     entities), each with the ``error_message`` beside it, if any."""
-    if not dataclasses.is_dataclass(body):
+    if not _is_entity(body):
         return
     code = getattr(body, "error_code", None)
     if isinstance(code, ErrorCode) and code is not ErrorCode.none:
         yield code, getattr(body, "error_message", None)
-    for f in dataclasses.fields(body):
-        value = getattr(body, f.name)
-        if isinstance(value, tuple) and value and dataclasses.is_dataclass(value[0]):
-            for item in value:
-                yield from response_errors(item)
-        elif dataclasses.is_dataclass(value):
+    for name in _field_names(type(body)):
+        value = getattr(body, name)
+        if type(value) is tuple:
+            if value and _is_entity(value[0]):
+                for item in value:
+                    yield from response_errors(item)
+        elif _is_entity(value):
             yield from response_errors(value)
+
+
+def _is_entity(value: Any) -> bool:
+    # dataclasses.is_dataclass(), without its checks for a class: every answer is walked.
+    return hasattr(type(value), "__dataclass_fields__")
+
+
+@functools.cache
+def _field_names(cls: type) -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(cls))
 
 
 class UnexpectedErrors:

@@ -29,10 +29,11 @@ of its own incremental checksums too).
 from __future__ import annotations
 
 import bisect
-import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import unquote
+
+from lakelog.engine.storage.unique_ids import new_uuid
 
 # Delta's default spark.databricks.delta.allFilesInCrc.thresholdNumFiles.
 ALL_FILES_THRESHOLD = 50
@@ -119,7 +120,7 @@ def next_checksum(previous: Mapping[str, Any], actions: Sequence[Mapping[str, An
     if files is not None and (len(files) != count or len(files) > ALL_FILES_THRESHOLD):
         files = None
     result: dict[str, Any] = {
-        "txnId": str(uuid.uuid4()),
+        "txnId": str(new_uuid()),
         "tableSizeBytes": size,
         "numFiles": count,
         "numMetadata": 1,

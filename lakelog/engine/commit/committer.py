@@ -121,6 +121,7 @@ from lakelog.engine.offsets import (
 )
 from lakelog.engine.storage.object_store import is_s3, make_directories
 from lakelog.engine.storage.turns import Turn, take_turn
+from lakelog.engine.storage.unique_ids import new_uuid
 from lakelog.engine.topics import TopicMetadata, TopicPartition
 
 log = logging.getLogger(__name__)
@@ -1222,7 +1223,7 @@ def attempt_info(operation: str, tags: Mapping[str, str], **fields: Any) -> Call
     """The ``commitInfo`` of one commit attempt, for the version it is put at: one ``txnId``
     for the attempt (how a lost response is recognized as its own), the time of each put, and
     ``fields`` as :func:`engine.commit.info.commit_info` takes them."""
-    txn_id = str(uuid.uuid4())
+    txn_id = str(new_uuid())
 
     def info(version: int) -> CommitInfo:
         return commit_info(operation, version - 1, now_ms=int(time.time() * 1000), tags=tags, txn_id=txn_id, **fields)

@@ -65,6 +65,24 @@ class _Items(Sequence[T]):
         return (*self, *other)
 
 
+class Ints(_Items[int]):
+    """A one-dimensional integer array read as a sequence of Python ints."""
+
+    __slots__ = ("_values",)
+
+    def __init__(self, values: np.ndarray) -> None:
+        self._values = values
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def _at(self, index: int) -> int:
+        return int(self._values[index])
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._values.tolist())
+
+
 class Run(_Items[T]):
     """An immutable sequence kept as chunks (any sequences); :meth:`extended` shares every
     chunk but the last."""
@@ -203,7 +221,7 @@ class FileColumns:
             for a, b in zip(starts, ends, strict=True)
         ]
 
-    def in_offset_order(self, rows: np.ndarray) -> tuple[list[int], list[int], list[int]]:
+    def in_offset_order(self, rows: np.ndarray) -> tuple[Sequence[int], Sequence[int], list[int]]:
         """Of ``rows``: those with offset statistics and records by (first offset, last offset,
         path) -- how a partition orders its files --, the largest last offset up to each of
         them, and the others (no statistics, or empty) as given."""
@@ -223,8 +241,9 @@ class FileColumns:
             paths = self.paths
             ordered = sorted(chosen.tolist(), key=lambda row: (lo[row], hi[row], paths[row]))
             chosen = np.asarray(ordered, dtype=np.int64)
-        reach = np.maximum.accumulate(last).tolist() if len(chosen) else []
-        return chosen.tolist(), reach, other.tolist()
+        reach = np.maximum.accumulate(last) if len(chosen) else np.zeros(0, dtype=np.int64)
+        # As arrays read as ints: 20,000 Python ints each cost a new process ~0.4 ms to make.
+        return Ints(chosen), Ints(reach), other.tolist()
 
     def file(self, row: int, tp: TopicPartition) -> FileStats:
         extra = {name: column[row] for name, column in self.extra.items()}

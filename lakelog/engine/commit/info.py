@@ -9,12 +9,12 @@ offsets. :func:`commit_info` is the one place a ``commitInfo`` is built.
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Mapping
 from typing import Any
 
 from lakelog.engine.commit.actions import CommitInfo
 from lakelog.engine.offsets import OffsetRange
+from lakelog.engine.storage.unique_ids import new_uuid
 
 ENGINE_INFO = "lakelog/0.1 commit-core"
 
@@ -101,5 +101,5 @@ def commit_info(
         values["userMetadata"] = user_metadata(tags)
         values["tags"] = dict(tags)
     values["engineInfo"] = ENGINE_INFO
-    values["txnId"] = txn_id or str(uuid.uuid4())
+    values["txnId"] = txn_id or str(new_uuid())
     return CommitInfo(values)

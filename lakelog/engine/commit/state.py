@@ -93,7 +93,7 @@ class PartitionFiles:
         """The files of ``rows`` of ``columns`` (all of ``tp``), those of ``ordered`` built only
         when looked at (:class:`engine.commit.file_runs.LazyFiles`)."""
         ordered, reach, other = columns.in_offset_order(rows)
-        return cls(LazyFiles(columns, ordered, tp), tuple(reach), tuple(columns.file(row, tp) for row in other))
+        return cls(LazyFiles(columns, ordered, tp), reach, tuple(columns.file(row, tp) for row in other))
 
     def __len__(self) -> int:
         return len(self.ordered) + len(self.other)

@@ -438,16 +438,25 @@ def place_partition_records(
     its event loop). Raises what :func:`columns_for_batch` and :func:`place_records` raise."""
     n = len(values)
     meta = view.topics.get(topic)
+    bare = headers.count(None) == n  # no record has headers (most often)
     placeable = (
         0 < n == len(keys) == len(headers) == len(timestamps_ms)
         and meta is not None
         and 0 <= partition < meta.partitions
-        and not any(key is None for row in headers if row for key, _ in row)
+        and (bare or not any(key is None for row in headers if row for key, _ in row))
     )
     if placeable:
         stamps = np.fromiter(timestamps_ms, dtype=np.int64, count=n)
-        each = zip(keys, values, headers, strict=True)
-        sizes = np.fromiter((record_size(k, v, h) for k, v, h in each), dtype=np.int64, count=n)
+        try:
+            key_column, value_column = array(keys, pa.binary()), array(values, pa.binary())
+        except (TypeError, OverflowError):
+            placeable = False  # the general path says what is wrong with them
+    if placeable:
+        if bare:  # sizes from the columns' lengths: no pass over the records in Python
+            sizes = _binary_lengths(value_column) + (0 if key_column.null_count == n else _binary_lengths(key_column))
+        else:
+            each = zip(keys, values, headers, strict=True)
+            sizes = np.fromiter((record_size(k, v, h) for k, v, h in each), dtype=np.int64, count=n)
         placeable = (
             int(sizes.max()) <= meta.max_message_bytes  # type: ignore[union-attr]
             and int(stamps.min()) >= 0
@@ -458,14 +467,12 @@ def place_partition_records(
         rows = [None if row is None else [{"key": k, "value": v} for k, v in row] for row in headers]
         table = columns_for_batch(topic, values, keys, partition, rows, timestamps_ms)
         return place_records(view, [table])
-    header_column = (
-        pa.nulls(n, HEADERS_ARROW) if all(row is None for row in headers) else array(list(headers), HEADERS_ARROW)
-    )
+    header_column = pa.nulls(n, HEADERS_ARROW) if bare else array(list(headers), HEADERS_ARROW)
     return PlacedRecords(
         [TopicPartition(topic, partition)],
         np.zeros(n, dtype=np.int64),
-        array(keys, pa.binary()),
-        array(values, pa.binary()),
+        key_column,
+        value_column,
         header_column,
         stamps,
         sizes,
@@ -480,6 +487,14 @@ def _lengths(column: pa.Array) -> np.ndarray:
     """Byte length of each entry (UTF-8 bytes for strings), 0 for nulls."""
     lengths = pc.binary_length(column)
     return to_numpy(lengths.fill_null(scalar(0, lengths.type))).astype(np.int64)
+
+
+def _binary_lengths(column: pa.Array) -> np.ndarray:
+    """:func:`_lengths` of a binary column, read off its offsets when it has no nulls."""
+    if column.null_count:
+        return _lengths(column)
+    offsets = np.frombuffer(column.buffers()[1], dtype=np.int32, count=len(column) + 1, offset=4 * column.offset)
+    return np.diff(offsets).astype(np.int64)
 
 
 def _header_sizes(headers: pa.ListArray) -> tuple[np.ndarray, np.ndarray]:

@@ -32,7 +32,6 @@ import functools
 import os
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -40,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 from lakelog.engine.errors import CommitNotDurableError, CommitStateUnknownError
+from lakelog.engine.storage.unique_ids import new_uuid
 
 if TYPE_CHECKING:
     import fsspec
@@ -284,9 +284,9 @@ def replace_file(fs: fsspec.AbstractFileSystem, directory: str, name: str, body:
             handle.write(body)
         return
     os.makedirs(directory, exist_ok=True)
-    temp = f"{directory}/.{uuid.uuid4().hex}.tmp"
+    temp = f"{directory}/.{new_uuid().hex}.tmp"
     try:
-        _write_new(temp, body, sync=False)
+        write_new_file(temp, body, sync=False)
         os.replace(temp, path)
     except BaseException:
         # A full disk fails the write after the file was created: leave nothing behind.
@@ -373,9 +373,9 @@ def _local_put_if_absent(
     linked: Callable[[], None] | None = None,
 ) -> bool:
     final = os.path.join(directory, name)
-    temp = os.path.join(directory, f".{name}.{uuid.uuid4().hex}.tmp")
+    temp = os.path.join(directory, f".{name}.{new_uuid().hex}.tmp")
     try:
-        _write_new(temp, data, sync=durable and not with_files)
+        write_new_file(temp, data, sync=durable and not with_files)
         if with_files:
             sync_all([*([temp] if durable else []), *with_files], sorted({os.path.dirname(f) for f in with_files}))
         try:
@@ -403,9 +403,10 @@ def _local_put_if_absent(
     return True
 
 
-def _write_new(path: str, data: bytes, *, sync: bool) -> None:
+def write_new_file(path: str, data: bytes | memoryview, *, sync: bool) -> None:
     """Create the local file ``path`` (which must not exist) holding ``data``; fsync'd first
-    with ``sync``. Raises OSError (FileExistsError if it exists).
+    with ``sync``. Raises OSError (FileExistsError if it exists; after any other failure no
+    file is left).
 
     Straight system calls rather than ``open()``: a buffered file object also asks the file
     for its size, position and terminal state (three more system calls; a commit writes two
@@ -417,8 +418,12 @@ def _write_new(path: str, data: bytes, *, sync: bool) -> None:
             view = view[os.write(fd, view) :]
         if sync:
             os.fsync(fd)
-    finally:
+    except BaseException:
         os.close(fd)
+        with contextlib.suppress(OSError):  # a part written before a full disk said no
+            os.unlink(path)
+        raise
+    os.close(fd)
 
 
 # Measurements only (`lakelog perf commit`): whether directories are synced. Never a user setting.
@@ -547,7 +552,7 @@ def _s3_put_if_absent(settings: S3Settings, bucket: str, key: str, data: bytes) 
     from botocore.exceptions import BotoCoreError, ClientError
 
     client = _s3_client(settings)
-    write_id = uuid.uuid4().hex
+    write_id = new_uuid().hex
     for attempt in range(_CONFLICT_RETRIES + 1):
         try:
             client.put_object(Bucket=bucket, Key=key, Body=data, IfNoneMatch="*", Metadata={WRITE_ID_KEY: write_id})
