@@ -20,5 +20,6 @@ os.register_at_fork(after_in_child=_generator.seed)
 
 
 def new_uuid() -> uuid.UUID:
-    """A random (version 4) UUID no other call of any process draws, as ``uuid.uuid4()``'s."""
+    """A random (version 4) UUID: 122 random bits, as unlikely as ``uuid.uuid4()``'s to be drawn
+    again by any call of any process (a forked child reseeds its generator)."""
     return uuid.UUID(int=_generator.getrandbits(128), version=4)
