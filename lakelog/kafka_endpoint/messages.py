@@ -39,6 +39,8 @@ _SIZE = struct.Struct(">i")
 # kio generates a module per message version: kio.schema.<message>.v<N>.<kind>.
 _VERSION_PART = re.compile(r"^v\d+$")
 _KEY_VERSION = struct.Struct(">hh")
+# Produce's API key, as a number: importing a kio Produce module for it would load a version
+# no answer asked for (see test_messages).
 _PRODUCE = 0
 
 

@@ -69,18 +69,25 @@ class _Writer:
         await asyncio.sleep(0)
 
 
+async def _queued(n: int, *, closed: bool) -> tuple[asyncio.Queue, list[asyncio.Future]]:
+    """A connection's answer queue holding ``n`` answers not done yet (then its end if ``closed``)."""
+    loop = asyncio.get_running_loop()
+    answers: asyncio.Queue = asyncio.Queue()
+    futures = [loop.create_future() for _ in range(n)]
+    for f in futures:
+        await answers.put(f)
+    if closed:
+        await answers.put(None)
+    return answers, futures
+
+
 def test_answers_done_together_go_out_in_one_write_in_request_order():
     """The answers of one commit's requests (done together) are one send; an answer not done
     yet is waited for, and what follows it is never written before it."""
 
     async def main() -> tuple[list[bytes], list[bytes], bool]:
-        loop = asyncio.get_running_loop()
-        answers: asyncio.Queue = asyncio.Queue()
+        answers, futures = await _queued(7, closed=True)  # the connection ends after them
         writer = _Writer()
-        futures = [loop.create_future() for _ in range(7)]
-        for f in futures:
-            await answers.put(f)
-        await answers.put(None)  # the connection ends after them
         for i in (0, 1, 2, 5, 6):
             futures[i].set_result(f"<{i}>".encode())
         futures[4].set_result(b"")  # acks=0: nothing to send
@@ -99,12 +106,8 @@ def test_answers_done_together_go_out_in_one_write_in_request_order():
 
 def test_an_answer_that_failed_ends_the_connection_after_the_answers_before_it_are_written():
     async def main() -> tuple[list[bytes], BaseException | None]:
-        loop = asyncio.get_running_loop()
-        answers: asyncio.Queue = asyncio.Queue()
+        answers, futures = await _queued(3, closed=False)
         writer = _Writer()
-        futures = [loop.create_future() for _ in range(3)]
-        for f in futures:
-            await answers.put(f)
         futures[0].set_result(b"<0>")
         futures[1].set_exception(ConnectionResetError("gone"))
         futures[2].set_result(b"<2>")
