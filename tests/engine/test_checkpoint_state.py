@@ -9,6 +9,7 @@ building gives for any layout.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
@@ -23,7 +25,8 @@ from lakelog.engine.commit import RetryPolicy, checkpoint_state, follower, wait_
 from lakelog.engine.commit.checkpoint_state import interval_ms, state_from_checkpoint, state_from_commits
 from lakelog.engine.commit.file_runs import FileColumns, IntColumn, Run
 from lakelog.engine.commit.follower import TableLog, load_state
-from lakelog.engine.commit.log_files import LogFiles, checksum_name, commit_name
+from lakelog.engine.commit.log_files import LogFiles, checksum_name, commit_name, listing_problems, txn_entries
+from lakelog.engine.commit.state_snapshot import SNAPSHOT_NAME, flat_columns, write_snapshot
 from lakelog.engine.errors import CorruptLogError
 from lakelog.engine.offsets import FileStats
 from lakelog.engine.produce.batches import ProducerBatch, RecordBatch
@@ -62,12 +65,16 @@ def _assert_same(a, b) -> None:
     assert checksum(a) == checksum(b)
 
 
-def test_the_checkpoints_state_is_delta_rs_snapshots_state(tmp_path):
+@pytest.mark.parametrize("snapshot", [True, False], ids=["state-snapshot", "checkpoint"])
+def test_the_checkpoints_state_is_delta_rs_snapshots_state(tmp_path, snapshot):
+    """Read from the checkpoint's state snapshot or from the checkpoint itself."""
     store = Store.open(tmp_path / "store")
     store.create_topic("t", partitions=2)
     _grow(store, 104, partitions=2)  # a checkpoint at 100 with typed statistics
     assert wait_for_checkpoints(60)
     files = LogFiles(store.uri)
+    if not snapshot:
+        (tmp_path / "store" / "_delta_log" / SNAPSHOT_NAME).unlink()
     state = state_from_checkpoint(files)
     assert state is not None and state.version == 100
     _assert_same(state, load_state(store.uri, files, 100))
@@ -77,11 +84,13 @@ def test_the_checkpoints_state_is_delta_rs_snapshots_state(tmp_path):
 
 def _checkpointed_store(path: Path) -> tuple[Store, LogFiles, list[list[str]]]:
     """A store with a checkpoint at 100, its LogFiles, and the column lists its checkpoint
-    reads ask for (recorded from now on)."""
+    reads ask for (recorded from now on). Its state snapshot is removed: the tests using it
+    are about reading the checkpoint (tests/engine/test_state_snapshot.py: the snapshot)."""
     store = Store.open(path)
     store.create_topic("t", partitions=2)
     _grow(store, 104, partitions=2)
     assert wait_for_checkpoints(60)
+    (path / "_delta_log" / SNAPSHOT_NAME).unlink()
     files = LogFiles(store.uri)
     asked: list[list[str]] = []
     real = files.read_checkpoint
@@ -420,3 +429,104 @@ def test_spark_reads_a_store_from_its_checkpoint_with_typed_statistics(spark, tm
     frame = spark.read.format("delta").load(store.uri)
     assert frame.count() == 55 - created
     assert frame.where("partition = 1 AND offset = 3").count() == 1
+
+
+# -- the state snapshot beside a checkpoint (engine.commit.state_snapshot) -------------------------
+
+
+def _snapshotted_store(path: Path, versions: int = 104) -> tuple[Store, LogFiles, list[list[str]]]:
+    """A store with idempotent producers' app transactions, a log start and two partitions,
+    checkpointed at 50 and 100; its LogFiles; the checkpoint reads asked for from now on."""
+    store = Store.open(path)
+    store.create_topic("t", partitions=2)
+    with store.producer(linger_ms=0) as producer:
+        for i in range(6):
+            producer.send("t", f"r{i}".encode(), partition=i % 2).get()
+    store.delete_records({("t", 0): 2})
+    _grow(store, versions, partitions=2)
+    assert wait_for_checkpoints(60)
+    files = LogFiles(store.uri)
+    asked: list[list[str]] = []
+    real = files.read_checkpoint
+    files.read_checkpoint = lambda version, columns: asked.append(list(columns)) or real(version, columns)
+    return store, files, asked
+
+
+def _app_ids(files: LogFiles, version: int) -> set[str]:
+    return {a for v in range(version + 1) if (c := files.read_commit(v)) is not None for a in c.txns}
+
+
+def test_a_checkpoints_state_snapshot_is_read_instead_of_it(tmp_path):
+    """Writing a checkpoint writes its rows as a mapped Arrow file beside it; a state read then
+    decodes no checkpoint column, and is what delta-rs' snapshot and the checkpoint itself give
+    (files, offsets, log start, markers, metadata, checksum, app versions)."""
+    store, files, asked = _snapshotted_store(tmp_path / "store")
+    log_dir = tmp_path / "store" / "_delta_log"
+    assert [p.name for p in log_dir.glob(".lakelog-state*")] == [SNAPSHOT_NAME]  # one, no temporary left
+    state = state_from_checkpoint(files)
+    assert state is not None and state.version == 100 and asked == []
+    _assert_same(state, load_state(store.uri, files, 100))
+    (log_dir / SNAPSHOT_NAME).unlink()
+    from_checkpoint = state_from_checkpoint(files)
+    assert asked and from_checkpoint is not None
+    _assert_same(state, from_checkpoint)
+    apps = _app_ids(files, 100)
+    assert any(a.startswith("lakelog-producer-") for a in apps)
+    assert {a: state.app_version(a) for a in apps} == {a: from_checkpoint.app_version(a) for a in apps}
+    assert state.committed_start(T0) == 2
+
+
+def _other_versions_snapshot(path: Path, log_dir: Path) -> None:
+    """The snapshot of the checkpoint at 100 put back after one at 150 replaced it."""
+    aside = path / "aside.arrow"
+    (log_dir / SNAPSHOT_NAME).rename(aside)
+    store = Store.open(path / "store")
+    _grow(store, 152, partitions=2)
+    assert wait_for_checkpoints(60) and LogFiles(store.uri).last_checkpoint() == 150
+    aside.replace(log_dir / SNAPSHOT_NAME)
+
+
+@pytest.mark.parametrize(
+    "case", ["another-checkpoints", "checkpoint-rewritten", "truncated", "garbage", "crc-disagrees"]
+)
+def test_a_snapshot_not_made_from_the_checkpoint_as_it_is_is_not_used(tmp_path, case, caplog):
+    """A snapshot of an older checkpoint, of a checkpoint file rewritten since (another
+    modification time), a damaged one, or one whose rows disagree with the version's .crc:
+    the checkpoint is read instead, and the state is delta-rs'."""
+    store, files, asked = _snapshotted_store(tmp_path / "store")
+    log_dir = tmp_path / "store" / "_delta_log"
+    snapshot = log_dir / SNAPSHOT_NAME
+    if case == "another-checkpoints":
+        _other_versions_snapshot(tmp_path, log_dir)
+    elif case == "checkpoint-rewritten":
+        checkpoint = log_dir / f"{100:020d}.checkpoint.parquet"
+        stat = checkpoint.stat()
+        os.utime(checkpoint, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
+    elif case == "truncated":
+        snapshot.write_bytes(snapshot.read_bytes()[: snapshot.stat().st_size // 2])
+    elif case == "garbage":
+        snapshot.write_bytes(b"ARROW1" + bytes(range(256)) * 8)
+    else:  # the checkpoint's own rows but one: the version's .crc counts one file more
+        checkpoint = files.read_checkpoint(100, checkpoint_state._COLUMNS)
+        adds = checkpoint.column("add").combine_chunks()
+        live = flat_columns(adds).filter(pc.is_valid(adds))
+        write_snapshot(
+            str(log_dir), 100, live.slice(1), txn_entries(checkpoint), str(log_dir / f"{100:020d}.checkpoint.parquet")
+        )
+        asked.clear()
+    with caplog.at_level("WARNING"):
+        state = state_from_checkpoint(files)
+    assert state is not None and asked  # the checkpoint was read
+    assert "disagrees" not in caplog.text  # the .crc agrees with the checkpoint: nothing to report
+    _assert_same(state, load_state(store.uri, LogFiles(store.uri), state.version))
+
+
+def test_delta_readers_and_the_listing_ignore_the_snapshot(tmp_path):
+    """delta-rs loads the table with the snapshot in _delta_log, and lakelog's listing of the log
+    sees no fault (its name is none of the protocol's)."""
+    store, files, _ = _snapshotted_store(tmp_path / "store")
+    assert (tmp_path / "store" / "_delta_log" / SNAPSHOT_NAME).exists()
+    table = DeltaTable(store.uri)
+    assert table.version() == store.log.latest_version()
+    assert len(table.file_uris()) == len(store.log.latest().files)
+    assert listing_problems(files.listing(), files.last_checkpoint()) == []

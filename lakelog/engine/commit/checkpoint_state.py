@@ -14,6 +14,12 @@ after the checkpoint are read one by one by the follower
 (:meth:`engine.commit.follower.TableLog.latest`: a failed ``open`` ends them), so that
 opening a store costs what its live files cost, not the length of its log.
 
+On a local store the checkpoint's rows are usually not decoded at all: the state snapshot
+lakelog writes beside each checkpoint it writes (engine.commit.state_snapshot: the same
+columns, flat, as memory-mapped Arrow IPC) is used when it was made from that checkpoint
+file and the version's ``.crc`` agrees with it (metadata and protocol then come from the
+``.crc``); otherwise the checkpoint is read as follows.
+
 Only what this reader fully understands is read this way: a classic single-file
 checkpoint (no ``parts``) of a table that needs no reader feature (minReaderVersion 1:
 no deletion vectors, no column mapping) with typed statistics and partition values, and
@@ -41,6 +47,7 @@ than :data:`_REPLAY_LIMIT` commits, or with any fault a listing shows goes to de
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from dataclasses import replace
@@ -53,15 +60,17 @@ import pyarrow.compute as pc
 from lakelog.engine.commit.actions import AddFile, Metadata, Protocol, RemoveFile, Txn
 from lakelog.engine.commit.checksum import checksum_disagreement
 from lakelog.engine.commit.delta_table import load_delta_table
-from lakelog.engine.commit.file_runs import FileColumns, IntColumn, RowColumn, combined, encoded_topics
+from lakelog.engine.commit.file_runs import FileColumns, combined
 from lakelog.engine.commit.log_files import (
     LogFiles,
+    checkpoint_name,
     checksum_name,
     listing_problems,
     metadata_and_protocol_of,
     txn_entries,
 )
 from lakelog.engine.commit.state import AppVersions, TableState
+from lakelog.engine.commit.state_snapshot import child, file_columns, flat_columns, read_snapshot, write_snapshot
 
 log = logging.getLogger(__name__)
 
@@ -91,13 +100,20 @@ def state_from_checkpoint(files: LogFiles) -> TableState | None:
     try:
         checksum = files.read_checksum(version)
         described = _described_by(checksum)
+        if described is not None and (snapshot := _snapshot(files, version)) is not None:
+            # The checkpoint's own rows, mapped (engine.commit.state_snapshot), when the .crc
+            # agrees with them as it must with the checkpoint's; else the checkpoint is read.
+            flat, txns = snapshot
+            size = pc.sum(flat.column("size")).as_py() or 0
+            if _disagreement(checksum, flat.num_rows, size, *described) is None:
+                return _state(files, version, described, file_columns(flat), txns, checksum)
         checkpoint = files.read_checkpoint(version, _COLUMNS + ([] if described else _METADATA_COLUMNS))
         # Rows holding another action stay (a null add): their partition values are null, so no
         # partition takes them (FileColumns.by_partition), and filtering them out would copy
         # every live file's path.
         adds = combined(checkpoint.column("add"))
         num_files = len(adds) - adds.null_count
-        size = pc.sum(_child(adds, "size")).as_py() or 0
+        size = pc.sum(child(adds, "size")).as_py() or 0
         if described is not None and not _agrees(files, version, checksum, num_files, size, *described):
             described = checksum = None  # a checksum that disagrees describes nothing
         if described is None:
@@ -106,19 +122,50 @@ def state_from_checkpoint(files: LogFiles) -> TableState | None:
                 return None
             if checksum is not None and not _agrees(files, version, checksum, num_files, size, *described):
                 checksum = None
-        metadata, protocol = described
-        readable, retention_ms = _understood(metadata, protocol)
-        if not readable:
+        flat = flat_columns(adds)
+        if flat is None:
             return None
-        columns = _file_columns(adds)
-        if columns is None:
-            return None
-        txns = txn_entries(checkpoint)
+        return _state(files, version, described, file_columns(flat), txn_entries(checkpoint), checksum)
     except (OSError, ValueError, KeyError, TypeError, pa.ArrowException) as exc:
         log.debug("%s: checkpoint %s not read by lakelog (%s); loading with delta-rs", files.uri, version, exc)
         return None
+
+
+def _state(
+    files: LogFiles,
+    version: int,
+    described: tuple[Metadata, Protocol],
+    columns: FileColumns,
+    txns: dict[str, tuple[int, int | None]],
+    checksum: dict[str, Any] | None,
+) -> TableState | None:
+    metadata, protocol = described
+    readable, retention_ms = _understood(metadata, protocol)
+    if not readable:
+        return None
     apps = AppVersions(_AppLookup(files.uri, version, txns, retention_ms))
     return TableState.from_columns(version, protocol, metadata, columns, apps, checksum)
+
+
+def write_state_snapshot(files: LogFiles, version: int) -> None:
+    """Replace the table's state snapshot (engine.commit.state_snapshot) with one of the
+    checkpoint of ``version``, made from that checkpoint's columns; nothing for a store on S3
+    or a checkpoint this reader does not read (no typed statistics). Raises OSError,
+    pyarrow.ArrowException."""
+    if not files.local:
+        return
+    checkpoint = files.read_checkpoint(version, _COLUMNS)
+    adds = combined(checkpoint.column("add"))
+    flat = flat_columns(adds)
+    if flat is not None:
+        path = os.path.join(files.log_dir, checkpoint_name(version))
+        write_snapshot(files.log_dir, version, flat.filter(pc.is_valid(adds)), txn_entries(checkpoint), path)
+
+
+def _snapshot(files: LogFiles, version: int) -> tuple[pa.RecordBatch, dict[str, tuple[int, int | None]]] | None:
+    if not files.local:
+        return None
+    return read_snapshot(files.log_dir, version, os.path.join(files.log_dir, checkpoint_name(version)))
 
 
 # The longest log without a checkpoint replayed from version 0 here (the table's own
@@ -235,18 +282,24 @@ def _agrees(
     protocol: Protocol,
 ) -> bool:
     """Whether ``checksum`` agrees with the state read; one that does not is logged."""
-    disagreement = checksum_disagreement(
+    disagreement = _disagreement(checksum, num_files, size, metadata, protocol)
+    if disagreement is not None:
+        name = checksum_name(version)
+        log.warning("%s/%s disagrees with the log (%s): not used", files.log_dir, name, disagreement)
+        return False
+    return True
+
+
+def _disagreement(
+    checksum: dict[str, Any], num_files: int, size: int, metadata: Metadata, protocol: Protocol
+) -> str | None:
+    return checksum_disagreement(
         checksum,
         num_files=num_files,
         table_size_bytes=size,
         metadata=metadata.to_json()["metaData"],
         protocol=protocol.to_json()["protocol"],
     )
-    if disagreement is not None:
-        name = checksum_name(version)
-        log.warning("%s/%s disagrees with the log (%s): not used", files.log_dir, name, disagreement)
-        return False
-    return True
 
 
 _RETENTION = "delta.setTransactionRetentionDuration"
@@ -303,50 +356,3 @@ class _AppLookup:
                 self._table = load_delta_table(self._uri, self._version).table
             answer = self._table.transaction_version(app_id)
         return -1 if answer is None else int(answer)
-
-
-def _file_columns(adds: pa.StructArray) -> FileColumns | None:
-    """The live files of a checkpoint's ``add`` column (its null rows, which hold other actions,
-    name no partition), from their typed statistics and partition values; None when the
-    checkpoint has no such columns (written without ``delta.checkpoint.writeStatsAsStruct``) or
-    they lack the topic and partition."""
-    n = len(adds)
-    values, stats = _child(adds, "partitionValues_parsed"), _child(adds, "stats_parsed")
-    if values is None or stats is None:
-        return None
-    topics, partitions = _child(values, "topic"), _child(values, "partition")
-    if topics is None or partitions is None:
-        return None
-    lows, highs = _child(stats, "minValues"), _child(stats, "maxValues")
-    names, ids = encoded_topics(topics, n)
-    return FileColumns(
-        RowColumn(adds.field("path")),
-        names,
-        ids,
-        IntColumn.of_arrow(partitions, n),
-        IntColumn.of_arrow(_child(stats, "numRecords"), n),
-        IntColumn.of_arrow(_child(lows, "offset"), n),
-        IntColumn.of_arrow(_child(highs, "offset"), n),
-        {
-            "size": RowColumn(adds.field("size")),
-            "modification_time": RowColumn(adds.field("modificationTime")),
-            "min_timestamp_ms": _ms_column(_child(lows, "timestamp")),
-            "max_timestamp_ms": _ms_column(_child(highs, "timestamp")),
-        },
-    )
-
-
-def _child(struct: pa.Array | None, name: str) -> pa.Array | None:
-    """A field of a struct array carrying the struct's own nulls (statistics without
-    minValues), or None when there is no such field."""
-    if struct is None or not pa.types.is_struct(struct.type) or struct.type.get_field_index(name) < 0:
-        return None
-    return struct.flatten()[struct.type.get_field_index(name)]
-
-
-def _ms_column(times: pa.Array | None) -> RowColumn:
-    """Timestamps as int milliseconds (what a commit's JSON statistics give)."""
-    if times is None or not pa.types.is_timestamp(times.type):
-        return RowColumn(None)
-    scale = {"s": (1000, 1), "ms": (1, 1), "us": (1, 1_000), "ns": (1, 1_000_000)}[times.type.unit]
-    return RowColumn(times.cast(pa.int64()), lambda v: v * scale[0] // scale[1])

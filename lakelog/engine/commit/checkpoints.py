@@ -27,6 +27,9 @@ import threading
 import time
 from collections.abc import Callable
 
+import pyarrow as pa
+
+from lakelog.engine.commit.checkpoint_state import write_state_snapshot
 from lakelog.engine.commit.follower import checkpoint_basis
 from lakelog.engine.commit.log_files import HINT, LogFiles, checkpoint_name
 from lakelog.engine.errors import CorruptLogError
@@ -92,6 +95,12 @@ def write_checkpoint(uri: str, version: int) -> None:
             f"the checkpoint of version {version} disagreed with the log ({len(wrong)} file(s) or txn(s), e.g. "
             f"{wrong[0]}): a commit changed while it was read; removed"
         )
+    # Its rows as a cold open maps them, instead of decoding the checkpoint's (a state snapshot
+    # only saves readers work: one that cannot be written is left to the next checkpoint).
+    try:
+        write_state_snapshot(files, version)
+    except (OSError, ValueError, pa.ArrowException) as exc:
+        log.warning("state snapshot of %s at version %s not written: %s", uri, version, exc)
 
 
 class Checkpointer:

@@ -192,6 +192,11 @@ class LogFiles:
 
     # -- reading ---------------------------------------------------------------
 
+    @property
+    def local(self) -> bool:
+        """Whether the table is on a local file system (not S3 or another fsspec store)."""
+        return self._local
+
     def _read(self, name: str) -> bytes | None:
         if self._local:
             try:
