@@ -507,7 +507,7 @@ def test_a_snapshot_not_made_from_the_checkpoint_as_it_is_is_not_used(tmp_path, 
     elif case == "garbage":
         snapshot.write_bytes(b"ARROW1" + bytes(range(256)) * 8)
     else:  # the checkpoint's own rows but one: the version's .crc counts one file more
-        checkpoint = files.read_checkpoint(100, checkpoint_state._COLUMNS)
+        checkpoint = files.read_checkpoint(100, checkpoint_state.STATE_COLUMNS)
         adds = checkpoint.column("add").combine_chunks()
         live = flat_columns(adds).filter(pc.is_valid(adds))
         write_snapshot(

@@ -74,7 +74,7 @@ from lakelog.engine.commit.state_snapshot import child, file_columns, flat_colum
 
 log = logging.getLogger(__name__)
 
-_COLUMNS = [
+STATE_COLUMNS = [
     "add.path",
     "add.size",
     "add.modificationTime",
@@ -107,7 +107,7 @@ def state_from_checkpoint(files: LogFiles) -> TableState | None:
             size = pc.sum(flat.column("size")).as_py() or 0
             if _disagreement(checksum, flat.num_rows, size, *described) is None:
                 return _state(files, version, described, file_columns(flat), txns, checksum)
-        checkpoint = files.read_checkpoint(version, _COLUMNS + ([] if described else _METADATA_COLUMNS))
+        checkpoint = files.read_checkpoint(version, STATE_COLUMNS + ([] if described else _METADATA_COLUMNS))
         # Rows holding another action stay (a null add): their partition values are null, so no
         # partition takes them (FileColumns.by_partition), and filtering them out would copy
         # every live file's path.
@@ -147,14 +147,13 @@ def _state(
     return TableState.from_columns(version, protocol, metadata, columns, apps, checksum)
 
 
-def write_state_snapshot(files: LogFiles, version: int) -> None:
+def write_state_snapshot(files: LogFiles, version: int, checkpoint: pa.Table) -> None:
     """Replace the table's state snapshot (engine.commit.state_snapshot) with one of the
-    checkpoint of ``version``, made from that checkpoint's columns; nothing for a store on S3
-    or a checkpoint this reader does not read (no typed statistics). Raises OSError,
-    pyarrow.ArrowException."""
+    checkpoint of ``version``, made from ``checkpoint``, its :data:`STATE_COLUMNS` as read;
+    nothing for a store on S3 or a checkpoint this reader does not read (no typed
+    statistics). Raises OSError, pyarrow.ArrowException."""
     if not files.local:
         return
-    checkpoint = files.read_checkpoint(version, _COLUMNS)
     adds = combined(checkpoint.column("add"))
     flat = flat_columns(adds)
     if flat is not None:

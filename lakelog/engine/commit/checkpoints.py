@@ -29,9 +29,9 @@ from collections.abc import Callable
 
 import pyarrow as pa
 
-from lakelog.engine.commit.checkpoint_state import write_state_snapshot
+from lakelog.engine.commit.checkpoint_state import STATE_COLUMNS, write_state_snapshot
 from lakelog.engine.commit.follower import checkpoint_basis
-from lakelog.engine.commit.log_files import HINT, LogFiles, checkpoint_name
+from lakelog.engine.commit.log_files import HINT, LogFiles, checkpoint_name, contents_of
 from lakelog.engine.errors import CorruptLogError
 
 log = logging.getLogger(__name__)
@@ -80,10 +80,12 @@ def write_checkpoint(uri: str, version: int) -> None:
     basis = checkpoint_basis(uri, version)
     basis.table.create_checkpoint()
     # ... and the checkpoint delta-rs then wrote (it reads the log again), checked against it.
+    # Read once, with the columns a state is built from: the check and the state snapshot.
     try:
-        paths, txns = files.checkpoint_contents(version)
-    except OSError as exc:
+        checkpoint = files.read_checkpoint(version, STATE_COLUMNS)
+    except (OSError, ValueError, pa.ArrowException) as exc:
         raise CorruptLogError(f"the checkpoint of version {version} just written cannot be read: {exc}") from exc
+    paths, txns = contents_of(checkpoint)
     wrong = sorted(basis.paths ^ paths) + sorted(i for i, v in basis.txns.items() if txns.get(i) != v)
     if wrong:
         # Built from a commit damaged while delta-rs read it: taken back before a reader
@@ -98,7 +100,7 @@ def write_checkpoint(uri: str, version: int) -> None:
     # Its rows as a cold open maps them, instead of decoding the checkpoint's (a state snapshot
     # only saves readers work: one that cannot be written is left to the next checkpoint).
     try:
-        write_state_snapshot(files, version)
+        write_state_snapshot(files, version, checkpoint)
     except (OSError, ValueError, pa.ArrowException) as exc:
         log.warning("state snapshot of %s at version %s not written: %s", uri, version, exc)
 

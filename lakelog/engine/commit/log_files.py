@@ -157,6 +157,15 @@ def metadata_and_protocol_of(checkpoint: pa.Table) -> tuple[dict[str, Any] | Non
     return metadata, protocol
 
 
+def contents_of(checkpoint: pa.Table) -> tuple[set[str], dict[str, int]]:
+    """The live file paths (decoded) and txn versions of a checkpoint read with at least its
+    ``add.path`` and ``txn`` columns."""
+    adds = checkpoint.column("add")
+    # flatten() keeps an add's null (a row holding another action) in its path.
+    path_column = adds.flatten()[[f.name for f in adds.type].index("path")]
+    return {unquote(p) for p in path_column.to_pylist() if p is not None}, txns_of(checkpoint)
+
+
 def txns_of(checkpoint: pa.Table) -> dict[str, int]:
     """The application transaction versions of a checkpoint's ``txn`` column."""
     return {app_id: version for app_id, (version, _) in txn_entries(checkpoint).items()}
@@ -323,11 +332,7 @@ class LogFiles:
         holds. Raises OSError when it cannot be read."""
         # Only the add actions' paths: their statistics (a JSON string per file) are most of a
         # checkpoint's bytes.
-        table = self.read_checkpoint(version, ["add.path", "txn"])
-        # flatten() keeps an add's null (a row holding another action) in its path.
-        path_column = table.column("add").flatten()[0]
-        paths = {unquote(p) for p in path_column.to_pylist() if p is not None}
-        return paths, txns_of(table)
+        return contents_of(self.read_checkpoint(version, ["add.path", "txn"]))
 
     def app_ids(self, version: int, prefix: str) -> set[str]:
         """The Delta application transaction ids starting with ``prefix`` that version
