@@ -16,6 +16,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from lakelog.engine.commit import wait_for_checkpoints
+from lakelog.engine.commit.state_snapshot import SNAPSHOT_NAME
 from lakelog.store import Store
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -100,3 +104,44 @@ def test_producing_and_reading_without_a_group_import_only_what_they_use(tmp_pat
 def test_the_console_commands_import_only_what_they_use(tmp_path):
     Store.open(tmp_path / "store")
     _run(CLI, tmp_path / "store")
+
+
+CHECKPOINTED = (
+    PREAMBLE
+    + """
+from lakelog import Store, TopicPartition
+from lakelog.engine.commit import wait_for_checkpoints
+
+store = Store.open(sys.argv[1], create=False)
+consumer = store.consumer(enable_auto_commit=False)
+consumer.assign([TopicPartition("t", 0)])
+consumer.seek(TopicPartition("t", 0), 0)
+assert consumer.poll(timeout_ms=10_000)
+consumer.close(autocommit=False)
+assert_unimported(*NEVER, *GROUP_SIDE)
+# Across the next checkpoint: written (delta-rs, its check, the state snapshot) by this process.
+with store.producer(linger_ms=0) as producer:
+    while store.log.latest_version() % 50:
+        producer.send("t", b"more").get()
+assert wait_for_checkpoints(120)
+assert_unimported("fsspec", "pandas", "pyarrow.dataset", "pyspark", "kio", "lakelog.kafka_endpoint")
+print("ok")
+"""
+)
+
+
+@pytest.mark.parametrize("read_from", ["state-snapshot", "checkpoint"])
+def test_a_checkpointed_store_is_read_and_checkpointed_without_pandas(tmp_path, read_from):
+    """A cold open from the checkpoint's state snapshot or from the checkpoint itself, and
+    writing the next checkpoint with its snapshot, import neither pandas nor the rest."""
+    store = Store.open(tmp_path / "store")
+    store.create_topic("t", partitions=1)
+    with store.producer(linger_ms=0) as producer:
+        while store.log.latest_version() < 52:
+            producer.send("t", b"r").get()
+    assert wait_for_checkpoints(60)
+    snapshot = tmp_path / "store" / "_delta_log" / SNAPSHOT_NAME
+    assert snapshot.exists()
+    if read_from == "checkpoint":
+        snapshot.unlink()
+    _run(CHECKPOINTED, tmp_path / "store")

@@ -35,7 +35,7 @@ import os
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakelog.engine.arrow_columns import to_numpy
+from lakelog.engine.arrow_columns import array, scalar, to_numpy
 from lakelog.engine.commit.file_runs import FileColumns, IntColumn, RowColumn, combined, encoded_topics
 from lakelog.engine.storage.unique_ids import new_uuid
 
@@ -145,9 +145,9 @@ def write_snapshot(
     files = [*(combined(c) for c in live.columns), *(pa.nulls(live.num_rows, f.type) for f in _TXN_FIELDS)]
     apps = [
         *(pa.nulls(len(ids), f.type) for f in _FILE_FIELDS),
-        pa.array(ids, pa.string()),
-        pa.array([txns[i][0] for i in ids], pa.int64()),
-        pa.array([txns[i][1] for i in ids], pa.int64()),
+        array(ids, pa.string()),
+        array([txns[i][0] for i in ids], pa.int64()),
+        array([txns[i][1] for i in ids], pa.int64()),
     ]
     sink = pa.BufferOutputStream()
     with ipc.new_file(sink, schema) as writer:
@@ -222,6 +222,6 @@ def _ms(times: pa.Array | None) -> pa.Array | None:
         return None
     times = combined(times)
     multiply, divide = _MS_SCALE[times.type.unit]
-    valid = to_numpy(pc.is_valid(times))
-    raw = to_numpy(pc.fill_null(times.cast(pa.int64()), 0))
-    return pa.array(raw * multiply // divide, pa.int64(), mask=~valid)
+    # lakelog's array and scalar: pa.array with a mask, or a bare 0 as a fill, import pandas.
+    raw = to_numpy(pc.fill_null(times.cast(pa.int64()), scalar(0, pa.int64())))
+    return pc.if_else(pc.is_valid(times), array(raw * multiply // divide, pa.int64()), scalar(None, pa.int64()))
