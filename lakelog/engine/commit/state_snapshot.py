@@ -133,8 +133,10 @@ def write_snapshot(
 ) -> None:
     """Replace ``log_dir``'s snapshot with one of the checkpoint of ``version`` at
     ``checkpoint_path``: ``live``, the :func:`flat_columns` of its add actions (no row of
-    another action), and its ``txns`` (app id -> version, lastUpdated). Raises OSError
-    (nothing replaced) or ArrowException."""
+    another action), and its ``txns`` (app id -> version, lastUpdated). Not synced: it is
+    derived from the checkpoint, and a file a crash left short or empty is refused by
+    :func:`read_snapshot` (Arrow IPC's footer and magic). Raises OSError (nothing replaced)
+    or ArrowException."""
     import pyarrow.ipc as ipc
 
     found = os.stat(checkpoint_path)
