@@ -28,7 +28,6 @@ Local stores only: on S3 the checkpoint is read as before.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 
@@ -37,7 +36,7 @@ import pyarrow.compute as pc
 
 from lakelog.engine.arrow_columns import array, scalar, to_numpy
 from lakelog.engine.commit.file_runs import FileColumns, IntColumn, RowColumn, combined, encoded_topics
-from lakelog.engine.storage.unique_ids import new_uuid
+from lakelog.engine.storage.object_store import replace_local_file
 
 log = logging.getLogger(__name__)
 
@@ -155,14 +154,7 @@ def write_snapshot(
     with ipc.new_file(sink, schema) as writer:
         writer.write_batch(pa.RecordBatch.from_arrays(files, schema=schema))
         writer.write_batch(pa.RecordBatch.from_arrays(apps, schema=schema))
-    temp = os.path.join(log_dir, f".{SNAPSHOT_NAME}.{new_uuid().hex}.tmp")
-    try:
-        with open(temp, "wb") as handle:
-            handle.write(sink.getvalue())
-        os.replace(temp, os.path.join(log_dir, SNAPSHOT_NAME))
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(temp)
+    replace_local_file(log_dir, SNAPSHOT_NAME, memoryview(sink.getvalue()))
 
 
 def read_snapshot(

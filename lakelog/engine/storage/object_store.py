@@ -278,16 +278,22 @@ def replace_file(fs: fsspec.AbstractFileSystem, directory: str, name: str, body:
     the new one, never a part. Locally a temporary file renamed over it (``os.replace``), on S3 a
     plain PUT (atomic per object). Raises OSError; then no temporary file is left and the old
     object is unchanged."""
-    path = f"{directory}/{name}"
     if not _is_local(fs):
-        with fs.open(path, "wb") as handle:
+        with fs.open(f"{directory}/{name}", "wb") as handle:
             handle.write(body)
         return
+    replace_local_file(directory, name, body)
+
+
+def replace_local_file(directory: str, name: str, body: bytes | memoryview) -> None:
+    """:func:`replace_file` for a local directory, without an fsspec filesystem (created if
+    missing; not synced). Raises OSError; then no temporary file is left and the old file is
+    unchanged."""
     os.makedirs(directory, exist_ok=True)
     temp = f"{directory}/.{new_uuid().hex}.tmp"
     try:
         write_new_file(temp, body, sync=False)
-        os.replace(temp, path)
+        os.replace(temp, f"{directory}/{name}")
     except BaseException:
         # A full disk fails the write after the file was created: leave nothing behind.
         with contextlib.suppress(OSError):
