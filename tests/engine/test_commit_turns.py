@@ -9,13 +9,15 @@ import os
 import threading
 import time
 
+from deltalake import DeltaTable
+
 from lakelog.engine.commit import Committer, TableLog
 from lakelog.engine.commit import committer as committer_module
 from lakelog.engine.commit.data_files import DataFileWriter
 from lakelog.engine.storage import object_store
 from lakelog.engine.storage.turns import TURN_FILE, poll_interval, take_turn
 from lakelog.store import Store
-from tests.engine.test_commit_loop import FAST, T0, append, batch, check_store
+from tests.engine.test_commit_loop import FAST, T0, append, batch, check_store, data_files
 
 
 def test_a_turn_is_exclusive_until_released_and_a_waiter_gives_up_after_its_wait(tmp_path):
@@ -146,3 +148,71 @@ def test_a_lock_file_another_user_created_is_locked_through_a_read_only_descript
     assert first.held
     assert not take_turn(str(tmp_path), 0.0).held
     first.release()
+
+
+def _raced_before_the_turn(monkeypatch, rival) -> list[str]:
+    """Run ``rival()`` once, just before the next append takes its turn (after it wrote its files
+    ahead); returns the log of DataFileWriter.write calls (the thread's committer, first offset)."""
+    writes: list[str] = []
+    real_write = DataFileWriter.write
+    real_take = committer_module.take_turn
+
+    def recording_write(self, table, **kwargs):
+        writes.append(int(table.column("offset")[0].as_py()))
+        return real_write(self, table, **kwargs)
+
+    def take_turn_after_the_rival(*args, **kwargs):
+        if not getattr(take_turn_after_the_rival, "raced", False):
+            take_turn_after_the_rival.raced = True  # type: ignore[attr-defined]
+            rival()
+        return real_take(*args, **kwargs)
+
+    monkeypatch.setattr(DataFileWriter, "write", recording_write)
+    monkeypatch.setattr(committer_module, "take_turn", take_turn_after_the_rival)
+    return writes
+
+
+def _unreferenced_files(uri: str) -> set[str]:
+    state = TableLog(uri).latest()
+    return data_files(uri) - {f.path for files in state.partitions.values() for f in files.all()}
+
+
+def test_files_written_before_the_turn_are_renumbered_in_it_when_another_appender_moved_the_end(tmp_path, monkeypatch):
+    uri = str(tmp_path / "store")
+    Store.open(uri).create_topic("t", partitions=1)
+    ours, rival = Committer(TableLog(uri), "ours"), Committer(TableLog(uri), "rival")
+    append(ours, T0, ["a"])  # ours knows the table now: its next append writes its files ahead
+    writes = _raced_before_the_turn(monkeypatch, lambda: append(rival, T0, ["r1", "r2"]))
+    sent = batch(T0, ["b", "c"])
+
+    result = ours.append(sent, FAST)
+
+    assert result.attempts == 1 and result.ranges[T0].start == 3
+    assert writes == [1, 1]  # ours ahead of its turn from end 1, the rival's: ours not written again
+    sent.complete()
+    assert [sent.records.metadata(i).offset for i in range(2)] == [3, 4]  # what the records learn
+    assert check_store(uri)[T0] == ["a", "r1", "r2", "b", "c"]
+    assert _unreferenced_files(uri) == set()
+    table = DeltaTable(uri).to_pyarrow_table()  # another Delta reader sees the renumbered file so
+    rows = sorted(zip(table.column("offset").to_pylist(), table.column("value").to_pylist(), strict=True))
+    assert rows == [(0, b"a"), (1, b"r1"), (2, b"r2"), (3, b"b"), (4, b"c")]
+
+
+def test_files_written_ahead_for_a_topic_that_changed_before_the_turn_are_deleted_and_written_again(
+    tmp_path, monkeypatch
+):
+    uri = str(tmp_path / "store")
+    store = Store.open(uri)
+    store.create_topic("t", partitions=1)
+    ours = Committer(TableLog(uri), "ours")
+    append(ours, T0, ["a"])
+    writes = _raced_before_the_turn(
+        monkeypatch, lambda: Store.open(uri).alter_topic_config("t", {"retention.ms": "3600000"})
+    )
+
+    result = append(ours, T0, ["b"])
+
+    assert result.attempts == 1 and result.ranges[T0].start == 1
+    assert writes == [1, 1]  # ahead, then again in the turn for the topic as it is now
+    assert check_store(uri)[T0] == ["a", "b"]
+    assert _unreferenced_files(uri) == set()  # the file written ahead was deleted

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from lakelog.engine.commit import RetryPolicy
-from lakelog.engine.commit.data_files import DataFileWriter
+from lakelog.engine.commit import committer as committer_module
 from lakelog.engine.commit.info import TAG_OPERATION
 from lakelog.engine.commit.log_files import LogFiles
 from lakelog.engine.commit.partition_reader import PartitionReader
@@ -186,17 +186,19 @@ def test_a_producer_whose_retries_run_out_fails_its_records_only(plain_store, mo
     store.create_topic("t")
     producer = store.producer(retries=0, linger_ms=0)
     rival = rival_writer(store, "t", 0)
-    original = DataFileWriter.write
+    original = LogFiles.put_commit
     raced = []
 
-    def write_then_lose_race(self, *args, **kwargs):
-        written = original(self, *args, **kwargs)
-        if not raced:
+    def lose_race_then_put(self, *args, **kwargs):
+        if not raced:  # the rival lands between our plan and our put: our offsets are taken
             raced.append(True)
             rival(1)
-        return written
+        return original(self, *args, **kwargs)
 
-    monkeypatch.setattr(DataFileWriter, "write", write_then_lose_race)
+    monkeypatch.setattr(LogFiles, "put_commit", lose_race_then_put)
+    # The rival lands inside our turn: it goes on without one (as a foreign writer would) instead
+    # of waiting for ours; files written before the turn are renumbered, never lost to a race.
+    monkeypatch.setattr(committer_module, "TURN_WAIT_MAX_S", 0.05)
     future = producer.send("t", "ours")
     producer.flush()
     assert isinstance(future.exception(), CommitConflictError)

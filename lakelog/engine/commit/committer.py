@@ -161,7 +161,11 @@ class AppTransaction:
 
 class AppendBatch(Protocol):
     """Records to append in one commit. A batch may name its files with a ``file_label``
-    attribute (:data:`engine.commit.data_files.OFFSETS_LABEL`)."""
+    attribute (:data:`engine.commit.data_files.OFFSETS_LABEL`), and declare with a true
+    ``renumberable`` attribute that its :meth:`build` returns a table, may be called more than
+    once (the last call's numbering is the one committed) and that only the offset column
+    depends on ``ends`` (``append_time_ms`` only LogAppendTime timestamps): the committer then
+    writes its files before its turn and renumbers them in it (:class:`_WrittenAhead`)."""
 
     operation: str
     # The app transactions the commit sets (none for most appends); check() may re-plan them.
@@ -289,6 +293,58 @@ class _Pending:
         return [f for t, (_, files) in self.attempts.items() if t != txn_id for f in files]
 
 
+class _WrittenAhead:
+    """A ``renumberable`` batch's files, written before its turn with the records numbered from
+    ``ends`` for ``topics`` (the topics the batch writes to, as they were then)."""
+
+    def __init__(
+        self,
+        writer: DataFileWriter,
+        files: list[DataFile],
+        ends: Mapping[TopicPartition, int],
+        topics: Mapping[str, TopicMetadata | None],
+    ) -> None:
+        self._writer, self._files, self._ends, self._topics = writer, files, dict(ends), dict(topics)
+
+    def renumbered(
+        self,
+        batch: AppendBatch,
+        ends: Mapping[TopicPartition, int],
+        topics: Mapping[str, TopicMetadata],
+        append_time_ms: int,
+        expected: Mapping[TopicPartition, int] | None,
+    ) -> list[DataFile] | None:
+        """The files for an attempt numbering the batch from ``ends`` with ``topics`` and
+        ``expected`` records per partition: these, renumbered in place where the ends moved (the
+        batch built again for them, so its records learn the offsets the files hold). None,
+        the files deleted, when the attempt needs other files: a topic changed, records were
+        refused since (other counts), or a file cannot be renumbered."""
+        files, self._files = self._files, []
+        counts = counts_by_partition([f.stats for f in files])
+        fits = (
+            expected is not None
+            and counts == {tp: n for tp, n in expected.items() if n}
+            and all(topics.get(name) == meta for name, meta in self._topics.items())
+        )
+        moved = {tp for tp in counts if ends.get(tp) != self._ends.get(tp)}
+        try:
+            if fits and moved:
+                batch.build(ends, topics, append_time_ms)
+                files = [self._writer.renumber(f, ends[f.stats.tp]) if f.stats.tp in moved else f for f in files]
+        except (OSError, ValueError) as exc:
+            log.debug("renumbering files written ahead failed, writing them again: %s", exc)
+            fits = False
+        if not fits:
+            self._writer.discard(files)
+            return None
+        return files
+
+    def discard(self) -> None:
+        """Delete the files (never committed) unless an attempt took them."""
+        files, self._files = self._files, []
+        self._writer.discard(files)
+
+
 # The longest a local append waits for its turn (engine.storage.turns) before it goes on
 # without one: a turn lasts milliseconds, so only a stuck holder makes anyone wait this long.
 TURN_WAIT_MAX_S = 1.0
@@ -358,6 +414,9 @@ class Committer:
             if wait is not None:
                 wait()  # outside the turn: others commit meanwhile
                 wait = None
+            # Files written before the turn, numbered from the ends known now: while another
+            # appender holds the turn; in this one only offsets that moved are rewritten.
+            ahead = self._write_ahead(batch) if pending is None else None
             # Planned and put in this committer's turn, a local append is not raced by another
             # lakelog appender of the table, so its file is written once (engine.storage.turns).
             turn = self._take_turn(policy, started)
@@ -376,7 +435,13 @@ class Committer:
                     return AppendResult(None, {}, 0, failures + 1)
                 ends = self._ends_for(state, batch.target_partitions(state))
                 append_time_ms = int(time.time() * 1000)
-                written = self._write(batch.build(ends, state.topics, append_time_ms), getattr(batch, "file_label", ""))
+                written = None
+                if ahead is not None:
+                    written, ahead = ahead.renumbered(batch, ends, state.topics, append_time_ms, expected), None
+                if written is None:
+                    written = self._write(
+                        batch.build(ends, state.topics, append_time_ms), getattr(batch, "file_label", "")
+                    )
                 stats = [f.stats for f in written]
                 counts = counts_by_partition(stats)
                 if expected is not None and counts != {tp: n for tp, n in expected.items() if n}:
@@ -444,6 +509,37 @@ class Committer:
                 return AppendResult(version, plan, append_time_ms, failures + 1)
             finally:
                 turn.release()
+                if ahead is not None:  # the attempt ended before it could take them
+                    ahead.discard()
+
+    def _write_ahead(self, batch: AppendBatch) -> _WrittenAhead | None:
+        """A ``renumberable`` batch's files written from the newest state this process has
+        read (the log is not read: the turn's read finds what landed since), unsynced; None
+        before this process read the table, for other
+        batches, on S3 (no turns, nothing to rewrite in place), when a topic of the batch is
+        unknown or LogAppendTime (its rows carry the commit's time), or when building them
+        fails (the attempt in the turn builds them again and reports what is wrong). Raises
+        what writing files raises, as the attempt would (DataWriteError, StoreFullError,
+        StoreAccessError): nothing was committed."""
+        if not getattr(batch, "renumberable", False) or is_s3(self.uri):
+            return None
+        state = self.log.known()
+        if state is None:
+            return None  # the attempt's read loads the table, within the append's own timeout
+        try:
+            tps = batch.target_partitions(state)
+            topics = {tp.topic: state.topics.get(tp.topic) for tp in tps}
+            if not tps or any(meta is None or meta.log_append_time for meta in topics.values()):
+                return None
+            ends = self._ends_for(state, tps)
+            rows = batch.build(ends, state.topics, int(time.time() * 1000))
+        except Exception as exc:
+            log.debug("%s: building an append's files ahead of its turn failed: %s", self.client_id, exc)
+            return None
+        if not isinstance(rows, pa.Table):
+            return None
+        written = self._write(rows, getattr(batch, "file_label", ""), renumberable=True)
+        return _WrittenAhead(self._files, written, ends, topics)
 
     def _take_turn(self, policy: RetryPolicy, started: float) -> Turn:
         """This committer's turn at a local table (none on S3), waited for at most
@@ -517,11 +613,11 @@ class Committer:
                 ends[tp] = max(ends[tp], int(offsets[-1].as_py()) + 1 if len(offsets) else 0)
         return ends
 
-    def _write(self, rows: pa.Table | list[DataFile], label: str = "") -> list[DataFile]:
+    def _write(self, rows: pa.Table | list[DataFile], label: str = "", *, renumberable: bool = False) -> list[DataFile]:
         if isinstance(rows, list):
             return rows
         try:
-            return self._files.write(rows, label=label, sync=False)
+            return self._files.write(rows, label=label, sync=False, renumberable=renumberable)
         except OSError as exc:
             raise write_failure(exc, "writing data files") from exc
 

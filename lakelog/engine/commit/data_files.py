@@ -60,16 +60,48 @@ _STATISTICS = [name for name in _FILE_COLUMNS if name not in ("key", "value", "h
 _DICTIONARY = ["timestamp_type", "key", "headers.list.element.key", "producer_id", "producer_epoch"]
 
 
-def _encode(columns: pa.Table, sink: Any) -> None:
-    """Write ``columns`` (a data file's) as Parquet into ``sink``."""
+# A renumberable file's offset column: plain little-endian int64s in one uncompressed page with
+# no statistics, so its bytes are the offsets themselves and nothing else in the file repeats them.
+_RENUMBERABLE_COMPRESSION = {name: "none" if name == "offset" else "snappy" for name in _FILE_COLUMNS}
+_RENUMBERABLE_STATISTICS = [name for name in _STATISTICS if name != "offset"]
+
+
+def _encode(columns: pa.Table, sink: Any, *, renumberable: bool = False) -> None:
+    """Write ``columns`` (a data file's) as Parquet into ``sink``; ``renumberable``: with the
+    offset column laid out so :meth:`DataFileWriter.renumber` can rewrite it in place."""
     pq.write_table(
         columns,
         sink,
-        compression="snappy",
+        compression=_RENUMBERABLE_COMPRESSION if renumberable else "snappy",
         row_group_size=ROW_GROUP_ROWS,
-        write_statistics=_STATISTICS,
+        write_statistics=_RENUMBERABLE_STATISTICS if renumberable else _STATISTICS,
         use_dictionary=_DICTIONARY,
+        column_encoding={"offset": "PLAIN"} if renumberable else None,
     )
+
+
+def _offsets_position(data: pa.Buffer, offsets: np.ndarray) -> int | None:
+    """Where the Parquet file ``data`` holds ``offsets`` (its offset column, written by
+    :func:`_encode` with ``renumberable``) as consecutive little-endian int64s: the byte
+    position of the first, or None when the file does not hold them so (more than one row
+    group or page, another layout), looked up in its footer and checked byte for byte."""
+    metadata = pq.read_metadata(pa.BufferReader(data))
+    if metadata.num_row_groups != 1:
+        return None
+    group = metadata.row_group(0)
+    leaf = next((i for i in range(group.num_columns) if group.column(i).path_in_schema == "offset"), None)
+    if leaf is None:
+        return None
+    chunk = group.column(leaf)
+    if chunk.compression != "UNCOMPRESSED" or chunk.has_dictionary_page or chunk.statistics is not None:
+        return None
+    # One page of a required-or-nullable column: its header and definition levels, then the values.
+    values = offsets.astype("<i8").tobytes()
+    end = chunk.data_page_offset + chunk.total_compressed_size
+    start = end - len(values)
+    if start < chunk.data_page_offset or not data.slice(start, len(values)).equals(pa.py_buffer(values)):
+        return None
+    return start
 
 
 # lakelog's data files are named with this prefix, so a reader can tell them from files
@@ -103,6 +135,9 @@ class DataFile:
     stats: FileStats
     full_path: str
     synced: bool = True
+    # Where the file holds its (consecutive) offsets as plain int64s: it can be renumbered in
+    # place (DataFileWriter.renumber). None for every other file.
+    offsets_at: int | None = None
 
 
 def _stats_time(micros: int | None, *, upper: bool) -> str | None:
@@ -171,6 +206,7 @@ class DataFileWriter:
         modification_time_ms: int | None = None,
         label: str = "",
         sync: bool = True,
+        renumberable: bool = False,
     ) -> list[DataFile]:
         """One file per (topic, partition) of ``table`` (log columns, rows grouped
         by partition in offset order); nothing is committed.
@@ -187,13 +223,18 @@ class DataFileWriter:
         directory entries are synced by the put of the commit that adds them,
         together with the commit file (one round of syncs instead of two;
         :attr:`DataFile.synced` says so); new directories are still synced into
-        their parents here. Raises OSError; the files of a failed call are
-        deleted.
+        their parents here. ``renumberable``: local files written unsynced whose
+        offsets are consecutive, in one row group, are laid out so that
+        :meth:`renumber` can move them (:attr:`DataFile.offsets_at`); the offset
+        column of such a file has no Parquet statistics (Delta's ``stats`` has its
+        range). Raises OSError; the files of a failed call are deleted.
         """
         written: list[DataFile] = []
+        renumberable = renumberable and not sync and self._local
         try:
             for tp, start, count in partition_runs(table):
-                written.append(self._write_one(tp, table.slice(start, count), data_change, modification_time_ms, label))
+                part = table.slice(start, count)
+                written.append(self._write_one(tp, part, data_change, modification_time_ms, label, renumberable))
             if sync:
                 self._sync(written)
             elif self._local:
@@ -223,20 +264,32 @@ class DataFileWriter:
             yield self._durable(self._write_one(current, pa.Table.from_batches(pending), True, None, label))
 
     def _write_one(
-        self, tp: TopicPartition, part: pa.Table, data_change: bool, modification_time_ms: int | None, label: str = ""
+        self,
+        tp: TopicPartition,
+        part: pa.Table,
+        data_change: bool,
+        modification_time_ms: int | None,
+        label: str = "",
+        renumberable: bool = False,
     ) -> DataFile:
         name = f"{FILE_PREFIX}{label}{new_uuid()}.c000.snappy.parquet"
         relative = f"topic={quote(tp.topic, safe='')}/partition={tp.partition}/{name}"
         full = f"{self._root}/{relative}"
         columns = part.select(_FILE_COLUMNS)
+        offsets_at = None
         if self._local and part.nbytes <= _IN_MEMORY_BYTES:
             # Encoded in memory, then created and written in one go: three system calls, each
             # of which gives up the GIL (in the agent, every one waits to take it back behind
             # the event loop; pyarrow's file stream made six, a directory check one more).
             sink = pa.BufferOutputStream()
-            _encode(columns, sink)
+            offsets = to_numpy(part.column("offset")) if renumberable and 0 < part.num_rows <= ROW_GROUP_ROWS else None
+            if offsets is not None and int(offsets[-1]) - int(offsets[0]) != len(offsets) - 1:
+                offsets = None  # renumbering writes consecutive offsets: only files that hold them
+            _encode(columns, sink, renumberable=offsets is not None)
             data = sink.getvalue()
             size = data.size
+            if offsets is not None:
+                offsets_at = _offsets_position(data, offsets)
             self._create(full, memoryview(data))
         elif self._local:
             make_directories(os.path.dirname(full))
@@ -263,7 +316,34 @@ class DataFileWriter:
             data_change,
             file_stats_json(part),
         )
-        return DataFile(add, add.file_stats(), full)
+        return DataFile(add, add.file_stats(), full, offsets_at=offsets_at)
+
+    def renumber(self, file: DataFile, first: int) -> DataFile:
+        """``file`` -- written by :meth:`write` with ``renumberable`` and not committed -- with
+        its records numbered from ``first`` on: the offsets in the file rewritten in place
+        (nothing else in it changes), its ``add`` statistics to match, unsynced (the commit
+        that adds it syncs it). What a commit that found the ends moved does instead of writing
+        the same records again. Raises ValueError for a file that cannot be renumbered,
+        OSError when it cannot be written (it is then left as it was or half renumbered: not
+        to be committed either way)."""
+        stats = file.stats
+        if file.offsets_at is None or not stats.has_offset_stats:
+            raise ValueError(f"{file.add.path} was not written to be renumbered")
+        if first == stats.min_offset:
+            return file
+        count = stats.num_records
+        assert count is not None
+        fd = os.open(file.full_path, os.O_WRONLY | os.O_CLOEXEC)
+        try:
+            data = np.arange(first, first + count, dtype="<i8").tobytes()
+            if os.pwrite(fd, data, file.offsets_at) != len(data):
+                raise OSError(f"short write renumbering {file.full_path}")
+        finally:
+            os.close(fd)
+        values = json.loads(file.add.stats or "{}")
+        values["minValues"]["offset"], values["maxValues"]["offset"] = first, first + count - 1
+        add = dataclasses.replace(file.add, stats=json.dumps(values, separators=(",", ":")))
+        return dataclasses.replace(file, add=add, stats=add.file_stats(), synced=False)
 
     def _create(self, full: str, data: memoryview) -> None:
         """Create the local file ``full`` holding ``data``, its directory too if it is missing

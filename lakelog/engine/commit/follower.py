@@ -421,6 +421,11 @@ class TableLog:
                 self._set_state(state)
             return state
 
+    def known(self) -> TableState | None:
+        """The newest state this process knows; None before it read one. Never reads the log."""
+        with self._lock:
+            return self._state
+
     def advance(self, version: int, commit: Commit) -> TableState | None:
         """Apply ``commit`` (version ``version``, already in hand) if it is the next one;
         the state at ``version`` if this process knows it, else None."""

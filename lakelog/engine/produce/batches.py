@@ -530,6 +530,9 @@ class ProducerBatch:
 
     operation = "produce"
     commit_when_empty = False
+    # build() only sets the offset column of rows made once: the committer may write the files
+    # before its turn and renumber them in it (engine.commit.committer.AppendBatch).
+    renumberable = True
 
     def __init__(
         self,
