@@ -3,11 +3,15 @@
 One pipeline for appends (producers, transactions, consumer groups, the
 streaming sink, ``Store.write``), topic changes and maintenance steps::
 
+      [a renumberable append: its data files written ahead, from the ends this process knows]
+        |
       [an append to a local table: take its turn (engine.storage.turns), held to the put]
         |
       plan against the state at version V        (pure: the batch, the change, the step)
         |
-      write data files                            (pyarrow here; Spark executors for write(df))
+      write data files                            (pyarrow here; Spark executors for write(df));
+                                                  files written ahead: renumbered in place
+                                                  where the ends moved meanwhile
         |
       put-if-absent _delta_log/<V+1>.json  ------ taken -----+
         |                                                    |

@@ -8,7 +8,10 @@ again (measured, 4 processes on one partition: half of all attempts lost, a quar
 time spent backing off, and deleting synced files slows the next journal commits). Taking
 turns, an appender plans against the newest version while no other lakelog appender of the
 table is between its plan and its put, so another lakelog appender never moves its offsets
-and it writes each file once.
+and it writes each file once. What a turn holds is what the table's commit rate pays for, so
+the work that does not depend on the ends is done before it: a producer's files are written
+ahead and only renumbered in the turn (engine.commit.committer, DataFileWriter.renumber;
+4 processes on one partition: a turn 4.2 -> 3.1 ms).
 
 The lock only orders; nothing depends on it for correctness. A committer that cannot take
 its turn in time (a holder stopped by a debugger), or cannot open the lock file (a
