@@ -216,3 +216,19 @@ def test_files_written_ahead_for_a_topic_that_changed_before_the_turn_are_delete
     assert writes == [1, 1]  # ahead, then again in the turn for the topic as it is now
     assert check_store(uri)[T0] == ["a", "b"]
     assert _unreferenced_files(uri) == set()  # the file written ahead was deleted
+
+
+def test_files_written_ahead_that_cannot_be_renumbered_to_the_new_end_are_written_again(tmp_path, monkeypatch):
+    uri = str(tmp_path / "store")
+    Store.open(uri).create_topic("t", partitions=1)
+    ours, rival = Committer(TableLog(uri), "ours"), Committer(TableLog(uri), "rival")
+    append(ours, T0, ["a"])
+    # From 1 to 71: the file's first offset would take two bytes where it has one.
+    writes = _raced_before_the_turn(monkeypatch, lambda: append(rival, T0, [f"r{i}" for i in range(70)]))
+
+    result = append(ours, T0, ["b"])
+
+    assert result.attempts == 1 and result.ranges[T0].start == 71
+    assert writes == [1, 1, 71]  # ahead, the rival's, then ours again in the turn
+    assert check_store(uri)[T0][-2:] == ["r69", "b"]
+    assert _unreferenced_files(uri) == set()

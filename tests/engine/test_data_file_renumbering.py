@@ -1,7 +1,7 @@
-"""A data file written to be renumbered holds its offsets as plain int64s that
-DataFileWriter.renumber rewrites in place: the file reads back numbered from the new first
-offset, every other column as written, its add statistics to match; files that cannot be
-renumbered so say so."""
+"""A data file written to be renumbered holds its consecutive offsets as their first value and
+deltas (Parquet's DELTA_BINARY_PACKED), and DataFileWriter.renumber rewrites that value in
+place: the file reads back numbered from the new first offset, every other column as written,
+its add statistics to match; files that cannot be renumbered (or not to that offset) say so."""
 
 from __future__ import annotations
 
@@ -37,11 +37,14 @@ def log_rows(offsets: list[int] | np.ndarray, value_size: int = 20) -> pa.Table:
     return pa.table(columns).cast(LOG_ARROW_SCHEMA)
 
 
-@pytest.mark.parametrize(("first", "moved_to"), [(0, 5), (130, 2**40 + 7), (2**40, 129), (1000, 1000)])
-def test_a_renumberable_file_reads_back_numbered_from_its_new_first_offset(tmp_path, first, moved_to):
-    # Offsets whose bytes reach 128 and beyond (130, 2**40 + 7): a signed comparison of the
-    # file's bytes once took such files for not renumberable.
-    rows = log_rows(np.arange(first, first + 300))
+@pytest.mark.parametrize(
+    ("first", "moved_to", "count"),
+    [(0, 5, 1), (130, 200, 300), (2**40, 2**40 + 129, 300), (1000, 1000, 300), (7, 9, ROW_GROUP_ROWS)],
+)
+def test_a_renumberable_file_reads_back_numbered_from_its_new_first_offset(tmp_path, first, moved_to, count):
+    # Encoded offsets with bytes of 128 and beyond (130, 2**40): a signed comparison of the file's
+    # bytes once took such files for not renumberable. A full row group is one page.
+    rows = log_rows(np.arange(first, first + count), value_size=1 if count > 300 else 20)
     writer = DataFileWriter(str(tmp_path))
     (written,) = writer.write(rows, sync=False, renumberable=True)
     assert written.offsets_at is not None and not written.synced
@@ -53,16 +56,16 @@ def test_a_renumberable_file_reads_back_numbered_from_its_new_first_offset(tmp_p
 
     after = pq.read_table(moved.full_path)
     assert moved.full_path == written.full_path and moved.add.size == written.add.size
-    assert after.column("offset").to_pylist() == list(range(moved_to, moved_to + 300))
+    assert after.column("offset").to_pylist() == list(range(moved_to, moved_to + count))
     assert after.drop_columns(["offset"]).equals(before.drop_columns(["offset"]))
     stats = json.loads(moved.add.stats)
     assert (stats["minValues"]["offset"], stats["maxValues"]["offset"], stats["numRecords"]) == (
         moved_to,
-        moved_to + 299,
-        300,
+        moved_to + count - 1,
+        count,
     )
     assert stats["minValues"]["timestamp"] == json.loads(written.add.stats)["minValues"]["timestamp"]
-    assert (moved.stats.min_offset, moved.stats.max_offset, moved.stats.num_records) == (moved_to, moved_to + 299, 300)
+    assert (moved.stats.min_offset, moved.stats.max_offset) == (moved_to, moved_to + count - 1)
     assert not moved.synced  # the commit that adds it syncs it
     assert writer.renumber(moved, first).stats.min_offset == first  # and back
     assert pq.read_table(written.full_path).equals(before)
@@ -84,6 +87,13 @@ def test_files_that_cannot_be_renumbered_say_so(tmp_path):
             writer.renumber(written, 100)
         offsets = pq.read_table(written.full_path).column("offset").to_pylist()
         assert offsets[:2] == [0, 1], case  # untouched
+    # The first offset's encoding is one byte for 0-63, two for 64-8191: a move across cannot
+    # be made in place (the commit then writes the file again).
+    (small,) = writer.write(log_rows(np.arange(60, 70)), sync=False, renumberable=True)
+    with pytest.raises(ValueError, match="size would change"):
+        writer.renumber(small, 64)
+    assert pq.read_table(small.full_path).column("offset").to_pylist() == list(range(60, 70))
+    assert writer.renumber(small, 0).stats.min_offset == 0
     # Files not asked to be renumberable keep the offset column's Parquet statistics.
     column = pq.read_metadata(cases["not asked"].full_path).row_group(0).column(0)
     assert column.statistics is not None and column.statistics.min == 0

@@ -60,10 +60,14 @@ _STATISTICS = [name for name in _FILE_COLUMNS if name not in ("key", "value", "h
 _DICTIONARY = ["timestamp_type", "key", "headers.list.element.key", "producer_id", "producer_epoch"]
 
 
-# A renumberable file's offset column: plain little-endian int64s in one uncompressed page with
-# no statistics, so its bytes are the offsets themselves and nothing else in the file repeats them.
+# A renumberable file's offset column: Parquet's DELTA_BINARY_PACKED (a header with the first
+# value, then deltas: consecutive offsets are all deltas of 1, a few bytes per 256 records) in
+# one uncompressed page with no statistics, so the file holds its first offset in one place and
+# nowhere else; smaller than the column written plain and compressed.
 _RENUMBERABLE_COMPRESSION = {name: "none" if name == "offset" else "snappy" for name in _FILE_COLUMNS}
 _RENUMBERABLE_STATISTICS = [name for name in _STATISTICS if name != "offset"]
+# parquet-cpp's DELTA_BINARY_PACKED blocks: 256 values in 4 miniblocks.
+_DELTA_BLOCK_VALUES, _DELTA_MINIBLOCKS = 256, 4
 
 
 def _encode(columns: pa.Table, sink: Any, *, renumberable: bool = False) -> None:
@@ -76,15 +80,43 @@ def _encode(columns: pa.Table, sink: Any, *, renumberable: bool = False) -> None
         row_group_size=ROW_GROUP_ROWS,
         write_statistics=_RENUMBERABLE_STATISTICS if renumberable else _STATISTICS,
         use_dictionary=_DICTIONARY,
-        column_encoding={"offset": "PLAIN"} if renumberable else None,
+        column_encoding={"offset": "DELTA_BINARY_PACKED"} if renumberable else None,
+        # One page per row group (parquet-cpp starts a page every 20,000 rows by default): its
+        # header is the one place that holds the first offset.
+        max_rows_per_page=ROW_GROUP_ROWS if renumberable else None,
     )
 
 
-def _offsets_position(data: pa.Buffer, offsets: np.ndarray) -> int | None:
-    """Where the Parquet file ``data`` holds ``offsets`` (its offset column, written by
-    :func:`_encode` with ``renumberable``) as consecutive little-endian int64s: the byte
-    position of the first, or None when the file does not hold them so (more than one row
-    group or page, another layout), looked up in its footer and checked byte for byte."""
+def _varint(value: int) -> bytes:
+    """ULEB128, as Parquet's DELTA_BINARY_PACKED writes its header's integers."""
+    out = bytearray()
+    while True:
+        low, value = value & 0x7F, value >> 7
+        out.append(low | 0x80 if value else low)
+        if not value:
+            return bytes(out)
+
+
+def first_offset_bytes(first: int) -> bytes:
+    """How a DELTA_BINARY_PACKED header holds a first value of ``first`` (zigzag ULEB128)."""
+    return _varint((first << 1) ^ (first >> 63))
+
+
+def _consecutive_encoding(first: int, count: int) -> bytes:
+    """``count`` consecutive int64s from ``first`` as parquet-cpp's DELTA_BINARY_PACKED writes
+    them: block size, miniblocks, count, first value; per block a minimum delta of 1 and four
+    bit widths of 0 (every delta is the minimum: no packed bits follow)."""
+    blocks = -(-(count - 1) // _DELTA_BLOCK_VALUES)
+    header = _varint(_DELTA_BLOCK_VALUES) + _varint(_DELTA_MINIBLOCKS) + _varint(count) + first_offset_bytes(first)
+    return header + (_varint(2) + bytes(_DELTA_MINIBLOCKS)) * blocks
+
+
+def _first_offset_position(data: pa.Buffer, first: int, count: int) -> int | None:
+    """Where the Parquet file ``data`` (written by :func:`_encode` with ``renumberable``, its
+    records numbered ``first`` .. ``first + count - 1``) holds its first offset: the byte
+    position of that value in its offset column's one page, or None when the file does not
+    hold the offsets so (more than one row group or page, another layout), looked up in its
+    footer and checked byte for byte."""
     metadata = pq.read_metadata(pa.BufferReader(data))
     if metadata.num_row_groups != 1:
         return None
@@ -95,13 +127,13 @@ def _offsets_position(data: pa.Buffer, offsets: np.ndarray) -> int | None:
     chunk = group.column(leaf)
     if chunk.compression != "UNCOMPRESSED" or chunk.has_dictionary_page or chunk.statistics is not None:
         return None
-    # One page of a required-or-nullable column: its header and definition levels, then the values.
-    values = offsets.astype("<i8").tobytes()
+    # One page: its header and definition levels, then the values, which end the column chunk.
+    values = _consecutive_encoding(first, count)
     end = chunk.data_page_offset + chunk.total_compressed_size
     start = end - len(values)
     if start < chunk.data_page_offset or not data.slice(start, len(values)).equals(pa.py_buffer(values)):
         return None
-    return start
+    return start + len(_varint(_DELTA_BLOCK_VALUES) + _varint(_DELTA_MINIBLOCKS) + _varint(count))
 
 
 # lakelog's data files are named with this prefix, so a reader can tell them from files
@@ -135,8 +167,8 @@ class DataFile:
     stats: FileStats
     full_path: str
     synced: bool = True
-    # Where the file holds its (consecutive) offsets as plain int64s: it can be renumbered in
-    # place (DataFileWriter.renumber). None for every other file.
+    # Where the file holds the first of its consecutive offsets, the one value it numbers them
+    # from: it can be renumbered in place (DataFileWriter.renumber). None for every other file.
     offsets_at: int | None = None
 
 
@@ -283,13 +315,13 @@ class DataFileWriter:
             # the event loop; pyarrow's file stream made six, a directory check one more).
             sink = pa.BufferOutputStream()
             offsets = to_numpy(part.column("offset")) if renumberable and 0 < part.num_rows <= ROW_GROUP_ROWS else None
-            if offsets is not None and int(offsets[-1]) - int(offsets[0]) != len(offsets) - 1:
-                offsets = None  # renumbering writes consecutive offsets: only files that hold them
+            if offsets is not None and not bool(np.all(np.diff(offsets) == 1)):
+                offsets = None  # only consecutive offsets are held by their first alone
             _encode(columns, sink, renumberable=offsets is not None)
             data = sink.getvalue()
             size = data.size
             if offsets is not None:
-                offsets_at = _offsets_position(data, offsets)
+                offsets_at = _first_offset_position(data, int(offsets[0]), len(offsets))
             self._create(full, memoryview(data))
         elif self._local:
             make_directories(os.path.dirname(full))
@@ -320,26 +352,29 @@ class DataFileWriter:
 
     def renumber(self, file: DataFile, first: int) -> DataFile:
         """``file`` -- written by :meth:`write` with ``renumberable`` and not committed -- with
-        its records numbered from ``first`` on: the offsets in the file rewritten in place
-        (nothing else in it changes), its ``add`` statistics to match, unsynced (the commit
-        that adds it syncs it). What a commit that found the ends moved does instead of writing
-        the same records again. Raises ValueError for a file that cannot be renumbered,
-        OSError when it cannot be written (it is then left as it was or half renumbered: not
-        to be committed either way)."""
+        its records numbered from ``first`` on: the one value the file numbers them from
+        rewritten in place (nothing else in it changes), its ``add`` statistics to match,
+        unsynced (the commit that adds it syncs it). What a commit that found the ends moved
+        does instead of writing the same records again. Raises ValueError for a file that
+        cannot be renumbered, or not to ``first`` (whose encoding is longer or shorter: about
+        once as a partition's offsets grow 128-fold), OSError when it cannot be written (it
+        is then not to be committed)."""
         stats = file.stats
         if file.offsets_at is None or not stats.has_offset_stats:
             raise ValueError(f"{file.add.path} was not written to be renumbered")
+        assert stats.min_offset is not None and stats.num_records is not None
         if first == stats.min_offset:
             return file
-        count = stats.num_records
-        assert count is not None
+        encoded, was = first_offset_bytes(first), first_offset_bytes(stats.min_offset)
+        if len(encoded) != len(was):
+            raise ValueError(f"{file.add.path} cannot be renumbered from {first}: its size would change")
         fd = os.open(file.full_path, os.O_WRONLY | os.O_CLOEXEC)
         try:
-            data = np.arange(first, first + count, dtype="<i8").tobytes()
-            if os.pwrite(fd, data, file.offsets_at) != len(data):
+            if os.pwrite(fd, encoded, file.offsets_at) != len(encoded):
                 raise OSError(f"short write renumbering {file.full_path}")
         finally:
             os.close(fd)
+        count = stats.num_records
         values = json.loads(file.add.stats or "{}")
         values["minValues"]["offset"], values["maxValues"]["offset"] = first, first + count - 1
         add = dataclasses.replace(file.add, stats=json.dumps(values, separators=(",", ":")))
@@ -372,4 +407,7 @@ class DataFileWriter:
         """Delete files that are certain never to have been committed."""
         for f in files:
             with contextlib.suppress(OSError):  # VACUUM removes what is left
-                self._fs.rm(f.full_path)
+                if self._local:
+                    os.unlink(f.full_path)  # not through fsspec: importing it costs a commit ~40 ms
+                else:
+                    self._fs.rm(f.full_path)
