@@ -20,8 +20,9 @@ with its commit file, before that appears (:meth:`engine.commit.log_files.LogFil
 so the next group's writing never waits for the disk and no commit references a file that is not
 durable. The files are numbered from the ends the commit in
 flight leaves; when the group's own attempt starts from other ends (the one before failed,
-another agent appended) they are deleted and the group is written again, as without the
-pipeline. Sequences are still checked, and acknowledgements still sent, only in the commit
+another agent appended) they are renumbered in place (:meth:`DataFileWriter.renumber`), and
+only when that cannot be (a topic changed, a file that cannot be) deleted and written again, as
+without the pipeline. Sequences are still checked, and acknowledgements still sent, only in the commit
 attempt itself, after the commit before it landed.
 """
 
@@ -236,7 +237,7 @@ class ProduceLinger:
 class WrittenAhead(ProduceGroup):
     """A :class:`ProduceGroup` whose data files may be written before its commit attempt,
     numbered from the ends the commit in flight leaves (:meth:`write_ahead`). The attempt takes
-    them only if it starts from those very ends with the same topics; otherwise they are
+    them if it sees the same topics, renumbered to the ends it starts from; otherwise they are
     deleted and the rows written from the attempt's ends, so nothing committed depends on the
     guess. Files no attempt took are deleted by :meth:`finish`."""
 
@@ -260,7 +261,7 @@ class WrittenAhead(ProduceGroup):
         if any(topics[name].log_append_time for name in names):
             return
         rows = super().build(ends, topics, int(time.time() * 1000))
-        written = files.write(rows, sync=False)
+        written = files.write(rows, sync=False, renumberable=True)
         self._ahead = _Ahead(dict(ends), {name: topics[name] for name in names}, written, files)
 
     def build(
@@ -269,10 +270,16 @@ class WrittenAhead(ProduceGroup):
         ahead, self._ahead = self._ahead, None
         built: pa.Table | list[DataFile] | None = None
         if ahead is not None:
-            if ahead.fits(ends, topics):
-                built = ahead.files  # numbered as the attempt would number them (self.offsets too)
-            else:
+            try:
+                if not ahead.fits(topics):
+                    raise ValueError("the group's topics changed")
+                if any(ends.get(tp, 0) != end for tp, end in ahead.ends.items()):
+                    self.number(ends)  # another appender moved the ends: renumbered, not rewritten
+                built = [ahead.writer.renumber(f, ends.get(f.stats.tp, 0)) for f in ahead.files]
+            except (OSError, ValueError) as exc:
+                log.debug("files written ahead are written again: %s", exc)
                 ahead.writer.discard(ahead.files)
+                built = None
         if built is None:
             built = super().build(ends, topics, append_time_ms)
         assert self.offsets is not None
@@ -301,10 +308,9 @@ class _Ahead:
     files: list[DataFile]
     writer: DataFileWriter
 
-    def fits(self, ends: Mapping[TopicPartition, int], topics: Mapping[str, TopicMetadata]) -> bool:
-        return all(ends.get(tp, 0) == end for tp, end in self.ends.items()) and all(
-            topics.get(name) == meta for name, meta in self.topics.items()
-        )
+    def fits(self, topics: Mapping[str, TopicMetadata]) -> bool:
+        """Whether the files suit an attempt seeing ``topics`` (renumbered if its ends differ)."""
+        return all(topics.get(name) == meta for name, meta in self.topics.items())
 
 
 def linger_deadline(first_arrived: float, linger_s: float) -> float:

@@ -236,9 +236,9 @@ def test_a_group_written_ahead_from_the_ends_the_commit_before_leaves_commits_th
     assert rows.column("offset").to_pylist() == [0, 1, 2, 3, 4]
 
 
-def test_files_written_ahead_from_ends_that_did_not_come_are_deleted_and_the_group_written_again(plain_store):
-    """The commit before failed (or another agent appended): the guess is thrown away, so
-    nothing committed depends on it; files no attempt took are deleted too."""
+def test_files_written_ahead_from_ends_that_did_not_come_are_renumbered_to_the_ends_that_did(plain_store):
+    """The commit before failed (or another agent appended): the guessed files are renumbered in
+    place to the ends the attempt starts from, so nothing committed depends on the guess."""
     plain_store.create_topic("t", partitions=1)
     committer = plain_store.context.committer("test")
     files = DataFileWriter(committer.uri)
@@ -249,13 +249,31 @@ def test_files_written_ahead_from_ends_that_did_not_come_are_deleted_and_the_gro
     committer.append(wrong, RetryPolicy())
     wrong.finish()
     assert list(wrong.offsets) == [0, 1] and wrong.ends_after == {tp: 2}
-    assert not set(guessed) & set(_parquet_files(plain_store))  # deleted, written again from 0
+    assert _parquet_files(plain_store) == guessed  # the same file, renumbered from 0: not written again
     assert plain_store.log.latest().end_offset(tp) == 2
+    rows = plain_store.context.records.read(plain_store.log.latest().files_of(tp), tp, 0)
+    assert rows.column("offset").to_pylist() == [0, 1]
     untaken = _group(plain_store, _table(0, 1))
     untaken.write_ahead({tp: 2}, plain_store.log.latest().topics, files)
     assert len(_parquet_files(plain_store)) == 2
     untaken.finish()  # e.g. its sequence was refused before any attempt numbered it
     assert len(_parquet_files(plain_store)) == 1 and untaken.numbered.is_set()
+
+
+def test_files_written_ahead_for_topics_that_changed_are_deleted_and_the_group_written_again(plain_store):
+    plain_store.create_topic("t", partitions=1)
+    committer = plain_store.context.committer("test")
+    files = DataFileWriter(committer.uri)
+    tp = TopicPartition("t", 0)
+    group = _group(plain_store, _table(0, 2))
+    group.write_ahead({tp: 0}, plain_store.log.latest().topics, files)
+    guessed = _parquet_files(plain_store)
+    plain_store.alter_topic_config("t", {"retention.ms": "3600000"})
+    committer.append(group, RetryPolicy())
+    group.finish()
+    assert list(group.offsets) == [0, 1]
+    assert not set(guessed) & set(_parquet_files(plain_store))  # deleted, written again
+    assert len(_parquet_files(plain_store)) == 1
 
 
 def test_a_group_written_ahead_leaves_its_fsyncs_to_its_commit(plain_store, monkeypatch):

@@ -330,11 +330,10 @@ class _WrittenAhead:
             and counts == {tp: n for tp, n in expected.items() if n}
             and all(topics.get(name) == meta for name, meta in self._topics.items())
         )
-        moved = {tp for tp in counts if ends.get(tp) != self._ends.get(tp)}
         try:
-            if fits and moved:
+            if fits and any(ends.get(tp) != self._ends.get(tp) for tp in counts):
                 batch.build(ends, topics, append_time_ms)
-                files = [self._writer.renumber(f, ends[f.stats.tp]) if f.stats.tp in moved else f for f in files]
+                files = [self._writer.renumber(f, ends[f.stats.tp]) for f in files]
         except (OSError, ValueError) as exc:
             log.debug("renumbering files written ahead failed, writing them again: %s", exc)
             fits = False

@@ -70,9 +70,11 @@ _RENUMBERABLE_STATISTICS = [name for name in _STATISTICS if name != "offset"]
 _DELTA_BLOCK_VALUES, _DELTA_MINIBLOCKS = 256, 4
 
 
-def _encode(columns: pa.Table, sink: Any, *, renumberable: bool = False) -> None:
+def _encode(columns: pa.Table, sink: Any, *, renumberable: bool = False) -> pq.FileMetaData:
     """Write ``columns`` (a data file's) as Parquet into ``sink``; ``renumberable``: with the
-    offset column laid out so :meth:`DataFileWriter.renumber` can rewrite it in place."""
+    offset column laid out so :meth:`DataFileWriter.renumber` can rewrite it in place. Returns
+    the file's footer (as the writer made it: nothing is read back)."""
+    footer: list[pq.FileMetaData] = []
     pq.write_table(
         columns,
         sink,
@@ -84,7 +86,9 @@ def _encode(columns: pa.Table, sink: Any, *, renumberable: bool = False) -> None
         # One page per row group (parquet-cpp starts a page every 20,000 rows by default): its
         # header is the one place that holds the first offset.
         max_rows_per_page=ROW_GROUP_ROWS if renumberable else None,
+        metadata_collector=footer,
     )
+    return footer[0]
 
 
 def _varint(value: int) -> bytes:
@@ -111,13 +115,12 @@ def _consecutive_encoding(first: int, count: int) -> bytes:
     return header + (_varint(2) + bytes(_DELTA_MINIBLOCKS)) * blocks
 
 
-def _first_offset_position(data: pa.Buffer, first: int, count: int) -> int | None:
+def _first_offset_position(data: pa.Buffer, metadata: pq.FileMetaData, first: int, count: int) -> int | None:
     """Where the Parquet file ``data`` (written by :func:`_encode` with ``renumberable``, its
-    records numbered ``first`` .. ``first + count - 1``) holds its first offset: the byte
-    position of that value in its offset column's one page, or None when the file does not
-    hold the offsets so (more than one row group or page, another layout), looked up in its
-    footer and checked byte for byte."""
-    metadata = pq.read_metadata(pa.BufferReader(data))
+    footer ``metadata``, its records numbered ``first`` .. ``first + count - 1``) holds its
+    first offset: the byte position of that value in its offset column's one page, or None
+    when the file does not hold the offsets so (more than one row group or page, another
+    layout), looked up in its footer and checked byte for byte."""
     if metadata.num_row_groups != 1:
         return None
     group = metadata.row_group(0)
@@ -315,13 +318,14 @@ class DataFileWriter:
             # the event loop; pyarrow's file stream made six, a directory check one more).
             sink = pa.BufferOutputStream()
             offsets = to_numpy(part.column("offset")) if renumberable and 0 < part.num_rows <= ROW_GROUP_ROWS else None
-            if offsets is not None and not bool(np.all(np.diff(offsets) == 1)):
-                offsets = None  # only consecutive offsets are held by their first alone
-            _encode(columns, sink, renumberable=offsets is not None)
+            # Only consecutive offsets are held by their first alone (rows come in offset order).
+            consecutive = offsets is not None and int(offsets[-1]) - int(offsets[0]) == len(offsets) - 1
+            footer = _encode(columns, sink, renumberable=consecutive)
             data = sink.getvalue()
             size = data.size
-            if offsets is not None:
-                offsets_at = _first_offset_position(data, int(offsets[0]), len(offsets))
+            if consecutive:
+                assert offsets is not None
+                offsets_at = _first_offset_position(data, footer, int(offsets[0]), len(offsets))
             self._create(full, memoryview(data))
         elif self._local:
             make_directories(os.path.dirname(full))
@@ -354,17 +358,17 @@ class DataFileWriter:
         """``file`` -- written by :meth:`write` with ``renumberable`` and not committed -- with
         its records numbered from ``first`` on: the one value the file numbers them from
         rewritten in place (nothing else in it changes), its ``add`` statistics to match,
-        unsynced (the commit that adds it syncs it). What a commit that found the ends moved
-        does instead of writing the same records again. Raises ValueError for a file that
-        cannot be renumbered, or not to ``first`` (whose encoding is longer or shorter: about
-        once as a partition's offsets grow 128-fold), OSError when it cannot be written (it
-        is then not to be committed)."""
+        unsynced (the commit that adds it syncs it); ``file`` itself when it starts at
+        ``first`` already. What a commit that found the ends moved does instead of writing the
+        same records again. Raises ValueError for a file that cannot be renumbered, or not to
+        ``first`` (whose encoding is longer or shorter: about once as a partition's offsets grow
+        128-fold), OSError when it cannot be written (it is then not to be committed)."""
         stats = file.stats
+        if first == stats.min_offset:
+            return file
         if file.offsets_at is None or not stats.has_offset_stats:
             raise ValueError(f"{file.add.path} was not written to be renumbered")
         assert stats.min_offset is not None and stats.num_records is not None
-        if first == stats.min_offset:
-            return file
         encoded, was = first_offset_bytes(first), first_offset_bytes(stats.min_offset)
         if len(encoded) != len(was):
             raise ValueError(f"{file.add.path} cannot be renumbered from {first}: its size would change")

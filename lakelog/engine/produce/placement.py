@@ -151,16 +151,24 @@ class PlacedBatch:
     def target_partitions(self, view: TableState) -> list[TopicPartition]:
         return sorted(self.records.tps)
 
+    def number(self, ends: Mapping[TopicPartition, int]) -> tuple[np.ndarray, np.ndarray]:
+        """Number the records from each partition's end in ``ends`` (:attr:`offsets`), no rows
+        built: the row order (grouped by partition, record order within each) and each row's
+        offset."""
+        records = self.records
+        starts = np.array([ends.get(tp, 0) for tp in records.tps], dtype=np.int64)
+        order, offsets = number_records(records.tp_ids, np.ones(len(records), dtype=bool), starts)
+        self.offsets = np.empty(len(records), dtype=np.int64)
+        self.offsets[order] = offsets
+        return order, offsets
+
     def build(
         self, ends: Mapping[TopicPartition, int], topics: Mapping[str, TopicMetadata], append_time_ms: int
     ) -> pa.Table:
         """Rows grouped by partition (in order of first record), record order within each."""
         records = self.records
         n = len(records)
-        starts = np.array([ends.get(tp, 0) for tp in records.tps], dtype=np.int64)
-        order, offsets = number_records(records.tp_ids, np.ones(n, dtype=bool), starts)
-        self.offsets = np.empty(n, dtype=np.int64)
-        self.offsets[order] = offsets
+        order, offsets = self.number(ends)
         self.log_append_time_ms = {
             t: append_time_ms for t in {tp.topic for tp in records.tps} if topics[t].log_append_time
         }
