@@ -9,6 +9,7 @@ import os
 import threading
 import time
 
+import pytest
 from deltalake import DeltaTable
 
 from lakelog.engine.commit import Committer, TableLog
@@ -232,3 +233,21 @@ def test_files_written_ahead_that_cannot_be_renumbered_to_the_new_end_are_writte
     assert writes == [1, 1, 71]  # ahead, the rival's, then ours again in the turn
     assert check_store(uri)[T0][-2:] == ["r69", "b"]
     assert _unreferenced_files(uri) == set()
+
+
+@pytest.mark.spark
+def test_delta_spark_reads_and_optimizes_a_file_renumbered_in_place(spark, tmp_path, monkeypatch):
+    uri = str(tmp_path / "store")
+    Store.open(uri).create_topic("t", partitions=1)
+    ours, rival = Committer(TableLog(uri), "ours"), Committer(TableLog(uri), "rival")
+    append(ours, T0, ["a"])
+    writes = _raced_before_the_turn(monkeypatch, lambda: append(rival, T0, ["r1", "r2"]))
+    append(ours, T0, ["b", "c"])
+    assert writes == [1, 1]  # ours was renumbered from 1 to 3
+    expected = [(0, b"a"), (1, b"r1"), (2, b"r2"), (3, b"b"), (4, b"c")]
+    rows = spark.read.format("delta").load(uri).where("offset >= 3").select("offset", "value").collect()
+    assert sorted((r.offset, bytes(r.value)) for r in rows) == expected[3:]  # a filter on the offsets too
+    spark.sql(f"OPTIMIZE delta.`{uri}`").collect()
+    rows = spark.read.format("delta").load(uri).select("offset", "value").collect()
+    assert sorted((r.offset, bytes(r.value)) for r in rows) == expected
+    assert check_store(uri)[T0] == ["a", "r1", "r2", "b", "c"]
