@@ -1,7 +1,8 @@
 """Local appenders of one table take turns (engine.storage.turns): an appender plans after the
 put of the one holding the turn, so it never writes a file numbered from an end offset another
-lakelog appender then moves; a turn that cannot be had in time is gone around, never waited
-on for good, and put-if-absent still decides."""
+lakelog appender then moves; files it wrote before its turn are renumbered in it where the ends
+moved meanwhile (or written again when they cannot be); a turn that cannot be had in time is gone
+around, never waited on for good, and put-if-absent still decides."""
 
 from __future__ import annotations
 
