@@ -517,13 +517,13 @@ class Committer:
 
     def _write_ahead(self, batch: AppendBatch) -> _WrittenAhead | None:
         """A ``renumberable`` batch's files written from the newest state this process has
-        read (the log is not read: the turn's read finds what landed since), unsynced; None
-        before this process read the table, for other
-        batches, on S3 (no turns, nothing to rewrite in place), when a topic of the batch is
-        unknown or LogAppendTime (its rows carry the commit's time), or when building them
-        fails (the attempt in the turn builds them again and reports what is wrong). Raises
-        what writing files raises, as the attempt would (DataWriteError, StoreFullError,
-        StoreAccessError): nothing was committed."""
+        read (the log is not read: the turn's read finds what landed since), unsynced. None
+        for other batches, before this process read the table, on S3 (no turns, nothing to
+        rewrite in place), when a topic of the batch is unknown or LogAppendTime (its rows
+        carry the commit's time), or when building them fails (the attempt in the turn builds
+        them again and reports what is wrong). Raises what writing files raises, as the
+        attempt would (DataWriteError, StoreFullError, StoreAccessError): nothing was
+        committed."""
         if not getattr(batch, "renumberable", False) or is_s3(self.uri):
             return None
         state = self.log.known()

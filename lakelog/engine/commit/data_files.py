@@ -101,7 +101,7 @@ def _varint(value: int) -> bytes:
             return bytes(out)
 
 
-def first_offset_bytes(first: int) -> bytes:
+def _first_offset_bytes(first: int) -> bytes:
     """How a DELTA_BINARY_PACKED header holds a first value of ``first`` (zigzag ULEB128)."""
     return _varint((first << 1) ^ (first >> 63))
 
@@ -111,7 +111,7 @@ def _consecutive_encoding(first: int, count: int) -> bytes:
     them: block size, miniblocks, count, first value; per block a minimum delta of 1 and four
     bit widths of 0 (every delta is the minimum: no packed bits follow)."""
     blocks = -(-(count - 1) // _DELTA_BLOCK_VALUES)
-    header = _varint(_DELTA_BLOCK_VALUES) + _varint(_DELTA_MINIBLOCKS) + _varint(count) + first_offset_bytes(first)
+    header = _varint(_DELTA_BLOCK_VALUES) + _varint(_DELTA_MINIBLOCKS) + _varint(count) + _first_offset_bytes(first)
     return header + (_varint(2) + bytes(_DELTA_MINIBLOCKS)) * blocks
 
 
@@ -369,7 +369,7 @@ class DataFileWriter:
         if file.offsets_at is None or not stats.has_offset_stats:
             raise ValueError(f"{file.add.path} was not written to be renumbered")
         assert stats.min_offset is not None and stats.num_records is not None
-        encoded, was = first_offset_bytes(first), first_offset_bytes(stats.min_offset)
+        encoded, was = _first_offset_bytes(first), _first_offset_bytes(stats.min_offset)
         if len(encoded) != len(was):
             raise ValueError(f"{file.add.path} cannot be renumbered from {first}: its size would change")
         fd = os.open(file.full_path, os.O_WRONLY | os.O_CLOEXEC)
