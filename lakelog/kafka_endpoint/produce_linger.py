@@ -41,7 +41,7 @@ import numpy as np
 import pyarrow as pa
 
 from lakelog.engine.commit import Committer, RetryPolicy
-from lakelog.engine.commit.data_files import DataFile, DataFileWriter
+from lakelog.engine.commit.data_files import DataFile, DataFileWriter, FilesAhead
 from lakelog.engine.commit.state import TableState
 from lakelog.engine.errors import FatalError
 from lakelog.engine.produce.placement import PlacedRecords, join_placed, place_records
@@ -248,7 +248,7 @@ class WrittenAhead(ProduceGroup):
         self.finished = threading.Event()
         # Each partition's end once the group lands, from the last attempt's numbering.
         self.ends_after: dict[TopicPartition, int] | None = None
-        self._ahead: _Ahead | None = None
+        self._ahead: FilesAhead | None = None
 
     def write_ahead(
         self, ends: dict[TopicPartition, int], topics: dict[str, TopicMetadata], files: DataFileWriter
@@ -262,7 +262,7 @@ class WrittenAhead(ProduceGroup):
             return
         rows = super().build(ends, topics, int(time.time() * 1000))
         written = files.write(rows, sync=False, renumberable=True)
-        self._ahead = _Ahead(dict(ends), {name: topics[name] for name in names}, written, files)
+        self._ahead = FilesAhead(files, written, ends, {name: topics[name] for name in names})
 
     def build(
         self, ends: Mapping[TopicPartition, int], topics: Mapping[str, TopicMetadata], append_time_ms: int
@@ -270,16 +270,7 @@ class WrittenAhead(ProduceGroup):
         ahead, self._ahead = self._ahead, None
         built: pa.Table | list[DataFile] | None = None
         if ahead is not None:
-            try:
-                if not ahead.fits(topics):
-                    raise ValueError("the group's topics changed")
-                if any(ends.get(tp, 0) != end for tp, end in ahead.ends.items()):
-                    self.number(ends)  # another appender moved the ends: renumbered, not rewritten
-                built = [ahead.writer.renumber(f, ends.get(f.stats.tp, 0)) for f in ahead.files]
-            except (OSError, ValueError) as exc:
-                log.debug("files written ahead are written again: %s", exc)
-                ahead.writer.discard(ahead.files)
-                built = None
+            built = ahead.take(ends, topics, lambda: self.number(ends))  # renumbered where the ends moved
         if built is None:
             built = super().build(ends, topics, append_time_ms)
         assert self.offsets is not None
@@ -294,23 +285,9 @@ class WrittenAhead(ProduceGroup):
         deleted, and the group written after this one no longer waits for it."""
         ahead, self._ahead = self._ahead, None
         if ahead is not None:
-            ahead.writer.discard(ahead.files)
+            ahead.discard()
         self.finished.set()
         self.numbered.set()
-
-
-@dataclass(frozen=True)
-class _Ahead:
-    """Files written ahead: the ends and topics they were numbered and written for."""
-
-    ends: dict[TopicPartition, int]
-    topics: dict[str, TopicMetadata]
-    files: list[DataFile]
-    writer: DataFileWriter
-
-    def fits(self, topics: Mapping[str, TopicMetadata]) -> bool:
-        """Whether the files suit an attempt seeing ``topics`` (renumbered if its ends differ)."""
-        return all(topics.get(name) == meta for name, meta in self.topics.items())
 
 
 def linger_deadline(first_arrived: float, linger_s: float) -> float:

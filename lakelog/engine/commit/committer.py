@@ -72,7 +72,7 @@ from lakelog.engine.commit.conflicts import (
     record_verdict,
     topic_change_verdict,
 )
-from lakelog.engine.commit.data_files import DataFile, DataFileWriter
+from lakelog.engine.commit.data_files import DataFile, DataFileWriter, FilesAhead
 from lakelog.engine.commit.features import check_writable
 from lakelog.engine.commit.follower import TableLog
 from lakelog.engine.commit.info import TAG_CLIENT, TAG_DETAILS, TAG_OPERATION, append_tags, commit_info
@@ -169,7 +169,7 @@ class AppendBatch(Protocol):
     ``renumberable`` attribute that its :meth:`build` returns a table, may be called more than
     once (the last call's numbering is the one committed) and that only the offset column
     depends on ``ends`` (``append_time_ms`` only LogAppendTime timestamps): the committer then
-    writes its files before its turn and renumbers them in it (:class:`_WrittenAhead`)."""
+    writes its files before its turn and renumbers them in it (:class:`FilesAhead`)."""
 
     operation: str
     # The app transactions the commit sets (none for most appends); check() may re-plan them.
@@ -297,57 +297,6 @@ class _Pending:
         return [f for t, (_, files) in self.attempts.items() if t != txn_id for f in files]
 
 
-class _WrittenAhead:
-    """A ``renumberable`` batch's files, written before its turn with the records numbered from
-    ``ends`` for ``topics`` (the topics the batch writes to, as they were then)."""
-
-    def __init__(
-        self,
-        writer: DataFileWriter,
-        files: list[DataFile],
-        ends: Mapping[TopicPartition, int],
-        topics: Mapping[str, TopicMetadata | None],
-    ) -> None:
-        self._writer, self._files, self._ends, self._topics = writer, files, dict(ends), dict(topics)
-
-    def renumbered(
-        self,
-        batch: AppendBatch,
-        ends: Mapping[TopicPartition, int],
-        topics: Mapping[str, TopicMetadata],
-        append_time_ms: int,
-        expected: Mapping[TopicPartition, int] | None,
-    ) -> list[DataFile] | None:
-        """The files for an attempt numbering the batch from ``ends`` with ``topics`` and
-        ``expected`` records per partition: these, renumbered in place where the ends moved (the
-        batch built again for them, so its records learn the offsets the files hold). None,
-        the files deleted, when the attempt needs other files: a topic changed, records were
-        refused since (other counts), or a file cannot be renumbered."""
-        files, self._files = self._files, []
-        counts = counts_by_partition([f.stats for f in files])
-        fits = (
-            expected is not None
-            and counts == {tp: n for tp, n in expected.items() if n}
-            and all(topics.get(name) == meta for name, meta in self._topics.items())
-        )
-        try:
-            if fits and any(ends.get(tp) != self._ends.get(tp) for tp in counts):
-                batch.build(ends, topics, append_time_ms)
-                files = [self._writer.renumber(f, ends[f.stats.tp]) for f in files]
-        except (OSError, ValueError) as exc:
-            log.debug("renumbering files written ahead failed, writing them again: %s", exc)
-            fits = False
-        if not fits:
-            self._writer.discard(files)
-            return None
-        return files
-
-    def discard(self) -> None:
-        """Delete the files (never committed) unless an attempt took them."""
-        files, self._files = self._files, []
-        self._writer.discard(files)
-
-
 # The longest a local append waits for its turn (engine.storage.turns) before it goes on
 # without one: a turn lasts milliseconds, so only a stuck holder makes anyone wait this long.
 TURN_WAIT_MAX_S = 1.0
@@ -440,7 +389,14 @@ class Committer:
                 append_time_ms = int(time.time() * 1000)
                 written = None
                 if ahead is not None:
-                    written, ahead = ahead.renumbered(batch, ends, state.topics, append_time_ms, expected), None
+                    # Taken when the batch holds as many records per partition as when written
+                    # (none refused since); built again for the ends the files are renumbered to.
+                    taken = counts_by_partition([f.stats for f in ahead.files])
+                    if expected is not None and taken == {tp: n for tp, n in expected.items() if n}:
+                        rebuild = functools.partial(batch.build, ends, state.topics, append_time_ms)
+                        written = ahead.take(ends, state.topics, rebuild)
+                    ahead.discard()
+                    ahead = None
                 if written is None:
                     written = self._write(
                         batch.build(ends, state.topics, append_time_ms), getattr(batch, "file_label", "")
@@ -515,7 +471,7 @@ class Committer:
                 if ahead is not None:  # the attempt ended before it could take them
                     ahead.discard()
 
-    def _write_ahead(self, batch: AppendBatch) -> _WrittenAhead | None:
+    def _write_ahead(self, batch: AppendBatch) -> FilesAhead | None:
         """A ``renumberable`` batch's files written from the newest state this process has
         read (the log is not read: the turn's read finds what landed since), unsynced. None
         for other batches, before this process read the table, on S3 (no turns, nothing to
@@ -542,7 +498,7 @@ class Committer:
         if not isinstance(rows, pa.Table):
             return None
         written = self._write(rows, getattr(batch, "file_label", ""), renumberable=True)
-        return _WrittenAhead(self._files, written, ends, topics)
+        return FilesAhead(self._files, written, ends, topics)
 
     def _take_turn(self, policy: RetryPolicy, started: float) -> Turn:
         """This committer's turn at a local table (none on S3), waited for at most

@@ -18,9 +18,10 @@ import contextlib
 import dataclasses
 import datetime as dt
 import json
+import logging
 import os
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
@@ -36,7 +37,9 @@ from lakelog.engine.offsets import FileStats
 from lakelog.engine.schema import LOG_ARROW_SCHEMA, PARTITION_COLUMNS, STATS_COLUMNS
 from lakelog.engine.storage.object_store import filesystem, is_s3, make_directories, sync_all, write_new_file
 from lakelog.engine.storage.unique_ids import new_uuid
-from lakelog.engine.topics import TopicPartition
+from lakelog.engine.topics import TopicMetadata, TopicPartition
+
+log = logging.getLogger(__name__)
 
 # Row groups small enough that a seek into a large (OPTIMIZEd) file reads
 # little more than it needs: the offset statistics of each group prune it.
@@ -415,3 +418,48 @@ class DataFileWriter:
                     os.unlink(f.full_path)  # not through fsspec: importing it costs a commit ~40 ms
                 else:
                     self._fs.rm(f.full_path)
+
+
+class FilesAhead:
+    """Data files written before their commit attempt (:meth:`DataFileWriter.write` with
+    ``renumberable``, unsynced), their records numbered from ``ends`` for ``topics`` (the topics
+    they belong to, as they were then). The producer's committer writes them before its turn,
+    the agent while the commit before is in flight; one attempt takes them or they are deleted."""
+
+    def __init__(
+        self,
+        writer: DataFileWriter,
+        files: list[DataFile],
+        ends: Mapping[TopicPartition, int],
+        topics: Mapping[str, TopicMetadata | None],
+    ) -> None:
+        self._writer, self._files, self._ends, self._topics = writer, files, dict(ends), dict(topics)
+
+    @property
+    def files(self) -> list[DataFile]:
+        return list(self._files)
+
+    def take(
+        self, ends: Mapping[TopicPartition, int], topics: Mapping[str, TopicMetadata], numbered: Callable[[], object]
+    ) -> list[DataFile] | None:
+        """The files for an attempt numbering from ``ends`` that sees ``topics``: these,
+        renumbered in place where the ends moved (``numbered()`` called first, so what holds
+        the records numbers them as the files will); None, the files deleted, when a topic
+        changed or a file cannot be renumbered. Taken once: later calls get no files."""
+        files, self._files = self._files, []
+        try:
+            if any(topics.get(name) != meta for name, meta in self._topics.items()):
+                raise ValueError("the topics changed")
+            if any(ends.get(tp, 0) != end for tp, end in self._ends.items()):
+                numbered()
+                files = [self._writer.renumber(f, ends.get(f.stats.tp, 0)) for f in files]
+        except (OSError, ValueError) as exc:
+            log.debug("files written ahead are written again: %s", exc)
+            self._writer.discard(files)
+            return None
+        return files
+
+    def discard(self) -> None:
+        """Delete the files (never committed) unless an attempt took them."""
+        files, self._files = self._files, []
+        self._writer.discard(files)
