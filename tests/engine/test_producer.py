@@ -319,3 +319,35 @@ def test_partition_arguments_are_checked_by_type_at_send(store):
             producer.send("t", "x", timestamp=1.5)
         with pytest.raises(InvalidRecordError):
             producer.send("t", "x", headers=[("h", 5)])
+
+
+def test_send_yields_the_gil_to_a_committing_sender_every_1024_records(store, monkeypatch):
+    # A loop of send() never gives the GIL up on its own, so a sender committing the batch before
+    # would wait the switch interval after each of its GIL-free calls: send() yields once every
+    # _YIELD_EVERY records of a batch while a commit is in flight, and never when none is.
+    import threading
+
+    import lakelog.engine.produce.producer as producer_module
+
+    store.create_topic("t", partitions=1)
+    yields = []
+    monkeypatch.setattr(producer_module, "_yield_gil", yields.append)
+    every = producer_module._YIELD_EVERY
+    with store.producer(linger_ms=60_000, batch_num_messages=3 * every) as producer:
+        committing, release = threading.Event(), threading.Event()
+        real_append = producer._writer.append
+
+        def held_append(batch, policy, **kwargs):
+            committing.set()
+            release.wait(30)
+            return real_append(batch, policy, **kwargs)
+
+        monkeypatch.setattr(producer._writer, "append", held_append)
+        first = [producer.send("t", b"v", partition=0) for _ in range(3 * every)]  # the last one seals
+        assert committing.wait(30)
+        assert yields == []  # nothing was in flight while they were sent
+        during = [producer.send("t", b"v", partition=0) for _ in range(2 * every + 1)]
+        assert yields == [0, 0, 0]  # records 0, 1024 and 2048 of the batch sent during the commit
+        release.set()
+        producer.flush()
+    assert [f.get().offset for f in first + during] == list(range(5 * every + 1))
