@@ -51,12 +51,15 @@ from lakelog.kafka_endpoint.idempotence import ProduceGroup, SequenceClaim
 log = logging.getLogger(__name__)
 
 # A group holding this many bytes of records lingers no longer (it still takes what is
-# queued), as a Kafka producer sends a batch once it reached batch.size: three requests of the
-# Java producer's default 16 KiB batches. Measured with Kafka's ProducerPerformance (five requests in flight on
-# one connection, each answered at its group's commit): lingering the full 5 ms put all five in
-# one group, so each commit waited for the last of them and the committer idled between
-# groups; sealing at three lets the next group gather and be written while one commits.
-GROUP_BYTES = 48 * 1024
+# queued), as a Kafka producer sends a batch once it reached batch.size. Sized for the Java
+# producer's defaults (16 KiB batches, five requests in flight on a connection, each answered at
+# its group's commit): four such requests (~60 KiB of 100-byte records) stay under it, so the
+# fifth joins them and the connection's whole window commits at once, instead of the fifth
+# waiting alone for a commit of its own behind them. Measured with Kafka's ProducerPerformance
+# in alternating runs: 64 KiB 76.9k vs 48 KiB 73.1k rec/s on average (six of seven pairs
+# faster); the sessions before, 24 / 40 / 48 KiB: 52k / 61k / 64k. A client with fewer
+# requests in flight seals its group at the linger deadline (linger_deadline).
+GROUP_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True)
