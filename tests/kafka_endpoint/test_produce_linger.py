@@ -117,6 +117,36 @@ def test_a_group_that_holds_group_bytes_lingers_no_longer_but_takes_what_is_queu
         group.close()
 
 
+def test_a_java_producers_five_default_requests_in_flight_share_one_commit(plain_store):
+    """Kafka's Java producer keeps five 16 KiB requests in flight on a connection by default (150
+    records of 100 B each, placed as the agent places them): four stay under GROUP_BYTES, so the
+    group waits for the fifth and seals at it, and the window commits once instead of the fifth
+    committing alone after the other four."""
+    from lakelog.engine.produce.placement import place_partition_records
+
+    plain_store.create_topic("t", partitions=1)
+    state = plain_store.log.latest()
+
+    def request():
+        values = [bytes(100)] * 150
+        return place_partition_records(state, "t", 0, [None] * 150, values, [None] * 150, [1_700_000_000_000] * 150)
+
+    group = ProduceLinger(plain_store.context.committer("test"), RetryPolicy(), linger_ms=5_000)
+    try:
+        version = plain_store.log.latest_version()
+        first_four = [group.submit(request()) for _ in range(4)]
+        time.sleep(0.5)  # the four are gathered, the linger (5 s) has long to go
+        assert not any(f.done() for f in first_four)  # 60 KB: not yet a full group
+        fifth = group.submit(request())
+        sent = time.monotonic()
+        offsets = [list(f.result(timeout=30).offsets) for f in [*first_four, fifth]]
+        assert time.monotonic() - sent < 3  # sealed at the fifth, not at the linger deadline
+        assert offsets == [list(range(150 * i, 150 * (i + 1))) for i in range(5)]
+        assert plain_store.log.latest_version() == version + 1  # one commit for the whole window
+    finally:
+        group.close()
+
+
 def _claim(producer_id: int, partition: int, base: int, count: int, topic_id: str):
     return SequenceClaim(app_id(producer_id, topic_id, partition), producer_id, 0, base, count)
 
