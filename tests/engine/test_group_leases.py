@@ -43,17 +43,41 @@ def test_leases_are_renewed_read_and_removed_beside_the_table_not_in_it(uri):
 
 
 def test_a_member_is_silent_only_after_the_observer_saw_its_lease_unchanged_for_its_session():
-    seen = Liveness(now=100.0)
+    seen = Liveness()
     members = {"a": 5_000, "b": 5_000, "gone": 5_000}
     lease = {"a": Lease("a", 0, "t1"), "b": Lease("b", 0, "t1")}
     seen.observe(lease, members, 100.0)
     assert seen.silent(members, 104.0) == []
     seen.observe({"a": Lease("a", 0, "t2"), "b": lease["b"]}, members, 104.0)  # a renewed, b did not
-    assert seen.silent(members, 105.5) == ["b", "gone"]  # no lease at all counts from the observer's start
+    assert seen.silent(members, 105.5) == ["b", "gone"]  # no lease at all counts from the first look
     assert seen.silent(members, 108.0) == ["b", "gone"]
     assert seen.silent(members, 109.5) == ["a", "b", "gone"]
     seen.observe({}, {"a": 5_000}, 110.0)  # members that left the group are forgotten
     assert seen.silent({"b": 5_000}, 200.0) == []
+
+
+def test_a_member_that_joined_after_the_observer_first_looked_gets_its_whole_session_before_its_first_lease():
+    """A member is in the group from its JoinGroup's commit; its first lease is written after it.
+    An observer that has watched the group for longer than a session and reads the group between
+    the two must not take the newcomer for silent (it did: it counted the missing lease from its own
+    first look, and the newcomer was dropped within milliseconds)."""
+    seen = Liveness()
+    seen.observe({"a": Lease("a", 0, "t1")}, {"a": 5_000}, 100.0)
+    members = {"a": 5_000, "new": 5_000}
+    seen.observe({"a": Lease("a", 0, "t2")}, members, 110.0)  # "new" joined; no lease of it yet
+    assert seen.silent(members, 110.0) == []
+    assert seen.silent(members, 114.5) == []
+    seen.observe({"a": Lease("a", 0, "t3"), "new": Lease("new", 0, "n1")}, members, 111.0)  # its first lease
+    assert seen.silent(members, 115.5) == []
+    assert seen.silent(members, 116.5) == ["a", "new"]  # neither renewed since
+
+
+def test_a_newcomer_that_never_writes_a_lease_is_silent_a_session_after_the_observer_first_saw_it():
+    seen = Liveness()
+    seen.observe({}, {"a": 5_000}, 100.0)
+    seen.observe({}, {"a": 5_000, "ghost": 5_000}, 110.0)
+    assert seen.silent({"a": 5_000, "ghost": 5_000}, 114.9) == ["a"]
+    assert seen.silent({"a": 5_000, "ghost": 5_000}, 115.1) == ["a", "ghost"]
 
 
 def test_ids_too_long_for_a_file_name_get_a_short_name_of_their_own_on_every_store(uri):

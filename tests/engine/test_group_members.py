@@ -165,6 +165,41 @@ def test_a_member_that_joined_and_died_is_expired_after_its_session_and_the_roun
         a.close()
 
 
+class _LeaseNotYetWritten:
+    """A member's leases before its first one is written: the window between a JoinGroup's commit
+    and the lease written after it."""
+
+    def renew(self, member_id: str, instance_id: str | None) -> None:
+        pass
+
+
+def test_a_member_that_watched_the_group_for_a_session_gives_a_newcomer_its_session_before_its_first_lease(
+    store, monkeypatch
+):
+    """A member is in the group from its JoinGroup's commit; its first lease comes after. A member
+    that has watched the group for longer than a session and looks in between gave the newcomer no
+    session at all (it counted the missing lease from its own first look) and dropped it at once:
+    in a group of 8 processes, 5 of its 12 member ids, one of them after it had taken a partition."""
+    a = store.consumer("g", client_id="a", **FAST)
+    try:
+        a.subscribe(["t"])
+        until(lambda: a.assignment() == TPS, a)
+        watched_until = time.monotonic() + FAST["session_timeout_ms"] / 1000 + 0.5
+        while time.monotonic() < watched_until:  # a's coordinator looks at the group all along
+            a.poll(timeout_ms=100)
+        late = ClassicCoordinator(store.context, "late")
+        monkeypatch.setattr(late, "_leases", lambda group_id: _LeaseNotYetWritten())
+        protocols = (("range", encode_subscription(["t"])),)
+        request = JoinRequest("", "late", "consumer", protocols, FAST["session_timeout_ms"], 300_000)
+        _, joined, _ = late.join_start("g", replace(request, requires_known_member_id=False))
+        a.group_client.coordinator.tick("g")  # a looks before the newcomer's first lease
+        assert joined.member_id in a.group_client.state().members
+        # Without a lease ever, it goes a session after a first saw it, as before.
+        until(lambda: joined.member_id not in a.group_client.state().members, a)
+    finally:
+        a.close()
+
+
 def test_a_waiting_poll_looks_often_while_its_group_rebalances_and_at_fetch_max_wait_once_stable(store, monkeypatch):
     """Kafka's JoinGroup/SyncGroup answer as soon as a rebalance completes: a member waiting on
     one looks at the log every few ms, not every fetch.max.wait.ms (here 1 s)."""

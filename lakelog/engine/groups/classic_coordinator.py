@@ -155,7 +155,7 @@ class ClassicCoordinator:
         unchanged for their session timeout (one listing of the group's leases)."""
         now = time.monotonic()
         with self._lock:
-            liveness = self._liveness.setdefault(group_id, Liveness(now))
+            liveness = self._liveness.setdefault(group_id, Liveness())
         leases = self._leases(group_id).read() if members else {}
         with self._lock:
             liveness.observe(leases, members, now)

@@ -144,10 +144,16 @@ class Liveness:
     Pure bookkeeping over observations: :meth:`observe` with the leases read
     and the observer's monotonic time, then :meth:`silent` for the members
     whose lease (or its absence) has not changed for their session timeout.
+    A member's session counts from the first observation that lists it, lease
+    or not: a member is in the group from the commit of its JoinGroup, and its
+    first lease is written after that commit (a joining member may also have
+    none yet), so a member that joined after this observer first looked is
+    given its whole session, as Kafka's coordinator starts a new member's expiry
+    timer when it joins (GroupMetadataManager.addMemberThenRebalanceOrCompleteJoin:
+    rescheduleClassicGroupMemberHeartbeat).
     """
 
-    def __init__(self, now: float) -> None:
-        self._started = now
+    def __init__(self) -> None:
         self._seen: dict[str, tuple[str | None, float]] = {}
 
     def observe(self, leases: Mapping[str, Lease], members: Mapping[str, int], now: float) -> None:
@@ -155,10 +161,11 @@ class Liveness:
         for member_id in members:
             token = leases[member_id].token if member_id in leases else None
             seen = self._seen.get(member_id)
-            if seen is None:
-                # First sight: count from now, or from the observer's start if the lease is missing.
-                self._seen[member_id] = (token, now if token is not None else self._started)
-            elif seen[0] != token:
+            # First sight counts from now too, whether or not its lease is there yet. Counting a
+            # member without a lease from the observer's own start dropped members that joined
+            # later within milliseconds, between their join's commit and their first lease (a
+            # group of 8 processes: 5 of its 12 member ids, one after it took a partition).
+            if seen is None or seen[0] != token:
                 self._seen[member_id] = (token, now)
         for member_id in list(self._seen):
             if member_id not in members:
