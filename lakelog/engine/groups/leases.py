@@ -161,10 +161,8 @@ class Liveness:
         for member_id in members:
             token = leases[member_id].token if member_id in leases else None
             seen = self._seen.get(member_id)
-            # First sight counts from now too, whether or not its lease is there yet. Counting a
-            # member without a lease from the observer's own start dropped members that joined
-            # later within milliseconds, between their join's commit and their first lease (a
-            # group of 8 processes: 5 of its 12 member ids, one after it took a partition).
+            # First sight counts from now, lease or not (the class docstring says why); counted
+            # from the observer's own start, 5 of the 12 member ids of an 8-process group were dropped.
             if seen is None or seen[0] != token:
                 self._seen[member_id] = (token, now)
         for member_id in list(self._seen):
