@@ -56,13 +56,16 @@ def array(values: Sequence[Any] | np.ndarray | pa.Array, type: pa.DataType) -> p
     if type == pa.bool_() and isinstance(values, np.ndarray) and values.dtype == np.bool_:
         bits = np.packbits(values.ravel(), bitorder="little")
         return pa.Array.from_buffers(type, values.size, [None, pa.py_buffer(bits)])
-    if isinstance(values, list | tuple) and values.count(None) == len(values):
+    # One pass to count the nulls (a producer batch's columns run to 100,000s of values).
+    nulls = values.count(None) if isinstance(values, list | tuple) else None
+    if nulls is not None and nulls == len(values):
         # All null (a producer batch's keys or headers, most often): nothing to convert.
         return pa.nulls(len(values), type)
-    if fixed is not None and None not in values:
+    no_nulls = nulls == 0 if nulls is not None else None not in values
+    if fixed is not None and no_nulls:
         packed = std_array(fixed[1], values)
         return pa.Array.from_buffers(type, len(packed), [None, pa.py_buffer(packed)])
-    if type == pa.binary() and None not in values:
+    if type == pa.binary() and no_nulls:
         return _binary(values)
     if _is_key_value_list(type):
         return key_value_lists([None if row is None else [_pair(e) for e in row] for row in values], type)

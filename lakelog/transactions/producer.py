@@ -53,9 +53,10 @@ from lakelog.engine.errors import (
 )
 from lakelog.engine.groups.coordinator import GroupLog, check_group_commit, check_offsets_to_commit, offset_records
 from lakelog.engine.groups.offsets_topic import OffsetAndMetadata, check_group_id, partition_for_group
-from lakelog.engine.produce.batches import ProducerBatch, RecordBatch, RecordFuture
+from lakelog.engine.produce.batches import ProducerBatch, RecordBatch
 from lakelog.engine.produce.partitioner import KeylessPartitioner
 from lakelog.engine.produce.placement import outgoing_record
+from lakelog.engine.produce.record_queue import RecordFuture
 from lakelog.engine.schema import LOG_ARROW_SCHEMA
 from lakelog.engine.topics import OFFSETS_TOPIC, TopicMetadata, TopicPartition
 

@@ -324,15 +324,15 @@ def test_partition_arguments_are_checked_by_type_at_send(store):
 def test_send_yields_the_gil_to_a_committing_sender_every_1024_records(store, monkeypatch):
     # A loop of send() never gives the GIL up on its own, so a sender committing the batch before
     # would wait the switch interval after each of its GIL-free calls: send() yields once every
-    # _YIELD_EVERY records of a batch while a commit is in flight, and never when none is.
+    # YIELD_EVERY records of a batch while a commit is in flight, and never when none is.
     import threading
 
-    import lakelog.engine.produce.producer as producer_module
+    import lakelog.engine.produce.record_queue as queue_module
 
     store.create_topic("t", partitions=1)
     yields = []
-    monkeypatch.setattr(producer_module, "_yield_gil", yields.append)
-    every = producer_module._YIELD_EVERY
+    monkeypatch.setattr(queue_module, "_yield_gil", yields.append)
+    every = queue_module.YIELD_EVERY
     with store.producer(linger_ms=60_000, batch_num_messages=3 * every) as producer:
         committing, release = threading.Event(), threading.Event()
         real_append = producer._writer.append
@@ -351,3 +351,23 @@ def test_send_yields_the_gil_to_a_committing_sender_every_1024_records(store, mo
         release.set()
         producer.flush()
     assert [f.get().offset for f in first + during] == list(range(5 * every + 1))
+
+
+def test_send_is_the_compiled_path_and_stamps_a_record_with_the_wall_clock_in_whole_ms(store):
+    # Producer.send is record_queue.pyx's, compiled by the install: a build that fell back to
+    # anything else (or a Python send shadowing it) would fail here, not only run slower.
+    import importlib.machinery
+
+    from lakelog.engine.produce import record_queue
+    from lakelog.engine.produce.producer import Producer
+
+    assert record_queue.__file__.endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES))
+    assert Producer.send is record_queue.SendPath.send
+    store.create_topic("t", partitions=1)
+    with store.producer(linger_ms=0) as producer:
+        before = int(time.time() * 1000)
+        md = producer.send("t", b"v", partition=0).get()
+        after = int(time.time() * 1000)
+    assert type(md.timestamp) is int and before <= md.timestamp <= after
+    row = topic_rows(store, "t")[0]
+    assert int(row.timestamp.timestamp() * 1000) == md.timestamp and row.timestampType == 0

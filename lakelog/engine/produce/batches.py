@@ -21,12 +21,11 @@ from lakelog.engine.arrow_columns import array, key_value_lists, to_numpy
 from lakelog.engine.commit import AppTransaction
 from lakelog.engine.commit.state import TableState
 from lakelog.engine.errors import DeliveryTimeoutError, LakelogError, RecordTooLargeError, UnknownTopicOrPartitionError
+from lakelog.engine.produce.record_queue import FIELDS, QueuedRecords
 from lakelog.engine.records import Headers, RecordMetadata
 from lakelog.engine.schema import HEADERS_ARROW, LOG_ARROW_SCHEMA
 from lakelog.engine.topics import TIMESTAMP_TYPE_CODES, TopicMetadata, TopicPartition
 
-# Fields of one queued record in RecordBatch.fields, in order.
-FIELDS = ("topic", "partition", "key", "value", "timestamp_ms", "size")
 _WIDTH = len(FIELDS)
 
 # Kafka's producer sequences are non-negative int32s that wrap to 0 after Integer.MAX_VALUE
@@ -34,11 +33,11 @@ _WIDTH = len(FIELDS)
 _SEQUENCE_WRAP = 1 << 31
 
 
-class RecordBatch:
+class RecordBatch(QueuedRecords):
     """Records of one future commit, queued under the producer's lock.
 
     Record i's :data:`FIELDS` -- topic, partition (None: the partitioner chooses it), key,
-    value, timestamp (ms: an int, or a float whose whole ms count), size (what it counts
+    value, timestamp (ms, an int), size (what it counts
     against ``max.message.bytes`` and ``buffer.memory``) -- are ``fields[6 * i : 6 * i + 6]``,
     its values already converted and checked; its headers are ``headers_at[i]`` when it has any.
     ``Producer.send`` queues a record with one ``fields.extend`` of a tuple (the cheapest
@@ -49,10 +48,7 @@ class RecordBatch:
     """
 
     def __init__(self) -> None:
-        self.created = time.monotonic()
-        self.fields: list[Any] = []
-        self.headers_at: dict[int, Headers] = {}
-        self.bytes = 0
+        super().__init__()
         self._given_sequences: list[int] = []  # add()'s sequences, in record order
         # Set by place(): each record's partition and partition id (-1: refused when placed).
         self.placed = False
@@ -74,9 +70,6 @@ class RecordBatch:
         self.log_append_time_ms: dict[str, int] = {}
         self._callbacks: list[tuple[int, Callable[[RecordMetadata], Any] | None, Callable[[BaseException], Any] | None]]
         self._callbacks = []
-
-    def __len__(self) -> int:
-        return len(self.fields) // _WIDTH
 
     def add(
         self,
@@ -126,9 +119,7 @@ class RecordBatch:
         self.headers = [None] * n
         for index, headers in self.headers_at.items():
             self.headers[index] = headers
-        # Whole ms: send() queues now as float ms (truncated here as int() would), a given
-        # timestamp as an int, exact as a float64 up to MAX_TIMESTAMP_MS < 2**53.
-        self.timestamps = np.fromiter(fields[4::_WIDTH], dtype=np.float64, count=n).astype(np.int64)
+        self.timestamps = np.fromiter(fields[4::_WIDTH], dtype=np.int64, count=n)
         self.sizes = np.fromiter(fields[5::_WIDTH], dtype=np.int64, count=n)
         if partitions is None:
             partitions = np.fromiter(fields[1::_WIDTH], dtype=np.int64, count=n)  # TypeError if one is None
@@ -215,68 +206,6 @@ def _call(batch: RecordBatch, index: int, callback: Any, errback: Any) -> None:
         callback(batch.metadata(index))
     elif error is not None and errback is not None:
         errback(error)
-
-
-class RecordFuture:
-    """The eventual :class:`RecordMetadata` of one sent record."""
-
-    __slots__ = ("_batch", "_error", "_index")
-
-    def __init__(self, batch: RecordBatch | None = None, index: int = -1, error: BaseException | None = None) -> None:
-        self._batch = batch
-        self._index = index
-        self._error = error
-
-    def get(self, timeout: float | None = None) -> RecordMetadata:
-        """Block until the record is committed; raise its error if it failed.
-
-        ``timeout`` in seconds; DeliveryTimeoutError when it passes first
-        (the record may still be committed later).
-        """
-        error = self._wait(timeout)
-        if error is not None:
-            raise error
-        assert self._batch is not None
-        return self._batch.metadata(self._index)
-
-    def _wait(self, timeout: float | None) -> BaseException | None:
-        if self._error is not None:
-            return self._error
-        assert self._batch is not None
-        if not self._batch.wait(timeout):
-            raise DeliveryTimeoutError(f"record not acknowledged within {timeout} s")
-        return self._batch.error_of(self._index)
-
-    def done(self) -> bool:
-        return self._error is not None or (self._batch is not None and self._batch.done)
-
-    def succeeded(self) -> bool:
-        return self.done() and self.exception() is None
-
-    def failed(self) -> bool:
-        return self.done() and self.exception() is not None
-
-    def exception(self) -> BaseException | None:
-        """The record's error once it is done (None while pending or after success)."""
-        if self._error is not None:
-            return self._error
-        if self._batch is None or not self._batch.done:
-            return None
-        return self._batch.error_of(self._index)
-
-    def add_callback(self, fn: Callable[[RecordMetadata], Any]) -> RecordFuture:
-        """Call ``fn(metadata)`` when the record is committed (at once if it already is)."""
-        if self._error is None and self._batch is not None:
-            self._batch.on_done(self._index, fn, None)
-        return self
-
-    def add_errback(self, fn: Callable[[BaseException], Any]) -> RecordFuture:
-        """Call ``fn(error)`` if the record fails (at once if it already did)."""
-        if self._error is not None:
-            fn(self._error)
-        elif self._batch is not None:
-            self._batch.on_done(self._index, None, fn)
-        return self
 
 
 @dataclass(frozen=True)
@@ -558,20 +487,19 @@ class ProducerBatch:
     def prepare(self, view: TableState) -> dict[TopicPartition, int]:
         """Refuse (per record) what the current topic metadata refuses."""
         records = self.records
-        sizes = records.sizes
-        for tp_id, tp in enumerate(records.tps):
-            topic = view.topics.get(tp.topic)
-            members = self._tp_ids == tp_id
-            error = check_partition(topic, tp.topic, tp.partition)
-            if error is not None:
-                for i in np.nonzero(members & self._accepted)[0]:
-                    records.record_errors[int(i)] = error
-                self._accepted &= ~members
-                continue
-            for i in np.nonzero(members & self._accepted & (sizes > topic.max_message_bytes))[0]:
-                records.record_errors[int(i)] = check_size(topic, tp.topic, int(sizes[i]))
-                self._accepted[i] = False
-        counts = np.bincount(self._tp_ids[self._accepted], minlength=len(records.tps))
+        topics = [view.topics.get(tp.topic) for tp in records.tps]
+        errors = [check_partition(topic, tp.topic, tp.partition) for topic, tp in zip(topics, records.tps, strict=True)]
+        # Per partition id, then per record in a few whole-array steps (not a pass per partition).
+        gone = np.array([e is not None for e in errors] + [False], dtype=bool)  # [-1]: placed nowhere
+        limit = np.array([t.max_message_bytes if t is not None else 0 for t in topics] + [0], dtype=np.int64)
+        ids = self._tp_ids
+        refused = self._accepted & (gone[ids] | (records.sizes > limit[ids]))
+        for i in np.flatnonzero(refused):
+            tp_id = int(ids[i])
+            tp, error = records.tps[tp_id], errors[tp_id]
+            records.record_errors[int(i)] = error or check_size(topics[tp_id], tp.topic, int(records.sizes[i]))
+        self._accepted &= ~refused
+        counts = np.bincount(ids[self._accepted], minlength=len(records.tps))
         return {tp: int(counts[i]) for i, tp in enumerate(records.tps) if counts[i]}
 
     @property

@@ -24,7 +24,8 @@ Guarantees:
 
 ``send`` does per record only what cannot wait: the argument checks it raises
 for, the topic's refusals from the cached metadata, and one append to the open
-batch's fields. A record's partition (explicit, else its key's murmur2 hash,
+batch's fields; it is compiled (:mod:`engine.produce.record_queue`, Cython), the
+rest of the producer is this module. A record's partition (explicit, else its key's murmur2 hash,
 else sticky keyless), its producer sequence and the batch's columns are made
 once per batch, when the sender takes it (as Kafka's Sender assigns sequences
 when it drains a batch). Per-record problems (unknown topic, partition out of
@@ -60,36 +61,20 @@ from lakelog.engine.errors import (
     UnknownTopicOrPartitionError,
 )
 from lakelog.engine.produce.batches import (
-    FIELDS,
     BatchFuture,
     PlacedEntry,
     ProducerBatch,
     RecordBatch,
-    RecordFuture,
     check_record,
 )
 from lakelog.engine.produce.partitioner import KeylessPartitioner
 from lakelog.engine.produce.placement import PlacedBatch, columns_for_batch, place_queued, place_records
-from lakelog.engine.records import record_size, to_bytes, to_headers, to_timestamp_ms
+from lakelog.engine.produce.record_queue import SendPath
 from lakelog.engine.topics import TopicMetadata, TopicPartition
 
 log = logging.getLogger(__name__)
 
 _producer_ids = itertools.count(1)
-_wall_clock = time.time
-_yield_gil = time.sleep  # sleep(0) gives up the GIL; a waiting thread takes it
-# send() yields the GIL to a committing sender once every this many records of a batch.
-_YIELD_EVERY = 1024
-_YIELD_MASK = _YIELD_EVERY - 1
-_WIDTH = len(FIELDS)  # a queued record's entries in RecordBatch.fields
-
-
-def _partition_argument(partition: Any) -> int:
-    """``send``'s ``partition`` that is not exactly an int: an int subclass as its int value
-    (bool refused, as a partition number it is a mistake); else UnknownTopicOrPartitionError."""
-    if isinstance(partition, bool) or not isinstance(partition, int):
-        raise UnknownTopicOrPartitionError(f"partition must be an int, got {partition!r}")
-    return int(partition)
 
 
 def _expire(batch: RecordBatch | PlacedEntry, timeout_ms: int) -> None:
@@ -105,7 +90,7 @@ def _expire(batch: RecordBatch | PlacedEntry, timeout_ms: int) -> None:
         batch.fail(error)
 
 
-class Producer:
+class Producer(SendPath):
     """Sends records to a store's topics. Thread-safe; use as a context manager."""
 
     def __init__(self, context: StoreContext, config: Mapping[str, Any]) -> None:
@@ -206,92 +191,6 @@ class Producer:
 
     # -- sending -----------------------------------------------------------
 
-    def send(
-        self,
-        topic: str,
-        value: Any = None,
-        key: Any = None,
-        partition: int | None = None,
-        headers: Any = None,
-        timestamp: Any = None,
-    ) -> RecordFuture:
-        """Queue a record; the future completes when its commit lands.
-
-        Raises ProducerClosedError after close(), InvalidRecordError for
-        arguments of the wrong type (and a timestamp outside what the table
-        holds), UnknownTopicOrPartitionError for a partition that is not an
-        int. A topic that does not exist is created first when the store's
-        ``auto.create.topics.enable`` is true (Kafka's broker setting:
-        ``num.partitions`` and the ``topic.*`` settings); otherwise it fails the
-        returned future with UnknownTopicOrPartitionError, as do unknown
-        partitions, records over ``max.message.bytes`` and a topic that cannot
-        be created (InvalidTopicError). A record without a partition gets its
-        key's partition (Kafka's murmur2) or a sticky keyless one when its batch
-        leaves the queue, from the producer's metadata then; its future fails
-        alone with UnknownTopicOrPartitionError if its topic was deleted
-        meanwhile. Within ``delivery.timeout.ms`` of this call the future
-        completes or fails: a record still queued then fails with
-        DeliveryTimeoutError and is never committed; one whose commit is under
-        way learns that commit's outcome (DeliveryTimeoutError when its retries
-        ran out, CommitStateUnknownError when it may have landed).
-        """
-        # Per record only what cannot wait for the batch: the argument checks promised to raise
-        # here (exact types first: bytes, None and int need no conversion), the topic's cached
-        # metadata for refusals the future reports at once, and one row appended under the
-        # lock. Partitions, sequences and the columns are made per batch (records.place).
-        if self._closing:
-            raise ProducerClosedError("cannot send: the producer is closed")
-        if partition is not None and type(partition) is not int:
-            partition = _partition_argument(partition)
-        if value is not None and type(value) is not bytes:
-            value = to_bytes(value, "value")
-        if key is not None and type(key) is not bytes:
-            key = to_bytes(key, "key")
-        size = (0 if value is None else len(value)) + (0 if key is None else len(key))
-        if headers is not None:
-            headers = to_headers(headers)
-            size = record_size(key, value, headers)
-        # Now, as float ms: int() of it costs more than the clock; place() truncates the column.
-        timestamp_ms = _wall_clock() * 1000 if timestamp is None else to_timestamp_ms(timestamp)
-        meta = self._topics.get(topic)
-        if (
-            meta is None
-            or size > meta.max_message_bytes
-            or (partition is not None and not 0 <= partition < meta.partitions)
-        ):
-            refused = self._refusal(topic, partition, size)
-            if refused is not None:
-                return RecordFuture(error=refused)
-        lock = self._lock
-        lock.acquire()  # not `with`: its __enter__/__exit__ lookups cost more than the lock
-        try:
-            if self._buffered_bytes + size > self._buffer_memory:  # else it fits: no wait to set up
-                full = self._wait_for_buffer(size)
-                if full is not None:
-                    return RecordFuture(error=full)
-            batch = self._open
-            if batch is None:
-                batch = self._open = RecordBatch()
-                self._cond.notify_all()  # the sender starts the linger clock
-            fields = batch.fields
-            index = len(fields) // _WIDTH
-            fields.extend((topic, partition, key, value, timestamp_ms, size))
-            if headers is not None:
-                batch.headers_at[index] = headers
-            batch.bytes += size
-            self._buffered_bytes += size
-            if batch.bytes >= self._batch_size or index >= self._batch_last_index:
-                self._seal()
-        finally:
-            lock.release()
-        if not index & _YIELD_MASK and self._in_flight is not None:
-            # The sender is committing a batch: let it take the GIL now rather than after the
-            # interpreter's switch interval (5 ms), which it waits again after each of its
-            # many GIL-free calls (Parquet encoding, writes, fsyncs) while a loop of send()
-            # never gives the GIL up on its own. 200,000 records in a loop: 445k -> 519k rec/s.
-            _yield_gil(0)
-        return RecordFuture(batch, index)
-
     def send_batch(
         self,
         topic: str,
@@ -336,6 +235,10 @@ class Producer:
             self._buffered_bytes += entry.bytes
             self._cond.notify_all()
         return entry.future
+
+    def _new_batch(self) -> RecordBatch:
+        """A batch for send() to open (the compiled send path holds no Python class itself)."""
+        return RecordBatch()
 
     def _wait_for_buffer(self, size: int) -> DeliveryTimeoutError | None:
         """Wait (lock held) until ``size`` more bytes fit in ``buffer.memory``; the error if
