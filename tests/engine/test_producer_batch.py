@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from lakelog.engine.produce.record_queue import RecordFuture
 
 from lakelog.engine.errors import CommitConflictError, RecordTooLargeError, UnknownTopicOrPartitionError
 from lakelog.engine.produce.batches import ProducerBatch, RecordBatch, number_records, partition_ids
+from lakelog.engine.produce.record_queue import RecordFuture
 from lakelog.engine.topics import TopicMetadata, TopicPartition
 from tests.states import state_with
 
