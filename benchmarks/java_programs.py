@@ -194,6 +194,17 @@ def log4j2_config(log_file: Path, levels: Mapping[str, str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+# Frames of a thread that is idle by design: a pool or a REST server waiting for work, a client's
+# network loop waiting for its sockets.
+_IDLE_THREADS = (
+    "sun.nio.ch.EPoll.wait",
+    "ThreadPoolExecutor.getTask",
+    "ScheduledThreadPoolExecutor$DelayedWorkQueue.take",
+    "org.eclipse.jetty.util.thread.QueuedThreadPool",
+    "org.eclipse.jetty.io.ManagedSelector",
+)
+
+
 class JavaProgram:
     """One of the framework programs, running (see the module docstring).
 
@@ -273,7 +284,36 @@ class JavaProgram:
         return HarnessError(
             f"{self.name}: {what}; exit code {self.proc.poll()}; fatal events {fatal}\n"
             f"last events: {self.lines[-5:]}\nits log ({self.log_path}) ends:\n{self.log_tail()}"
+            f"{self.busy_threads()}"
         )
+
+    def busy_threads(self, frames: int = 14) -> str:
+        """Where a still running program's own threads are (a wait that never ends is silent in
+        its log: a Connect source task's producer retries forever): the JVM's whole thread dump
+        goes to ``<name>.threads`` beside its log, and the top ``frames`` of every thread but the
+        JVM's own and idle pool threads are returned. Empty when it has exited or ``jcmd`` fails."""
+        if self.proc.poll() is not None:
+            return ""
+        jcmd = Path(shutil.which("java") or "java").resolve().with_name("jcmd")
+        try:
+            dump = subprocess.run(
+                [str(jcmd), str(self.proc.pid), "Thread.print"], capture_output=True, text=True, timeout=30
+            ).stdout
+        except (OSError, subprocess.SubprocessError):
+            return ""
+        with contextlib.suppress(OSError):
+            self.log_path.with_suffix(".threads").write_text(dump)
+        kept = []
+        for block in dump.split("\n\n"):
+            head, _, body = block.strip().partition("\n")
+            if not head.startswith('"') or "java.lang.Thread.State" not in body:
+                continue
+            lines = body.splitlines()
+            idle = any(frame in body for frame in _IDLE_THREADS) or not any("org.apache" in x for x in lines)
+            if idle and "task-thread" not in head:  # a Connect task's own thread is always shown
+                continue
+            kept.append("\n".join([head, *lines[: frames + 1]]))
+        return f"\nits threads ({self.log_path.with_suffix('.threads')}):\n" + "\n".join(kept) if kept else ""
 
     def wait_for(self, condition: Callable[[JavaProgram], bool], timeout_s: float, what: str) -> None:
         """Return once ``condition(self)`` holds; raise :class:`HarnessError` when the program

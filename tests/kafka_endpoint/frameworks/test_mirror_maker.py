@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.java_programs import CONNECT_WORKERS, JavaProgram, stopped_after
+from benchmarks.java_programs import CONNECT_WORKERS, HarnessError, JavaProgram, stopped_after
 from tests.kafka_endpoint.frameworks import harness
 from tests.kafka_endpoint.frameworks.conftest import KAFKA, Target, on_lakelog
 
@@ -64,7 +64,15 @@ def test_mirror_maker_2_copies_a_topic_from_kafka_into_lakelog_once(
     source.produce(TOPIC, values)
 
     with stopped_after([]) as programs:
-        levels = {"org.apache.kafka.connect.mirror": "INFO"}
+        # Beside MM2's own progress, what tells a silent stall apart: the task producer's producer
+        # id (TransactionManager), its requests that timed out (NetworkClient) and where its source
+        # consumer starts (SubscriptionState): a source task's producer retries forever unlogged.
+        levels = {
+            "org.apache.kafka.connect.mirror": "INFO",
+            "org.apache.kafka.clients.NetworkClient": "INFO",
+            "org.apache.kafka.clients.producer.internals.TransactionManager": "INFO",
+            "org.apache.kafka.clients.consumer.internals.SubscriptionState": "INFO",
+        }
         workers = JavaProgram(CONNECT_WORKERS, tmp_path, "mm2", args=[str(worker)], log_levels=levels)
         programs.append(workers)
         workers.wait_for(lambda w: bool(w.events("STARTED")), 120, "the worker started")
@@ -75,12 +83,20 @@ def test_mirror_maker_2_copies_a_topic_from_kafka_into_lakelog_once(
         harness.until(workers, "the connector configured", lambda: harness.rest(create, "PUT", config))
         mirrored = f"src.{TOPIC}"  # DefaultReplicationPolicy
 
+        seen: list[str] = ["nothing read yet"]
+
         def copied() -> list[tuple] | None:
             try:
                 found = target.read_all(mirrored, timeout_s=10)
-            except Exception:
+            except Exception as exc:
+                seen[0] = f"reading failed: {exc!r}"
                 return None
+            seen[0] = f"{len(found)} records read"
             return found if len(found) >= RECORDS else None
 
-        records = harness.until(workers, f"{RECORDS} records in {mirrored}", copied, timeout_s=240)
+        try:
+            records = harness.until(workers, f"{RECORDS} records in {mirrored}", copied, timeout_s=240)
+        except HarnessError as exc:
+            agent = target.log.read_text(errors="replace")[-4000:] if target.log else ""
+            raise HarnessError(f"{exc}\nlast read of {mirrored}: {seen[0]}\nthe agent's log ends:\n{agent}") from exc
         assert sorted(value for _, value, _, _ in records) == sorted(values)  # each once
