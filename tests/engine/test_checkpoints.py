@@ -170,3 +170,52 @@ def test_close_gives_up_at_its_bound_and_names_the_checkpoint(caplog):
     assert time.monotonic() - started < 5
     assert "/some/store at version 50 is still being written" in caplog.text
     release.set()
+
+
+def test_a_version_the_tables_newest_checkpoint_covers_is_not_written_again(tmp_path):
+    """Another process's checkpoint of version 100 (here the store's own checkpoint thread)
+    covers 50 and 100 asked for by this one: neither is written again."""
+    root = tmp_path / "store"
+    store = Store.open(root)
+    store.create_topic("t", partitions=1)
+    _grow(store, 105)
+    assert wait_for_checkpoints(60)
+    assert _checkpoints_on_disk(root)[-1] == 100
+    written: list[int] = []
+    checkpointer = Checkpointer(lambda uri, version: written.append(version))
+    checkpointer.request(str(root), 50)
+    checkpointer.request(str(root), 100)
+    assert checkpointer.wait(10)
+    checkpointer.close()
+    assert written == [] and _checkpoints_on_disk(root)[-1] == 100
+
+
+def test_a_checkpoint_another_process_wrote_a_moment_ago_defers_the_next_to_its_pause():
+    """The pause is the table's: this process's checkpoint took 0.2 s (share 0.5 -> a pause of
+    0.2 s); another process wrote one of the table just now, so the next waits 0.2 s after it
+    although this process's own pause is long over. Without it, it starts at once."""
+    newest: list[tuple[int, float] | None] = [None]
+    starts: list[tuple[int, float]] = []
+
+    def write(uri: str, version: int) -> None:
+        starts.append((version, time.monotonic()))
+        time.sleep(0.2)
+        newest[0] = (version, time.time())
+
+    checkpointer = Checkpointer(write, share=0.5, newest=lambda uri: newest[0])
+    checkpointer.request("a", 50)
+    assert checkpointer.wait(10)
+    time.sleep(0.4)  # past this process's own pause
+    asked = time.monotonic()
+    checkpointer.request("a", 100)  # nobody else wrote one since: at once
+    deadline = time.monotonic() + 10
+    while len(starts) < 2 and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert starts[1][0] == 100 and starts[1][1] - asked < 0.15
+    time.sleep(0.6)
+    newest[0], other = (150, time.time()), time.monotonic()  # another process's, just now
+    checkpointer.request("a", 200)
+    while len(starts) < 3 and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert starts[2][0] == 200 and starts[2][1] >= other + 0.2 - 0.02
+    checkpointer.close()

@@ -278,6 +278,20 @@ class LogFiles:
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
+    def last_checkpoint_written(self) -> tuple[int, float] | None:
+        """The version ``_last_checkpoint`` names and when that file was written (seconds since
+        the epoch, the store's clock), or None (no checkpoint yet, or unreadable)."""
+        version = self.last_checkpoint()
+        if version is None:
+            return None
+        try:
+            if self._local:
+                return version, os.stat(os.path.join(self.log_dir, HINT)).st_mtime
+            assert self._fs is not None
+            return version, self._fs.modified(f"{self._root}/{HINT}").timestamp()
+        except (OSError, ValueError, NotImplementedError):
+            return None
+
     def checkpoint_hint(self) -> dict[str, Any] | None:
         """``_last_checkpoint`` as written (``version``, ``size``, ``parts``, ...; Delta protocol,
         "Last Checkpoint File"), or None when absent or unreadable."""
