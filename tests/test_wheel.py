@@ -48,6 +48,8 @@ def installed(tmp_path_factory):
     assert "lakelog/jvm/lakelog-jvm.jar" in names
     # Producer.send's compiled path (record_queue.pyx) is built into the wheel, not left to the user.
     assert [n for n in names if n.startswith("lakelog/engine/produce/record_queue.") and n.endswith(".so")], names
+    # So is the agent's record reader (record_columns.pyx).
+    assert [n for n in names if n.startswith("lakelog/kafka_endpoint/record_columns.") and n.endswith(".so")], names
     assert {n.split("/")[0] for n in names if not n.startswith("lakelog-")} == {"lakelog"}, "only lakelog/ installs"
     # Benchmarks and the Kafka reference broker are the checkout's (benchmarks/), not a user's.
     assert not [n for n in names if "benchmarks" in n or "kafka_reference" in n or "kafka-reference" in n], names

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.compute as pc
 from kio.schema.errors import ErrorCode
 from kio.schema.produce.v3.request import ProduceRequest
@@ -214,9 +215,14 @@ class ProduceApis:
 def _placed(state: TableState, topic: str, partition: int, batches: list[Any]) -> PlacedRecords:
     """The records of a request's batches for one partition, placed (refused here, alone,
     rather than in the group they would join)."""
-    if len(batches) == 1:
-        b = batches[0]
-        return place_partition_records(state, topic, partition, b.keys, b.values, b.headers, b.timestamps)
+    if all(b.bare for b in batches):  # the columns as read, no headers to place
+        if len(batches) == 1:
+            keys, values, stamps = batches[0].key_column, batches[0].value_column, batches[0].timestamp_column
+        else:
+            keys = pa.concat_arrays([b.key_column for b in batches])
+            values = pa.concat_arrays([b.value_column for b in batches])
+            stamps = np.concatenate([b.timestamp_column for b in batches])
+        return place_partition_records(state, topic, partition, keys, values, None, stamps)
     return place_partition_records(
         state,
         topic,

@@ -58,6 +58,59 @@ def test_produced_batches_decode_in_every_codec(compression):
     assert batch.headers == [[("a", b"1")], None] and batch.producer_id == 7
 
 
+def _batch(records: list[tuple], compression: int = 0, producer_id: int = 7, base_sequence: int = 0) -> bytes:
+    builder = DefaultRecordBatchBuilder(2, compression, False, producer_id, 0, base_sequence, 2**20)
+    for i, (stamp, key, value, headers) in enumerate(records):
+        builder.append(i, stamp, key, value, headers)
+    return bytes(builder.build())
+
+
+def test_batches_without_headers_are_read_into_columns_as_aiokafka_reads_them():
+    """Uncompressed records without headers are read in C straight into Arrow columns (no
+    object per record): null and empty keys and values, big and 0 timestamp deltas, several
+    batches in one request; each batch equals what aiokafka's record reader makes of it."""
+    from aiokafka.record.memory_records import MemoryRecords
+
+    first = [
+        (1_700_000_000_000 + 1000 * i, None if i % 3 else f"k{i}".encode(), f"v{i}".encode() * i, [])
+        for i in range(300)
+    ]
+    second = [(5, b"", None, []), (0, None, b"", []), (2**40, b"x" * 70_000, b"y", [])]
+    data = _batch(first) + _batch(second, producer_id=9, base_sequence=300)
+    batches = decode_batches(data)
+    assert [type(b._keys) for b in batches] == [pa.BinaryArray, pa.BinaryArray]  # the columns' path
+    reader = MemoryRecords(data)
+    for produced in batches:
+        rows = list(reader.next_batch())
+        assert produced.keys == [r.key for r in rows] and produced.values == [r.value for r in rows]
+        assert produced.timestamps == [r.timestamp for r in rows] and produced.headers == [None] * len(rows)
+        assert produced.key_column.to_pylist() == produced.keys and len(produced) == len(rows)
+    assert (batches[1].producer_id, batches[1].base_sequence) == (9, 300)
+
+
+def test_batches_with_headers_or_compressed_are_read_record_by_record():
+    with_headers = decode_batches(_batch([(1, b"k", b"v", [("h", b"1")]), (2, None, b"w", [])]))
+    compressed = decode_batches(_batch([(1, b"k", b"v", [])], compression=1))
+    assert [type(b._keys) for b in with_headers + compressed] == [list, list]
+    assert with_headers[0].headers == [[("h", b"1")], None] and not with_headers[0].bare
+    assert compressed[0].values == [b"v"] and compressed[0].bare
+
+
+def test_a_record_section_that_does_not_parse_to_its_count_is_left_to_the_general_reader():
+    from lakelog.kafka_endpoint.record_columns import read_columns
+
+    data = _batch([(1, b"k", b"v", []), (2, None, b"w", [])])
+    assert read_columns(data, 61, len(data), 2, 0) is not None
+    assert read_columns(data, 61, len(data), 3, 0) is None  # fewer records than counted
+    assert read_columns(data, 61, len(data), 1, 0) is None  # more
+    assert read_columns(data, 61, len(data) - 1, 2, 0) is None  # cut short
+    assert read_columns(data + b"\x00", 61, len(data) + 1, 2, 0) is None  # a stray byte after them
+    assert read_columns(b"\xff" * 20, 0, 20, 1, 0) is None  # a varint that never ends
+    assert read_columns(data, 61, len(data) + 5, 2, 0) is None  # past the buffer
+    # A batch cut short at the end of a request is left out, as aiokafka's reader leaves it.
+    assert decode_batches(data[:-3]) == []
+
+
 def test_corrupt_batches_are_refused():
     builder = DefaultRecordBatchBuilder(2, 0, False, -1, -1, -1, 2**20)
     builder.append(0, 1, b"k", b"v", [])

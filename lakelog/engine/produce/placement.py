@@ -433,28 +433,35 @@ def place_partition_records(
     view: TableState,
     topic: str,
     partition: int,
-    keys: Sequence[bytes | None],
-    values: Sequence[bytes | None],
-    headers: Sequence[Sequence[tuple[str, bytes | None]] | None],
-    timestamps_ms: Sequence[int],
+    keys: Sequence[bytes | None] | pa.Array,
+    values: Sequence[bytes | None] | pa.Array,
+    headers: Sequence[Sequence[tuple[str, bytes | None]] | None] | None,
+    timestamps_ms: Sequence[int] | np.ndarray,
 ) -> PlacedRecords:
     """Records for one given partition, as a Kafka Produce request carries them (keys and
     values bytes or None, headers (key, value) pairs or None per record, timestamps in ms),
     placed: the same :class:`PlacedRecords` and the same refusals as :func:`place_records`
     over :func:`columns_for_batch`'s table of them, built with a handful of Arrow calls
     instead of a pass per column and check (the agent places every Produce request so, on
-    its event loop). Raises what :func:`columns_for_batch` and :func:`place_records` raise."""
+    its event loop). Keys and values may come as ``pa.binary()`` arrays and timestamps as an
+    int64 array (the agent's record reader makes them so); ``headers`` None means no record
+    has headers. Raises what :func:`columns_for_batch` and :func:`place_records` raise."""
     n = len(values)
     meta = view.topics.get(topic)
-    bare = headers.count(None) == n  # no record has headers (most often)
+    bare = headers is None or headers.count(None) == n  # no record has headers (most often)
     placeable = (
-        0 < n == len(keys) == len(headers) == len(timestamps_ms)
+        0 < n == len(keys) == len(timestamps_ms)
+        and (headers is None or len(headers) == n)
         and meta is not None
         and 0 <= partition < meta.partitions
-        and (bare or not any(key is None for row in headers if row for key, _ in row))
+        and (bare or not any(key is None for row in headers if row for key, _ in row))  # type: ignore[union-attr]
     )
     if placeable:
-        stamps = np.fromiter(timestamps_ms, dtype=np.int64, count=n)
+        stamps = (
+            timestamps_ms
+            if isinstance(timestamps_ms, np.ndarray)
+            else np.fromiter(timestamps_ms, dtype=np.int64, count=n)
+        )
         try:
             key_column, value_column = array(keys, pa.binary()), array(values, pa.binary())
         except (TypeError, OverflowError):
@@ -463,7 +470,7 @@ def place_partition_records(
         if bare:  # sizes from the columns' lengths: no pass over the records in Python
             sizes = _binary_lengths(value_column) + (0 if key_column.null_count == n else _binary_lengths(key_column))
         else:
-            each = zip(keys, values, headers, strict=True)
+            each = zip(keys, values, headers, strict=True)  # type: ignore[arg-type]
             sizes = np.fromiter((record_size(k, v, h) for k, v, h in each), dtype=np.int64, count=n)
         placeable = (
             int(sizes.max()) <= meta.max_message_bytes  # type: ignore[union-attr]
@@ -472,10 +479,12 @@ def place_partition_records(
         )
     if not placeable:
         # Something is refused (or there is nothing): the general path says what, as it would.
-        rows = [None if row is None else [{"key": k, "value": v} for k, v in row] for row in headers]
-        table = columns_for_batch(topic, values, keys, partition, rows, timestamps_ms)
+        keys, values = _listed(keys), _listed(values)
+        stamps_list = timestamps_ms.tolist() if isinstance(timestamps_ms, np.ndarray) else timestamps_ms
+        rows = [None if row is None else [{"key": k, "value": v} for k, v in row] for row in headers or [None] * n]
+        table = columns_for_batch(topic, values, keys, partition, rows, stamps_list)
         return place_records(view, [table])
-    header_column = pa.nulls(n, HEADERS_ARROW) if bare else array(list(headers), HEADERS_ARROW)
+    header_column = pa.nulls(n, HEADERS_ARROW) if bare else array(list(headers), HEADERS_ARROW)  # type: ignore[arg-type]
     return PlacedRecords(
         [TopicPartition(topic, partition)],
         np.zeros(n, dtype=np.int64),
@@ -485,6 +494,10 @@ def place_partition_records(
         stamps,
         sizes,
     )
+
+
+def _listed(values: Sequence[Any] | pa.Array) -> Sequence[Any]:
+    return values.to_pylist() if isinstance(values, pa.Array) else values
 
 
 def _valid(column: pa.Array) -> np.ndarray:
