@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaException
 
@@ -118,8 +119,10 @@ def _fill(agent) -> None:
             producer.send("g", f"v{i}", partition=i % 4).get()
 
 
-def _share_everything(a: Consumer, b: Consumer, seen: dict) -> None:
-    """Poll both until every record was read and both own partitions, never one partition twice."""
+def _share_everything(a: Consumer, b: Consumer, seen: dict, store: Path) -> None:
+    """Poll both until every record was read and both own partitions, never one partition twice.
+    A failure names the group as the store holds it (a rare CI failure left a member's JoinGroup
+    waiting minutes with nothing else to go by)."""
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
         _poll(a, seen, "a")
@@ -127,7 +130,18 @@ def _share_everything(a: Consumer, b: Consumer, seen: dict) -> None:
         assert not _owned(a) & _owned(b)
         if len(seen) == 400 and _owned(a) and _owned(b):
             break
-    assert len(seen) == 400 and _owned(a) | _owned(b) == {0, 1, 2, 3}
+    if not (len(seen) == 400 and _owned(a) | _owned(b) == {0, 1, 2, 3}):
+        from lakelog.engine.admin.groups import describe_group
+
+        try:
+            group: object = describe_group(Store.open(store, create=False).context, "kg")
+        except Exception as exc:  # the failure above is the one to report
+            group = f"not described: {exc!r}"
+        read = {name: sum(name in names for names in seen.values()) for name in ("a", "b")}
+        raise AssertionError(
+            f"{len(seen)} of 400 records read ({read}); a owns {_owned(a)}, b owns {_owned(b)}; "
+            f"the group in the store: {group}"
+        )
 
 
 def test_members_connected_to_different_agents_of_one_store_share_the_group(agent):
@@ -138,7 +152,7 @@ def test_members_connected_to_different_agents_of_one_store_share_the_group(agen
     a, b = _member(agent.bootstrap, "a"), _member(other.bootstrap, "b")
     seen: dict = {}
     try:
-        _share_everything(a, b, seen)
+        _share_everything(a, b, seen, agent.store)
     finally:
         a.close()
         b.close()
@@ -159,7 +173,7 @@ def test_cooperative_sticky_members_through_two_agents_share_a_classic_group(age
     b = _member(other.bootstrap, "b", "cooperative-sticky", **{"group.instance.id": "b-static"})
     seen: dict = {}
     try:
-        _share_everything(a, b, seen)
+        _share_everything(a, b, seen, agent.store)
         admin = AdminClient({"bootstrap.servers": other.bootstrap})
         described = admin.describe_consumer_groups(["kg"])["kg"].result(timeout=30)
         assert described.partition_assignor == "cooperative-sticky"
@@ -189,7 +203,6 @@ def test_a_killed_members_partitions_go_to_the_others_after_its_session(agent, t
     import signal
     import subprocess
     import sys
-    from pathlib import Path
 
     store = Store.open(agent.store, create=False)
     store.create_topic("g", partitions=6)
