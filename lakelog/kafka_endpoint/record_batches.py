@@ -43,8 +43,8 @@ class ProducedBatch:
     """One record batch of a produce request: its producer fields and its records, as Arrow
     columns (``key_column``, ``value_column``: ``pa.binary()``; ``timestamp_column``: int64 ms)
     or as Python lists (``keys``, ``values``, ``headers``, ``timestamps``), whichever it was
-    made from; the other form is derived once, on first use. ``bare`` says that no record has
-    headers."""
+    made from: lists are derived from columns once, on first use (then kept instead of them),
+    columns from lists at each use. ``bare`` says that no record has headers."""
 
     def __init__(
         self,

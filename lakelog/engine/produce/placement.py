@@ -470,7 +470,7 @@ def place_partition_records(
         if bare:  # sizes from the columns' lengths: no pass over the records in Python
             sizes = _binary_lengths(value_column) + (0 if key_column.null_count == n else _binary_lengths(key_column))
         else:
-            each = zip(keys, values, headers, strict=True)  # type: ignore[arg-type]
+            each = zip(_listed(keys), _listed(values), headers, strict=True)  # type: ignore[arg-type]
             sizes = np.fromiter((record_size(k, v, h) for k, v, h in each), dtype=np.int64, count=n)
         placeable = (
             int(sizes.max()) <= meta.max_message_bytes  # type: ignore[union-attr]
