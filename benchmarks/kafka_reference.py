@@ -36,6 +36,7 @@ import contextlib
 import fcntl
 import hashlib
 import os
+import random
 import shutil
 import signal
 import socket
@@ -234,14 +235,43 @@ def _find_java(java: str | None) -> str:
     return candidate
 
 
-def _free_ports(count: int) -> list[int]:
+# The lowest port free_ports picks (below it: well-known and registered services' usual ports).
+_LOWEST_PORT = 10000
+
+
+def _ephemeral_start() -> int:
+    """The first port of the kernel's ephemeral range (what a bind to port 0 gets)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # Linux's default; macOS's range starts higher still
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` different ports free on 127.0.0.1 now, for programs told which port to listen
+    on. Picked at random below the ephemeral range: a port the kernel hands out for port 0 and
+    that is closed again can be handed to any other process binding port 0 (an agent, a client)
+    before the program meant to listen on it binds it -- a Connect worker's REST server failed to
+    start so in a CI run ("Unable to initialize REST server"). Below the range a port races only
+    with another caller drawing the same one of ~20,000."""
+    top = _ephemeral_start()
+    if top - _LOWEST_PORT < 1000:  # an odd range: the kernel's own choice, as before
+        top = 0
     # All sockets stay open until every port is chosen, so the ports differ.
     with contextlib.ExitStack() as stack:
-        ports = []
-        for _ in range(count):
+        ports: list[int] = []
+        for _ in range(100 * count):
+            if len(ports) == count:
+                break
+            port = random.randrange(_LOWEST_PORT, top) if top else 0
             sock = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
-            sock.bind(("127.0.0.1", 0))
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue  # taken (or lingering): draw again
             ports.append(sock.getsockname()[1])
+        if len(ports) < count:
+            raise OSError(f"no {count} free ports found on 127.0.0.1")
         return ports
 
 
@@ -471,7 +501,7 @@ class KafkaBroker:
         workdir = self.workdir
         data = workdir / "data"
         shutil.rmtree(data, ignore_errors=True)
-        self._port, self._controller_port, *extra = _free_ports(3 if self.sasl_ssl else 2)
+        self._port, self._controller_port, *extra = free_ports(3 if self.sasl_ssl else 2)
         self._sasl_ssl_port = extra[0] if extra else None
         self._cluster_id = _cluster_id()
         properties = workdir / "server.properties"

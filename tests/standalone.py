@@ -11,7 +11,6 @@ by ``python -m tests.standalone`` (prints the master URL and waits).
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -22,13 +21,13 @@ from pathlib import Path
 
 import pyspark
 
+from benchmarks.kafka_reference import free_ports
+
 SPARK_HOME = Path(pyspark.__file__).resolve().parent
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return free_ports(1)[0]
 
 
 def _spawn(args: list[str], log: Path, env: dict[str, str]) -> subprocess.Popen:

@@ -178,7 +178,7 @@ def test_broker_that_does_not_answer_in_time_is_killed_with_its_log() -> None:
 def test_port_taken_between_probe_and_bind_is_retried(monkeypatch: pytest.MonkeyPatch) -> None:
     from benchmarks import kafka_reference
 
-    real_free_ports = kafka_reference._free_ports
+    real_free_ports = kafka_reference.free_ports
     calls: list[list[int]] = []
     with socket.socket() as squatter:
         squatter.bind(("127.0.0.1", 0))
@@ -192,7 +192,7 @@ def test_port_taken_between_probe_and_bind_is_retried(monkeypatch: pytest.Monkey
             calls.append(ports)
             return ports
 
-        monkeypatch.setattr(kafka_reference, "_free_ports", first_one_taken)
+        monkeypatch.setattr(kafka_reference, "free_ports", first_one_taken)
         with KafkaBroker() as retried:
             assert len(calls) == 2
             assert retried.port != taken
@@ -209,3 +209,18 @@ def test_stop_ends_the_broker_and_removes_its_directory(running: KafkaBroker) ->
         os.kill(pid, 0)  # reaped by stop(), so not even a zombie is left
     assert not workdir.exists()
     running.stop()  # idempotent
+
+
+def test_free_ports_are_distinct_bindable_and_below_the_ephemeral_range():
+    """Ports handed to programs that listen on them later are never ones the kernel hands out
+    for port 0 (an agent or a client binding meanwhile would take it: a Connect worker's REST
+    server once failed to start so)."""
+    from benchmarks import kafka_reference
+
+    start = kafka_reference._ephemeral_start()
+    for _ in range(20):
+        ports = kafka_reference.free_ports(3)
+        assert len(set(ports)) == 3 and all(kafka_reference._LOWEST_PORT <= p < start for p in ports)
+        for port in ports:
+            with socket.socket() as sock:
+                sock.bind(("127.0.0.1", port))

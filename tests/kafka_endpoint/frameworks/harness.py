@@ -4,25 +4,12 @@ builder and runner, shared with the perf verbs): Kafka Connect workers' settings
 from __future__ import annotations
 
 import json
-import socket
 import time
 import urllib.error
 import urllib.request
 from typing import Any
 
 from benchmarks.java_programs import JavaProgram
-
-
-def free_ports(count: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for sock in sockets:
-            sock.bind(("127.0.0.1", 0))
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
-
 
 # The workers' config, offset and status topics.
 INTERNAL_TOPICS = ("connect-configs", "connect-offsets", "connect-status")

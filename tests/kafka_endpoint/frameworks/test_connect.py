@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 
 from benchmarks.java_programs import CONNECT_WORKERS, JavaProgram, stopped_after
+from benchmarks.kafka_reference import free_ports
 from tests.kafka_endpoint.frameworks.conftest import Target, against_kafka_and_lakelog
-from tests.kafka_endpoint.frameworks.harness import free_ports, rest, until, worker_properties
+from tests.kafka_endpoint.frameworks.harness import rest, until, worker_properties
 
 pytestmark = [pytest.mark.slow, pytest.mark.kafka]
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.java_programs import CONNECT_WORKERS, HarnessError, JavaProgram, stopped_after
+from benchmarks.kafka_reference import free_ports
 from tests.kafka_endpoint.frameworks import harness
 from tests.kafka_endpoint.frameworks.conftest import KAFKA, Target, on_lakelog
 
@@ -56,7 +57,7 @@ def mirror_source_connector(source: str, target: str, topics: str) -> dict[str, 
 def test_mirror_maker_2_copies_a_topic_from_kafka_into_lakelog_once(
     source: Target, target: Target, tmp_path: Path
 ) -> None:
-    (port,) = harness.free_ports(1)
+    (port,) = free_ports(1)
     worker = tmp_path / "worker.properties"
     worker.write_text(harness.worker_properties(target.bootstrap, port))
     values = [f"record-{i}".encode() for i in range(RECORDS)]
