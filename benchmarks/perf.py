@@ -423,10 +423,15 @@ def cmd_perf_producer_perf(args: argparse.Namespace, out: Out) -> None:
     from benchmarks.scratch import check_work_dir
 
     check_work_dir(args.work_dir, s3=False)
+    if args.warmup_records >= args.num_records:
+        raise InvalidConfigError(
+            f"--warmup-records {args.warmup_records} leaves none of --num-records {args.num_records} to measure"
+        )
     perf_producer_performance(
         records=args.num_records,
         record_size=args.record_size,
         repeat=args.repeat,
+        warmup_records=args.warmup_records,
         producer_props=args.producer_props,
         kafka=not args.no_kafka,
         work_dir=args.work_dir,

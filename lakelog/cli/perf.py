@@ -242,6 +242,12 @@ def add_parser(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
     p.add_argument("--record-size", type=COUNT, default=100)
     p.add_argument("--repeat", type=COUNT, default=1, help="interleaved runs per side (median reported)")
     p.add_argument(
+        "--warmup-records",
+        type=NON_NEGATIVE,
+        default=0,
+        help="records at the start of each run left out of its figures, on both sides (the tool's own option)",
+    )
+    p.add_argument(
         "--producer-props",
         nargs="+",
         action="extend",

@@ -211,15 +211,33 @@ def test_producer_performance_summaries_are_read_and_a_failed_run_is_named():
     assert (figures["sent"], figures["rps"], figures["p50"], figures["p99"]) == (1_000_000, 5421.08259, 20948, 31401)
     with pytest.raises(ValueError, match="no summary"):
         parse_summary("Exception in thread main: TimeoutException")
+    # With --warmup-records the tool adds the steady state's line (Kafka 4.3.1's wording): that one counts.
+    warmed = output + (
+        "200000 steady state records sent, 101163.378857 records/sec (9.65 MB/sec), 1115.84 ms avg latency, "
+        "1354.00 ms max latency, 1115 ms 50th, 1327 ms 95th, 1348 ms 99th, 1353 ms 99.9th.\n"
+    )
+    figures = parse_summary(warmed)
+    assert (figures["sent"], figures["rps"], figures["p50"], figures["p99"]) == (200_000, 101163.378857, 1115, 1348)
+
+
+def test_perf_producer_perf_refuses_a_warm_up_that_leaves_nothing_to_measure(tmp_path, capsys):
+    argv = ["perf", "producer-perf", "--num-records", "3000", "--warmup-records", "3000", "--work-dir", str(tmp_path)]
+    assert main(argv) != 0
+    assert "--warmup-records 3000 leaves none of --num-records 3000 to measure" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.kafka
 def test_perf_producer_perf_runs_kafkas_tool_against_the_agent_and_a_broker(tmp_path, capsys):
-    argv = ["perf", "producer-perf", "--num-records", "3000", "--work-dir", str(tmp_path)]
+    argv = ["perf", "producer-perf", "--num-records", "3000", "--warmup-records", "1000", "--work-dir", str(tmp_path)]
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert out.count("run 1: ") == 2 and "ratio lakelog/kafka: throughput " in out
     assert "the Java producer's defaults (idempotent, acks=all)" in out
+    assert "each on a new agent and a new broker" in out
+    assert "the first 1,000 records of each run are its warm-up, not counted" in out
+    # The steady state's figures, on both sides: the 2,000 records after the warm-up.
+    assert out.count("run 1: lakelog 2,000 records, ") == 1 and out.count("run 1: kafka   2,000 records, ") == 1
     assert list(tmp_path.iterdir()) == []
 
 
