@@ -50,6 +50,22 @@ final class Settings {
     }
 
     /**
+     * A failure on one line with every cause under it ({@code X: why; caused by Y: why}): the
+     * outermost exception alone often says only that something failed (Connect's "Unable to
+     * initialize REST server" wraps the BindException that says which port).
+     */
+    static String describe(Throwable failure) {
+        StringBuilder line = new StringBuilder(String.valueOf(failure));
+        java.util.Set<Throwable> seen = new java.util.HashSet<>();
+        seen.add(failure);
+        for (Throwable cause = failure == null ? null : failure.getCause(); cause != null && seen.add(cause);
+                cause = cause.getCause()) {
+            line.append("; caused by ").append(cause);
+        }
+        return line.toString().replace('\n', ' ');
+    }
+
+    /**
      * Runs {@code stop} once stdin ends (the test closes it, or dies): the programs stop cleanly
      * when their driver goes away rather than outliving it.
      */

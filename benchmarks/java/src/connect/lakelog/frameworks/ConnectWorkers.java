@@ -51,7 +51,7 @@ public final class ConnectWorkers {
             Settings.event("STARTED " + n + " " + connect.rest().advertisedUrl());
             return connect;
         } catch (Exception | LinkageError failure) {
-            Settings.event("FAILED " + n + " " + String.valueOf(failure).replace('\n', ' '));
+            Settings.event("FAILED " + n + " " + Settings.describe(failure));
             return null;
         }
     }
@@ -86,7 +86,7 @@ public final class ConnectWorkers {
                     try {
                         worker.herderTask().get();
                     } catch (ExecutionException failure) {
-                        why = String.valueOf(failure.getCause());
+                        why = Settings.describe(failure.getCause());
                     } catch (InterruptedException | CancellationException ignored) {
                         why = "herder cancelled";
                     }

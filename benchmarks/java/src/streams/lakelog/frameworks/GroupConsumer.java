@@ -60,7 +60,7 @@ public final class GroupConsumer {
             consumer.commitSync();
             Settings.event("COMMITTED");
         } catch (CommitFailedException | RebalanceInProgressException | FencedInstanceIdException lost) {
-            Settings.event("COMMIT_FAILED " + String.valueOf(lost).replace('\n', ' '));
+            Settings.event("COMMIT_FAILED " + Settings.describe(lost));
         }
     }
 
@@ -133,7 +133,7 @@ public final class GroupConsumer {
         } catch (WakeupException expected) {
             // stop() while polling or committing
         } catch (Exception fatal) {
-            Settings.event("FATAL " + String.valueOf(fatal).replace('\n', ' '));
+            Settings.event("FATAL " + Settings.describe(fatal));
             exitCode = 1;
         } finally {
             try {

@@ -73,7 +73,7 @@ public final class WordCount {
             }
         });
         streams.setUncaughtExceptionHandler(exception -> {
-            Settings.event("FATAL " + String.valueOf(exception).replace('\n', ' '));
+            Settings.event("FATAL " + Settings.describe(exception));
             exitCode[0] = 1;
             return StreamsUncaughtExceptionHandler.StreamThreadExceptionResponse.SHUTDOWN_CLIENT;
         });
