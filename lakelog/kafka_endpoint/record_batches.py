@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import struct
 
+import crc32c
 import numpy as np
 import pyarrow as pa
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
@@ -111,6 +112,8 @@ class ProducedBatch:
 # A v2 batch's header fields (Kafka's DefaultRecordBatch): where each starts, after the base
 # offset and length; the records follow the header.
 _BATCH_LENGTH = struct.Struct(">i")
+_CRC = struct.Struct(">I")
+_CRC_AT = 17  # the CRC-32C of everything from the attributes on
 _ATTRIBUTES = struct.Struct(">h")
 _ATTRIBUTES_AT = 21
 _BASE_TIMESTAMP = struct.Struct(">q")
@@ -130,6 +133,7 @@ def decode_batches(data: bytes | None) -> list[ProducedBatch]:
         return []
     try:
         data = bytes(data)
+        view = memoryview(data)
         records = MemoryRecords(data)
         batches = []
         at = 0  # where the batch MemoryRecords hands out next starts in ``data``
@@ -140,7 +144,14 @@ def decode_batches(data: bytes | None) -> list[ProducedBatch]:
             size = 12 + _BATCH_LENGTH.unpack_from(data, at + 8)[0]
             if batch.magic != 2:
                 raise InvalidRecordBatchError(f"record batch magic {batch.magic}: only v2 batches are accepted")
-            if not batch.validate_crc():
+            # The CRC checked here with the GIL held: aiokafka's check gives it up for the few
+            # microseconds a 16 KB batch takes, and the event loop then waits for it behind the
+            # agent's other threads, up to the switch interval (measured beside a thread running
+            # Python: 11 us -> 272 us a batch). crc32c uses the CPU's CRC-32C instruction.
+            if (
+                crc32c.crc32c(view[at + _ATTRIBUTES_AT : at + size], gil_release_mode=0)
+                != _CRC.unpack_from(data, at + _CRC_AT)[0]
+            ):
                 raise InvalidRecordBatchError("record batch CRC-32C mismatch")
             if batch.is_control_batch:
                 raise InvalidRecordBatchError("a client may not produce control batches")

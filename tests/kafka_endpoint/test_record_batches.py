@@ -122,6 +122,28 @@ def test_corrupt_batches_are_refused():
         decode_batches(b"\x00" * 30)
 
 
+def test_every_byte_the_crc_covers_is_checked_in_every_batch_of_a_request():
+    def batch(value: bytes) -> bytes:
+        builder = DefaultRecordBatchBuilder(2, 0, False, 7, 0, 0, 2**20)
+        for i in range(3):
+            builder.append(i, 1_700_000_000_000 + i, None, value + bytes([i]), [])
+        return bytes(builder.build())
+
+    first, second = batch(b"a" * 50), batch(b"b" * 70)
+    request = first + second
+    assert [b.values for b in decode_batches(request)] == [
+        [b"a" * 50 + bytes([i]) for i in range(3)],
+        [b"b" * 70 + bytes([i]) for i in range(3)],
+    ]
+    # The second batch's stored CRC (bytes 17-20), its attributes (21, the first byte covered), a
+    # record's byte and its last byte: each changed alone makes the request refused.
+    for at in (17, 20, 21, 40, len(second) - 1):
+        damaged = bytearray(request)
+        damaged[len(first) + at] ^= 0x01
+        with pytest.raises(InvalidRecordBatchError, match="CRC-32C mismatch"):
+            decode_batches(bytes(damaged))
+
+
 def test_responses_of_any_version_are_built_from_plain_values():
     old, new = response_class(3, 1), response_class(3, 12)  # Metadata v1 and v12
     for cls in (old, new):
