@@ -220,6 +220,27 @@ def test_producer_performance_summaries_are_read_and_a_failed_run_is_named():
     assert (figures["sent"], figures["rps"], figures["p50"], figures["p99"]) == (200_000, 101163.378857, 1115, 1348)
 
 
+def test_the_seconds_after_a_warm_up_are_those_that_began_once_its_records_were_acknowledged():
+    from benchmarks.producer_perf import rates_after
+
+    def window(sent: int, rate: float) -> str:
+        return f"{sent} records sent, {rate} records/sec (9.5 MB/sec), 2762.5 ms avg latency, 2829.0 ms max latency.\n"
+
+    output = (
+        "Warmup first 250 records. Steady state results will print after the complete test summary.\n"
+        + window(100, 100.0)
+        + window(200, 200.0)  # 300 acknowledged by its end: the warm-up's last records in it
+        + window(300, 300.5)
+        + window(400, 400.0)
+        + "1000 records sent, 250.0 records/sec (0.02 MB/sec), 1.0 ms avg latency, 2.0 ms max latency, "
+        "1 ms 50th, 2 ms 95th, 2 ms 99th, 2 ms 99.9th.\n"
+    )
+    assert rates_after(output, 250) == [300.5, 400.0]
+    assert rates_after(output, 300) == [300.5, 400.0]  # the window that began at 300 counts
+    assert rates_after(output, 0) == [100.0, 200.0, 300.5, 400.0]
+    assert rates_after(output, 1001) == []
+
+
 def test_perf_producer_perf_refuses_a_warm_up_that_leaves_nothing_to_measure(tmp_path, capsys):
     argv = ["perf", "producer-perf", "--num-records", "3000", "--warmup-records", "3000", "--work-dir", str(tmp_path)]
     assert main(argv) != 0
@@ -238,6 +259,9 @@ def test_perf_producer_perf_runs_kafkas_tool_against_the_agent_and_a_broker(tmp_
     assert "the first 1,000 records of each run are its warm-up, not counted" in out
     # The steady state's figures, on both sides: the 2,000 records after the warm-up.
     assert out.count("run 1: lakelog 2,000 records, ") == 1 and out.count("run 1: kafka   2,000 records, ") == 1
+    # Too short a run for a whole second after its warm-up: said so on both sides, and no ratio of them.
+    assert out.count("seconds after the warm-up: median none (no whole second after it)") >= 2
+    assert "; seconds after the warm-up " not in out
     assert list(tmp_path.iterdir()) == []
 
 
