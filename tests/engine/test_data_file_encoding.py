@@ -1,13 +1,22 @@
 """How a data file's columns are encoded: dictionaries only where a file's values repeat,
-statistics only where a reader prunes by them; the rows read back as written."""
+statistics only where a reader prunes by them; the rows read back as written; Delta's
+``stats`` of a file and the rows a produce group's files are built from."""
 
 from __future__ import annotations
 
-import pyarrow as pa
-import pyarrow.parquet as pq
+import datetime as dt
+import json
 
-from lakelog.engine.commit.data_files import DataFileWriter
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+
+from lakelog.engine.commit.data_files import DataFileWriter, file_stats_json, partition_runs
+from lakelog.engine.produce.batches import log_rows
 from lakelog.engine.schema import LOG_ARROW_SCHEMA
+from lakelog.engine.topics import TopicPartition
 
 HEADERS = LOG_ARROW_SCHEMA.field("headers").type
 
@@ -39,3 +48,114 @@ def test_only_repeating_columns_are_dictionary_encoded_and_the_rows_read_back(tm
     back = parquet.read()
     for name in back.column_names:
         assert back.column(name).to_pylist() == table.column(name).to_pylist(), name
+
+
+def _stats_table(offsets: list[int | None], micros: list[int | None]) -> pa.Table:
+    return pa.table(
+        {"offset": pa.array(offsets, pa.int64()), "timestamp": pa.array(micros, pa.timestamp("us", tz="UTC"))}
+    )
+
+
+def _kernel_stats(part: pa.Table) -> tuple[dict, dict]:
+    """What a compute kernel says of the two columns: the reference the stats are held to."""
+    lows, highs = {}, {}
+    for name in ("offset", "timestamp"):
+        bounds = pc.min_max(part.column(name).cast(pa.int64()))  # a timestamp as its microseconds
+        if bounds["min"].is_valid:
+            lows[name], highs[name] = bounds["min"].as_py(), bounds["max"].as_py()
+    return lows, highs
+
+
+def _as_micros(stamp: str, *, upper: bool) -> int:
+    ms = int(dt.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp() * 1000)
+    return ms * 1000 + (999 if upper else 0)
+
+
+@pytest.mark.parametrize(
+    ("offsets", "micros", "start", "length"),
+    [
+        ([5, 6, 7, 8], [1_700_000_000_123_456, 1_699_999_999_000_001, 1_700_000_000_000_000, 3], 0, 4),
+        # A slice: the values from its offset on (the extremes outside it).
+        ([1, 20, 30, 25, 100], [-(10**12), 5_000, -1_500, 9_000, 10**15], 1, 3),
+        ([None, 3, None, 1], [None, 2_000, 1_000, None], 0, 4),  # nulls: counted, left out of the bounds
+        ([None, None], [None, None], 0, 2),  # no value: no bounds
+        ([1, 2], [1_000, 2_000], 1, 0),  # no rows
+    ],
+)
+def test_file_stats_hold_each_columns_bounds_and_nulls_of_the_rows_given(offsets, micros, start, length):
+    part = _stats_table(offsets, micros).slice(start, length)
+    stats = json.loads(file_stats_json(part))
+    lows, highs = _kernel_stats(part)
+    assert stats["numRecords"] == length
+    assert stats["nullCount"] == {name: part.column(name).null_count for name in ("offset", "timestamp")}
+    assert stats["minValues"].get("offset") == lows.get("offset")
+    assert stats["maxValues"].get("offset") == highs.get("offset")
+    if "timestamp" not in lows:
+        assert "timestamp" not in stats["minValues"] and "timestamp" not in stats["maxValues"]
+    else:
+        # Delta's ms strings: the low rounded down, the high up, so both hold every row.
+        assert _as_micros(stats["minValues"]["timestamp"], upper=False) <= lows["timestamp"]
+        assert lows["timestamp"] - _as_micros(stats["minValues"]["timestamp"], upper=False) < 1000
+        assert _as_micros(stats["maxValues"]["timestamp"], upper=True) >= highs["timestamp"]
+        assert _as_micros(stats["maxValues"]["timestamp"], upper=True) - highs["timestamp"] < 2000
+
+
+def test_log_rows_name_each_rows_topic_for_one_topic_and_for_several():
+    tps = [TopicPartition("naïve-topic", 0), TopicPartition("b", 1), TopicPartition("naïve-topic", 2)]
+    for row_tps, expected in (
+        ([0, 0, 2, 2], ["naïve-topic"] * 4),
+        ([1, 0, 2, 1], ["b", "naïve-topic", "naïve-topic", "b"]),
+    ):
+        used = [tps[i] for i in sorted(set(row_tps))]
+        remap = {tps.index(tp): i for i, tp in enumerate(used)}
+        ids = np.array([remap[i] for i in row_tps])
+        n = len(ids)
+        table, _ = log_rows(
+            used,
+            ids,
+            np.arange(10, 10 + n),
+            np.zeros(n, dtype=np.int64),
+            keys=pa.nulls(n, pa.binary()),
+            values=pa.array([b"v"] * n),
+            headers=pa.nulls(n, HEADERS),
+            sequences=pa.array(range(n), pa.int32()),
+            producer_id=7,
+            producer_epoch=0,
+            topics={},
+            append_time_ms=0,
+        )
+        table.validate(full=True)
+        assert table.schema == LOG_ARROW_SCHEMA
+        assert table.column("topic").to_pylist() == expected
+        assert table.column("partition").to_pylist() == [tps[i].partition for i in row_tps]
+
+
+def test_a_write_told_its_partition_runs_writes_the_files_a_search_for_them_finds(tmp_path):
+    n = 6
+    table = pa.table(
+        {
+            "topic": ["a", "a", "a", "b", "b", "a"],
+            "partition": pa.array([0, 0, 0, 1, 1, 2], pa.int32()),
+            "offset": pa.array([5, 6, 7, 0, 1, 9], pa.int64()),
+            "timestamp": pa.array([1_000 * i for i in range(n)], pa.timestamp("us", tz="UTC")),
+            "timestamp_type": pa.array([0] * n, pa.int32()),
+            "key": pa.nulls(n, pa.binary()),
+            "value": pa.array([bytes([i]) for i in range(n)]),
+            "headers": pa.nulls(n, HEADERS),
+            "producer_id": pa.array([1] * n, pa.int64()),
+            "producer_epoch": pa.array([0] * n, pa.int32()),
+            "sequence": pa.array(range(n), pa.int32()),
+        },
+        schema=LOG_ARROW_SCHEMA,
+    )
+    writer = DataFileWriter(str(tmp_path))
+    runs = partition_runs(table)
+    assert runs == [(TopicPartition("a", 0), 0, 3), (TopicPartition("b", 1), 3, 2), (TopicPartition("a", 2), 5, 1)]
+    searched = writer.write(table, sync=False, renumberable=True)
+    told = writer.write(table, sync=False, renumberable=True, runs=runs)
+    assert [(f.stats.tp, f.stats.min_offset, f.stats.max_offset, f.add.stats) for f in told] == [
+        (f.stats.tp, f.stats.min_offset, f.stats.max_offset, f.add.stats) for f in searched
+    ]
+    assert [f.offsets_at for f in told] == [f.offsets_at for f in searched]
+    for mine, theirs in zip(told, searched, strict=True):
+        assert pq.read_table(mine.full_path).equals(pq.read_table(theirs.full_path))

@@ -194,12 +194,9 @@ def file_stats_json(part: pa.Table) -> str:
     nulls: dict[str, int] = {}
     for name in STATS_COLUMNS:
         column = part.column(name)
-        bounds = pc.min_max(column)
+        lo, hi = _bounds(column)
         if name == "timestamp":
-            # .value (microseconds), not as_py(): a zoned timestamp's as_py() imports pandas.
-            lo, hi = _stats_time(bounds["min"].value, upper=False), _stats_time(bounds["max"].value, upper=True)
-        else:
-            lo, hi = bounds["min"].as_py(), bounds["max"].as_py()
+            lo, hi = _stats_time(lo, upper=False), _stats_time(hi, upper=True)
         if lo is not None:
             mins[name], maxs[name] = lo, hi
         nulls[name] = column.null_count
@@ -207,6 +204,23 @@ def file_stats_json(part: pa.Table) -> str:
         {"numRecords": part.num_rows, "minValues": mins, "maxValues": maxs, "nullCount": nulls},
         separators=(",", ":"),
     )
+
+
+def _bounds(column: pa.Array | pa.ChunkedArray) -> tuple[int | None, int | None]:
+    """The least and the greatest value of an integer or timestamp column (a timestamp as the
+    integer of its unit), None for both when it holds no value."""
+    if column.null_count == 0:
+        if not len(column):
+            return None, None
+        # NumPy over the column's buffer: a compute kernel's call costs several times more for
+        # the few hundred rows of an agent's produce group.
+        values = to_numpy(column)
+        return int(values.min()), int(values.max())
+    bounds = pc.min_max(column)
+    if pa.types.is_timestamp(column.type):
+        # .value, not as_py(): a zoned timestamp's as_py() imports pandas.
+        return bounds["min"].value, bounds["max"].value
+    return bounds["min"].as_py(), bounds["max"].as_py()
 
 
 def partition_runs(table: pa.Table | pa.RecordBatch) -> list[tuple[TopicPartition, int, int]]:
@@ -245,6 +259,7 @@ class DataFileWriter:
         label: str = "",
         sync: bool = True,
         renumberable: bool = False,
+        runs: Sequence[tuple[TopicPartition, int, int]] | None = None,
     ) -> list[DataFile]:
         """One file per (topic, partition) of ``table`` (log columns, rows grouped
         by partition in offset order); nothing is committed.
@@ -265,12 +280,13 @@ class DataFileWriter:
         offsets are consecutive, in one row group, are laid out so that
         :meth:`renumber` can move them (:attr:`DataFile.offsets_at`); the offset
         column of such a file has no Parquet statistics (Delta's ``stats`` has its
-        range). Raises OSError; the files of a failed call are deleted.
+        range). ``runs``: the table's :func:`partition_runs`, when the caller knows them
+        already. Raises OSError; the files of a failed call are deleted.
         """
         written: list[DataFile] = []
         renumberable = renumberable and not sync and self._local
         try:
-            for tp, start, count in partition_runs(table):
+            for tp, start, count in partition_runs(table) if runs is None else runs:
                 part = table.slice(start, count)
                 written.append(self._write_one(tp, part, data_change, modification_time_ms, label, renumberable))
             if sync:

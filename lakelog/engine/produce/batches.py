@@ -411,27 +411,40 @@ def log_rows(
         stamped = np.isin(topic_of_tp, [names.index(t) for t in log_append])[row_tps]
         timestamps = np.where(stamped, append_time_ms, timestamps)
         types = np.where(stamped, TIMESTAMP_TYPE_CODES["LogAppendTime"], types).astype(np.int32)
-    # Built in C (take over the few distinct names), not as a million Python strings.
-    topic_column = array(names, pa.string()).take(array(topic_of_tp[row_tps], pa.int32()))
-    table = pa.table(
-        {
-            "topic": topic_column,
-            "partition": array(tp_partition[row_tps], pa.int32()),
-            "offset": array(offsets, pa.int64()),
-            "timestamp": array(timestamps * 1000, pa.timestamp("us", tz="UTC")),
-            "timestamp_type": array(types, pa.int32()),
-            "key": keys,
-            "value": values,
-            "headers": headers,
-            "producer_id": array(np.broadcast_to(np.asarray(producer_id, dtype=np.int64), len(row_tps)), pa.int64()),
-            "producer_epoch": array(
-                np.broadcast_to(np.asarray(producer_epoch, dtype=np.int32), len(row_tps)), pa.int32()
-            ),
-            "sequence": sequences,
-        },
+    columns = {
+        "topic": _topic_column(names, topic_of_tp[row_tps]),
+        "partition": array(tp_partition[row_tps], pa.int32()),
+        "offset": array(offsets, pa.int64()),
+        "timestamp": array(timestamps * 1000, pa.timestamp("us", tz="UTC")),
+        "timestamp_type": array(types, pa.int32()),
+        "key": keys,
+        "value": values,
+        "headers": headers,
+        "producer_id": array(np.broadcast_to(np.asarray(producer_id, dtype=np.int64), len(row_tps)), pa.int64()),
+        "producer_epoch": array(np.broadcast_to(np.asarray(producer_epoch, dtype=np.int32), len(row_tps)), pa.int32()),
+        "sequence": sequences,
+    }
+    table = pa.Table.from_arrays(
+        [
+            column if column.type == field.type else column.cast(field.type)
+            for field, column in zip(LOG_ARROW_SCHEMA, columns.values(), strict=True)
+        ],
         schema=LOG_ARROW_SCHEMA,
     )
     return table, {t: append_time_ms for t in log_append}
+
+
+def _topic_column(names: list[str], row_names: np.ndarray) -> pa.Array:
+    """Row i's topic, ``names[row_names[i]]``, built in C rather than as Python strings: one
+    name repeated straight into Arrow's buffers (a produce group's rows, most often), a take
+    over the names otherwise."""
+    if len(names) != 1:
+        return array(names, pa.string()).take(array(row_names, pa.int32()))
+    name, count = names[0].encode(), len(row_names)
+    if len(name) * count > np.iinfo(np.int32).max:
+        raise OverflowError(f"{count} rows of topic {names[0]!r} do not fit one Arrow string array")
+    offsets = np.arange(count + 1, dtype=np.int32) * np.int32(len(name))
+    return pa.Array.from_buffers(pa.string(), count, [None, pa.py_buffer(offsets), pa.py_buffer(name * count)])
 
 
 class _OrderedRecords(NamedTuple):

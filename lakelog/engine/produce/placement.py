@@ -156,6 +156,10 @@ class PlacedBatch:
         built: the row order (grouped by partition, record order within each) and each row's
         offset."""
         records = self.records
+        if len(records.tps) == 1:  # one partition: the records' own order, numbered on
+            order = np.arange(len(records), dtype=np.int64)
+            self.offsets = order + ends.get(records.tps[0], 0)
+            return order, self.offsets
         starts = np.array([ends.get(tp, 0) for tp in records.tps], dtype=np.int64)
         order, offsets = number_records(records.tp_ids, np.ones(len(records), dtype=bool), starts)
         self.offsets = np.empty(len(records), dtype=np.int64)
@@ -173,7 +177,7 @@ class PlacedBatch:
             t: append_time_ms for t in {tp.topic for tp in records.tps} if topics[t].log_append_time
         }
         headers = records.headers
-        if n and bool(np.all(order[1:] > order[:-1])):
+        if len(records.tps) == 1 or (n and bool(np.all(order[1:] > order[:-1]))):
             # Already grouped by partition (one partition, or sticky runs): no reordering copy.
             keys, values, headers = records.keys, records.values, headers
             timestamps, row_tps = records.timestamps_ms, records.tp_ids
