@@ -101,11 +101,26 @@ def _binary(values: Sequence[bytes]) -> pa.Array:
     # Offsets and one data buffer, as Arrow lays out a binary column: faster than arro3's
     # per-value builder and than pa.array itself for the producer's batches.
     data = b"".join(values)  # TypeError for a value that is not bytes-like
-    if len(data) > np.iinfo(np.int32).max:
-        raise OverflowError(f"{len(data)} bytes do not fit one Arrow binary array (at most 2 GiB)")
+    _check_offsets(len(data), pa.binary())
     offsets = np.zeros(len(values) + 1, dtype=np.int32)
     np.cumsum(np.fromiter(map(len, values), dtype=np.int32, count=len(values)), out=offsets[1:])
     return pa.Array.from_buffers(pa.binary(), len(values), [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+
+
+def repeated_string(value: str, count: int) -> pa.Array:
+    """A string array holding ``value`` ``count`` times, written straight into Arrow's offsets
+    and data buffers (a produce group's topic column: no Python string per row, no kernel
+    call). Raises OverflowError past one array's 2 GiB of data."""
+    data = value.encode()
+    _check_offsets(len(data) * count, pa.string())
+    offsets = np.arange(count + 1, dtype=np.int32) * np.int32(len(data))
+    return pa.Array.from_buffers(pa.string(), count, [None, pa.py_buffer(offsets), pa.py_buffer(data * count)])
+
+
+def _check_offsets(size: int, type: pa.DataType) -> None:
+    # Binary and string arrays address their data with int32 offsets.
+    if size > np.iinfo(np.int32).max:
+        raise OverflowError(f"{size} bytes do not fit one Arrow {type} array (at most 2 GiB)")
 
 
 def key_value_lists(rows: Sequence[Sequence[tuple[Any, Any]] | None], type: pa.DataType) -> pa.Array:

@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import pyarrow as pa
 
-from lakelog.engine.arrow_columns import array, key_value_lists, to_numpy
+from lakelog.engine.arrow_columns import array, key_value_lists, repeated_string, to_numpy
 from lakelog.engine.commit import AppTransaction
 from lakelog.engine.commit.state import TableState
 from lakelog.engine.errors import DeliveryTimeoutError, LakelogError, RecordTooLargeError, UnknownTopicOrPartitionError
@@ -436,15 +436,10 @@ def log_rows(
 
 def _topic_column(names: list[str], row_names: np.ndarray) -> pa.Array:
     """Row i's topic, ``names[row_names[i]]``, built in C rather than as Python strings: one
-    name repeated straight into Arrow's buffers (a produce group's rows, most often), a take
-    over the names otherwise."""
-    if len(names) != 1:
-        return array(names, pa.string()).take(array(row_names, pa.int32()))
-    name, count = names[0].encode(), len(row_names)
-    if len(name) * count > np.iinfo(np.int32).max:
-        raise OverflowError(f"{count} rows of topic {names[0]!r} do not fit one Arrow string array")
-    offsets = np.arange(count + 1, dtype=np.int32) * np.int32(len(name))
-    return pa.Array.from_buffers(pa.string(), count, [None, pa.py_buffer(offsets), pa.py_buffer(name * count)])
+    name repeated (a produce group's rows, most often), a take over the names otherwise."""
+    if len(names) == 1:
+        return repeated_string(names[0], len(row_names))
+    return array(names, pa.string()).take(array(row_names, pa.int32()))
 
 
 class _OrderedRecords(NamedTuple):
