@@ -19,7 +19,9 @@ checkpoint interval and the same warm-up:
   of the same rows, one file per partition, to the same disk;
 * ``contention``: N processes appending 100-record batches to one
   partition: aggregate acknowledged records/s, batch latency p50/p99, and
-  how many deliveries timed out at default settings;
+  how many deliveries timed out at default settings; with ``--kafka`` beside
+  as many confluent-kafka processes on a broker topic with Kafka's defaults and
+  on one with ``flush.messages=1`` (the durable baseline);
 * ``first-ack``: from starting ``python -c`` to the first acknowledged
   record in a process that never imports Spark;
 * ``growth``: one-record commit latency and a consumer's poll at a small
@@ -43,6 +45,8 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from benchmarks.kafka_reference import FLUSH_EVERY_MESSAGE, KAFKA, KAFKA_FLUSH, create_topic
 
 SECTIONS = ("latency", "dir-sync", "throughput", "contention", "first-ack", "growth")
 ROOT = Path(__file__).resolve().parents[1]
@@ -423,25 +427,29 @@ def _contend(target: str, work: str, processes: int, batches: int, label: str) -
 
 
 def contention(
-    work: str, processes: int, batches: int, out: Callable[[str], None], bootstrap: str | None = None
+    work: str,
+    processes: int,
+    batches: int,
+    out: Callable[[str], None],
+    bootstrap: str | None = None,
+    kafka_flush: bool = True,
 ) -> dict[str, float]:
     """One round of N lakelog processes on one partition; with a broker, 3 rounds interleaved with
-    as many confluent-kafka processes on one partition of a broker topic, medians."""
+    as many confluent-kafka processes on one partition of a broker topic (and, unless not
+    ``kafka_flush``, of a topic with flush.messages=1, the durable baseline), medians."""
     path = f"{work}/contention-store"
     store = _store(path)
     rounds = 3 if bootstrap else 1
-    ours, theirs = [], []
-    admin = None
-    if bootstrap:
-        from confluent_kafka.admin import AdminClient, NewTopic
-
-        admin = AdminClient({"bootstrap.servers": bootstrap})  # kept: its futures fail once it is destroyed
+    peers = ([KAFKA, KAFKA_FLUSH] if kafka_flush else [KAFKA]) if bootstrap else []
+    ours: list[dict[str, float]] = []
+    theirs: dict[str, list[dict[str, float]]] = {peer: [] for peer in peers}
     for r in range(rounds):
         ours.append(_contend(path, work, processes, batches, f"lakelog-{r}"))
-        if admin is not None:
-            topic = f"perf-contention-{os.getpid()}-{r}"
-            admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(60)
-            theirs.append(_contend(f"kafka://{bootstrap}/{topic}", work, processes, batches, f"kafka-{r}"))
+        for peer in peers:
+            assert bootstrap is not None
+            topic = f"perf-contention-{os.getpid()}-{r}-{'flush' if peer == KAFKA_FLUSH else 'default'}"
+            create_topic(bootstrap, topic, FLUSH_EVERY_MESSAGE if peer == KAFKA_FLUSH else {})
+            theirs[peer].append(_contend(f"kafka://{bootstrap}/{topic}", work, processes, batches, f"{topic}"))
     assert sum(store.end_offsets("t").values()) == rounds * processes * batches * 100
 
     def median(results: list[dict[str, float]]) -> dict[str, float]:
@@ -454,14 +462,17 @@ def contention(
         f"{figures['records_per_s']:,.0f} acknowledged rec/s, batch p50 {figures['p50_ms']:.0f} ms, "
         f"p99 {figures['p99_ms']:.0f} ms, {figures['timeouts']:.0f} DeliveryTimeoutError(s) at default settings"
     )
-    if bootstrap:
-        peer = median(theirs)
-        figures |= {f"kafka_{key}": value for key, value in peer.items() if key != "timeouts"}
-        figures["ratio"] = figures["records_per_s"] / peer["records_per_s"]
+    for peer in peers:
+        found = median(theirs[peer])
+        prefix = "kafka_flush_" if peer == KAFKA_FLUSH else "kafka_"
+        figures |= {f"{prefix}{key}": value for key, value in found.items() if key != "timeouts"}
+        figures[f"{prefix}ratio"] = figures["records_per_s"] / found["records_per_s"]
+        topic = "a topic with flush.messages=1" if peer == KAFKA_FLUSH else "its defaults"
+        target = " (target >= 0.2, lakelog p99 <= 100 ms)" if peer == KAFKA else ""
         out(
-            f"contention: confluent-kafka -> broker, the same processes and batches: {peer['records_per_s']:,.0f} "
-            f"acknowledged rec/s, batch p50 {peer['p50_ms']:.0f} ms, p99 {peer['p99_ms']:.0f} ms; ratio "
-            f"lakelog/kafka {figures['ratio']:.2f} (target >= 0.2, lakelog p99 <= 100 ms)"
+            f"contention: confluent-kafka -> broker ({topic}), the same processes and batches: "
+            f"{found['records_per_s']:,.0f} acknowledged rec/s, batch p50 {found['p50_ms']:.0f} ms, "
+            f"p99 {found['p99_ms']:.0f} ms; ratio lakelog/{peer} {figures[f'{prefix}ratio']:.2f}{target}"
         )
     return figures
 
@@ -641,10 +652,12 @@ def perf_commit(
     work_dir: str | None,
     out: Callable[[str], None],
     kafka: bool = False,
+    kafka_flush: bool = True,
 ) -> dict[str, dict[str, float]]:
     """Run the chosen sections in a temporary directory (removed afterwards); their figures. With
     ``kafka``, throughput's per-record loops and contention also run against a Kafka broker
-    (:class:`benchmarks.kafka_reference.KafkaBroker`, started once, stopped at the end)."""
+    (:class:`benchmarks.kafka_reference.KafkaBroker`, started once, stopped at the end), and
+    contention, unless not ``kafka_flush``, against a flush.messages=1 topic of it too."""
     work = tempfile.mkdtemp(prefix="lakelog-perf-commit-", dir=work_dir)
     figures: dict[str, dict[str, float]] = {}
     broker = None
@@ -663,7 +676,7 @@ def perf_commit(
             elif section == "throughput":
                 figures[section] = throughput(work, records, record_size, 3, out, bootstrap)
             elif section == "contention":
-                figures[section] = contention(work, processes, batches, out, bootstrap)
+                figures[section] = contention(work, processes, batches, out, bootstrap, kafka_flush)
             elif section == "first-ack":
                 figures[section] = first_ack(work, 5, out)
             elif section == "growth":

@@ -702,3 +702,46 @@ class KafkaBroker:
                 + _tail(done.stdout + "\n" + done.stderr)
             )
         return done
+
+
+# The durable baseline's topic config: Kafka's flush.messages (the topic-level form of the
+# broker's log.flush.interval.messages), an fsync of the partition's log after every append,
+# so the broker acknowledges what is on disk as lakelog's commit does.
+FLUSH_EVERY_MESSAGE = {"flush.messages": "1"}
+# The broker sides of a benchmark: Kafka's defaults, and a topic with FLUSH_EVERY_MESSAGE.
+KAFKA, KAFKA_FLUSH = "kafka", "kafka flush=1"
+
+
+def create_topic(bootstrap: str, topic: str, config: Mapping[str, str] | None = None, partitions: int = 1) -> None:
+    """Create ``topic`` on the broker at ``bootstrap`` with the topic ``config`` and wait until
+    every partition has a leader. Raises :class:`KafkaReferenceError` when the broker does not
+    hold ``config`` for it afterwards (a benchmark's durable baseline then measures nothing
+    durable) or no leader appears within 60 s."""
+    from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+
+    config = dict(config or {})
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    new = NewTopic(topic, num_partitions=partitions, replication_factor=1, config=config)
+    admin.create_topics([new])[topic].result()
+    if config:
+        resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+        held = {name: entry.value for name, entry in admin.describe_configs([resource])[resource].result().items()}
+        check_topic_config(topic, config, held)
+    # CreateTopics answers before the partition has its leader everywhere: on a loaded machine
+    # the first ListOffsets then fails with NOT_LEADER_OR_FOLLOWER / UNKNOWN_TOPIC_OR_PARTITION.
+    deadline = time.monotonic() + 60
+    while True:
+        found = admin.list_topics(topic, timeout=10).topics.get(topic)
+        if found is not None and found.error is None and all(p.leader >= 0 for p in found.partitions.values()):
+            return
+        if time.monotonic() > deadline:
+            raise KafkaReferenceError(f"the broker's topic {topic} has no leader after 60 s")
+        time.sleep(0.1)
+
+
+def check_topic_config(topic: str, wanted: Mapping[str, str], held: Mapping[str, str | None]) -> None:
+    """Raise :class:`KafkaReferenceError` naming each of ``wanted`` that the broker's
+    DescribeConfigs answer ``held`` for ``topic`` does not hold as asked."""
+    differ = {name: held.get(name) for name, value in wanted.items() if held.get(name) != value}
+    if differ:
+        raise KafkaReferenceError(f"the broker holds {differ} for topic {topic}, not {dict(wanted)}")

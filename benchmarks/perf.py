@@ -325,6 +325,7 @@ def cmd_perf_commit(args: argparse.Namespace, out: Out) -> None:
         work_dir=args.work_dir,
         out=out,
         kafka=args.kafka,
+        kafka_flush=not args.no_kafka_flush,
     )
 
 
@@ -434,6 +435,7 @@ def cmd_perf_producer_perf(args: argparse.Namespace, out: Out) -> None:
         warmup_records=args.warmup_records,
         producer_props=args.producer_props,
         kafka=not args.no_kafka,
+        kafka_flush=not args.no_kafka_flush,
         work_dir=args.work_dir,
         out=out,
     )

@@ -8,11 +8,17 @@ default settings gets. The tool's own summary line is parsed (records/s, average
 percentile latencies, send to acknowledgement). Everything lives in a scratch directory this
 tool removes; the broker is stopped by its PID.
 
-Both sides get the same warm-up: each round starts a new agent on a new store and a new broker,
-and ``--warmup-records`` (the tool's own option, KIP-1052) leaves the first records of each run
-out of the figures on both. One broker kept for every round would warm its JIT in the rounds
-before (measured, three 1M-record runs on one broker: 145k, 186k, 252k records/s; on a new
-agent each: 86k, 81k, 84k) and be compared, warm, with an agent that just started.
+Beside the broker's defaults (it acknowledges from the page cache) a second, durable baseline
+runs unless ``--no-kafka-flush``: a topic with ``flush.messages=1`` (the topic-level
+``log.flush.interval.messages``), an fsync of the log after every append, as lakelog's commit is
+durable when acknowledged (:data:`benchmarks.kafka_reference.FLUSH_EVERY_MESSAGE`).
+
+Every side gets the same warm-up: each run starts on a new agent over a new store or on a new
+broker, and ``--warmup-records`` (the tool's own option, KIP-1052) leaves the first records of
+each run out of the figures on all. One broker kept for every run would warm its JIT in the
+runs before (measured, three 1M-record runs on one broker: 145k, 186k, 252k records/s; on a new
+agent each: 86k, 81k, 84k) and be compared, warm, with an agent that just started. The sides'
+order rotates from round to round (:func:`benchmarks.serve.side_order`).
 
 The tool's steady-state figure counts from the moment the warm-up's last record was handed to
 ``send()``, so a side whose records wait longer for their acknowledgement (the 32 MB buffer is
@@ -28,10 +34,12 @@ import re
 import statistics
 from collections.abc import Callable, Sequence
 
-from benchmarks.serve import start_agent, stop_agent
+from benchmarks.kafka_reference import FLUSH_EVERY_MESSAGE, KAFKA, KAFKA_FLUSH, create_topic
+from benchmarks.serve import side_order, start_agent, stop_agent
 
 PRODUCER_PERFORMANCE = "org.apache.kafka.tools.ProducerPerformance"
 TOPIC = "perf-producer"
+LAKELOG = "lakelog serve"
 
 # "1000000 records sent, 5421.08 records/sec (0.52 MB/sec), 19036.06 ms avg latency, 31671.00 ms max
 # latency, 20948 ms 50th, 30691 ms 95th, 31401 ms 99th, 31645 ms 99.9th."; with --warmup-records a
@@ -83,12 +91,16 @@ def perf_producer_performance(
     kafka: bool,
     work_dir: str | None,
     out: Callable[[str], None],
-) -> None:
+    kafka_flush: bool = True,
+) -> dict[str, dict[str, float]]:
+    """Run ProducerPerformance ``repeat`` times on each side (see the module docstring), print
+    each run and the medians with the ratios to each broker side; returns the medians by side."""
     from benchmarks.kafka_reference import KafkaBroker
     from benchmarks.scratch import scratch_dir
     from lakelog.store import Store
 
-    results: dict[str, list[dict[str, float]]] = {"lakelog": [], "kafka": []}
+    sides = [LAKELOG, *(([KAFKA, KAFKA_FLUSH] if kafka_flush else [KAFKA]) if kafka else [])]
+    results: dict[str, list[dict[str, float]]] = {side: [] for side in sides}
     warmup = ("--warmup-records", str(warmup_records), "--reporting-interval", str(WINDOW_MS)) if warmup_records else ()
 
     def run(broker: KafkaBroker, bootstrap: str, topic: str) -> dict[str, float]:
@@ -106,43 +118,43 @@ def perf_producer_performance(
 
     with scratch_dir("producer-perf", work_dir) as scratch:
         for attempt in range(repeat):
-            # A new broker each round, as the agent is new each round. It also gives the tools
-            # their class path and log4j configuration, so with --no-kafka it only runs them.
-            broker = KafkaBroker().start()
-            try:
-                store = f"{scratch}/store-{attempt}"
-                Store.open(store).create_topic(TOPIC, partitions=1)
-                agent, bound = start_agent(store)
+            for side in side_order(sides, attempt):
+                # A new broker for every run, as the agent is new for every run. On lakelog's side
+                # it only gives the tool its class path and log4j configuration.
+                broker = KafkaBroker().start()
                 try:
-                    results["lakelog"].append(run(broker, bound["PLAINTEXT"], TOPIC))
+                    if side == LAKELOG:
+                        store = f"{scratch}/store-{attempt}"
+                        Store.open(store).create_topic(TOPIC, partitions=1)
+                        agent, bound = start_agent(store)
+                        try:
+                            results[side].append(run(broker, bound["PLAINTEXT"], TOPIC))
+                        finally:
+                            stop_agent(agent)
+                    else:
+                        create_topic(broker.bootstrap, TOPIC, FLUSH_EVERY_MESSAGE if side == KAFKA_FLUSH else {})
+                        results[side].append(run(broker, broker.bootstrap, TOPIC))
                 finally:
-                    stop_agent(agent)
-                out(f"run {attempt + 1}: lakelog {_line(results['lakelog'][-1])}")
-                if kafka:
-                    broker.run_tool(
-                        "org.apache.kafka.tools.TopicCommand",
-                        *("--bootstrap-server", broker.bootstrap, "--create", "--topic", TOPIC, "--partitions", "1"),
-                    )
-                    results["kafka"].append(run(broker, broker.bootstrap, TOPIC))
-                    out(f"run {attempt + 1}: kafka   {_line(results['kafka'][-1])}")
-            finally:
-                broker.stop()
+                    broker.stop()
+                out(f"run {attempt + 1}: {side:<13} {_line(results[side][-1])}")
     props = " ".join(producer_props) or "the Java producer's defaults (idempotent, acks=all)"
     out(
         f"perf producer-perf: Kafka's ProducerPerformance, {records:,} x {record_size} B, one partition, "
-        f"{props}; {repeat} interleaved run(s), each on a new agent and a new broker, medians"
+        f"{props}; {repeat} interleaved run(s) per side, each on a new agent or a new broker, medians"
         + (f"; the first {warmup_records:,} records of each run are its warm-up, not counted" if warmup_records else "")
     )
-    lake = _median(results["lakelog"])
-    out(f"  lakelog serve: {_line(lake)}")
-    if results["kafka"]:
-        ref = _median(results["kafka"])
-        out(f"  kafka 4.x:     {_line(ref)}")
+    medians = {side: _median(runs) for side, runs in results.items()}
+    for side, figures in medians.items():
+        out(f"  {side + ':':<14} {_line(figures)}")
+    lake = medians[LAKELOG]
+    for ref_side in sides[1:]:
+        ref = medians[ref_side]
         ratio, p99 = lake["rps"] / ref["rps"], lake["p99"] / ref["p99"]
         windows = ""
         if lake.get("window_rps") and ref.get("window_rps"):
             windows = f"; seconds after the warm-up {lake['window_rps'] / ref['window_rps']:.2f}"
-        out(f"  ratio lakelog/kafka: throughput {ratio:.2f}, p99 latency {p99:.1f}x{windows}")
+        out(f"  ratio lakelog/{ref_side}: throughput {ratio:.2f}, p99 latency {p99:.1f}x{windows}")
+    return medians
 
 
 def _median(runs: list[dict[str, float]]) -> dict[str, float]:

@@ -44,6 +44,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmarks.kafka_reference import FLUSH_EVERY_MESSAGE, KAFKA, KAFKA_FLUSH, create_topic
+
 ROOT = Path(__file__).resolve().parents[1]
 # Seconds at the fixed rate before the latency run's records are counted (see fixed_rate_latency).
 WARMUP_S = 2.0
@@ -269,12 +271,6 @@ def fetch_throughput(bootstrap: str, topic: str) -> float:
     return count / elapsed
 
 
-# The durable baseline's topic config: Kafka's flush.messages (server default
-# log.flush.interval.messages), an fsync of the partition's log after every append.
-FLUSH_EVERY_MESSAGE = {"flush.messages": "1"}
-KAFKA, KAFKA_FLUSH = "kafka", "kafka flush=1"
-
-
 @dataclass(frozen=True)
 class ServeWorkload:
     """What ``lakelog perf serve`` runs on each side: ``records`` records of ``record_size`` bytes
@@ -333,7 +329,7 @@ def perf_serve(workload: ServeWorkload, out: Callable[[str], None]) -> dict[str,
                     else:
                         assert broker is not None
                         topic = f"{TOPIC}-{run}-{'flush' if side == KAFKA_FLUSH else 'default'}"
-                        _create_kafka_topic(broker.bootstrap, topic, FLUSH_EVERY_MESSAGE if side == KAFKA_FLUSH else {})
+                        create_topic(broker.bootstrap, topic, FLUSH_EVERY_MESSAGE if side == KAFKA_FLUSH else {})
                         results[side].append(_measure(broker.bootstrap, workload, topic))
                     out(f"round {run + 1}: {side:<16} {_line(results[side][-1])}")
         finally:
@@ -353,23 +349,6 @@ def perf_serve(workload: ServeWorkload, out: Callable[[str], None]) -> dict[str,
             if ref in medians:
                 out(f"  ratios {side}/{ref}: {_ratios(medians[side], medians[ref])}")
     return medians
-
-
-def _create_kafka_topic(bootstrap: str, topic: str, config: Mapping[str, str]) -> None:
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1, config=dict(config))])[topic].result()
-    # CreateTopics answers before the partition has its leader everywhere: on a loaded machine
-    # the first ListOffsets then fails with NOT_LEADER_OR_FOLLOWER / UNKNOWN_TOPIC_OR_PARTITION.
-    deadline = time.monotonic() + 60
-    while True:
-        found = admin.list_topics(topic, timeout=10).topics.get(topic)
-        if found is not None and found.error is None and all(p.leader >= 0 for p in found.partitions.values()):
-            return
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"the broker's topic {topic} has no leader after 60 s")
-        time.sleep(0.1)
 
 
 def _measure(bootstrap: str, workload: ServeWorkload, topic: str = TOPIC) -> dict[str, float]:

@@ -18,7 +18,16 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from benchmarks.kafka_reference import CONSUMER_GROUP_COMMAND, KafkaBroker, KafkaReferenceError, SaslSslListener
+from benchmarks.kafka_reference import (
+    CONSUMER_GROUP_COMMAND,
+    FLUSH_EVERY_MESSAGE,
+    TOPIC_COMMAND,
+    KafkaBroker,
+    KafkaReferenceError,
+    SaslSslListener,
+    check_topic_config,
+    create_topic,
+)
 from lakelog.engine.errors import StoreError
 
 pytestmark = [pytest.mark.slow, pytest.mark.kafka]
@@ -128,6 +137,28 @@ def test_produce_consume_commit_as_kafka_sees_it(running: KafkaBroker) -> None:
 def test_group_listed_by_kafka_tools(running: KafkaBroker) -> None:
     listed = running.run_tool(CONSUMER_GROUP_COMMAND, "--bootstrap-server", running.bootstrap, "--list")
     assert GROUP in listed.stdout.split()
+
+
+def test_a_created_topic_holds_its_config_as_kafkas_own_tool_describes_it(running: KafkaBroker) -> None:
+    # The benchmarks' durable baseline: flush.messages=1 must be the topic's, not only asked for.
+    def described(topic: str) -> str:
+        args = ("--bootstrap-server", running.bootstrap, "--describe", "--topic", topic)
+        return running.run_tool(TOPIC_COMMAND, *args).stdout
+
+    create_topic(running.bootstrap, "durable", FLUSH_EVERY_MESSAGE, partitions=2)
+    durable = described("durable")
+    assert "PartitionCount: 2" in durable and "flush.messages=1" in durable, durable
+    assert durable.count("Leader: 1") == 2, durable  # create_topic returned once every partition had its leader
+    create_topic(running.bootstrap, "plain")
+    assert "flush.messages" not in described("plain")
+
+
+def test_a_topic_config_the_broker_does_not_hold_is_refused_by_name() -> None:
+    check_topic_config("t", {"flush.messages": "1"}, {"flush.messages": "1", "retention.ms": "604800000"})
+    with pytest.raises(KafkaReferenceError, match=r"holds \{'flush.messages': '9223372036854775807'\} for topic t"):
+        check_topic_config("t", {"flush.messages": "1"}, {"flush.messages": "9223372036854775807"})
+    with pytest.raises(KafkaReferenceError, match=r"holds \{'flush.messages': None\}"):
+        check_topic_config("t", {"flush.messages": "1"}, {})
 
 
 def test_refuses_managed_config_and_missing_java() -> None:

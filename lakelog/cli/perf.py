@@ -142,6 +142,12 @@ def add_parser(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
         help="also run confluent-kafka against a Kafka broker: throughput's per-record produce()/poll() loops "
         "and contention's processes, interleaved with lakelog's",
     )
+    p.add_argument(
+        "--no-kafka-flush",
+        action="store_true",
+        help="with --kafka, skip contention's durable baseline (a topic with flush.messages=1: fsync after "
+        "every append)",
+    )
     p.add_argument("--work-dir", help="where the temporary stores go (default: the system's temp directory)")
     p.set_defaults(func=_driver("commit"))
     p = psub.add_parser(
@@ -236,7 +242,7 @@ def add_parser(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
         "producer-perf",
         parents=parents,
         help="Kafka's ProducerPerformance (Java producer defaults: idempotent, acks=all) against lakelog serve "
-        "and a Kafka broker",
+        "and a Kafka broker (its defaults, and a flush.messages=1 topic as the durable baseline)",
     )
     p.add_argument("--num-records", type=COUNT, default=1_000_000)
     p.add_argument("--record-size", type=COUNT, default=100)
@@ -245,7 +251,7 @@ def add_parser(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
         "--warmup-records",
         type=NON_NEGATIVE,
         default=0,
-        help="records at the start of each run left out of its figures, on both sides (the tool's own option)",
+        help="records at the start of each run left out of its figures, on every side (the tool's own option)",
     )
     p.add_argument(
         "--producer-props",
@@ -253,9 +259,14 @@ def add_parser(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
         action="extend",
         default=[],
         metavar="KEY=VALUE",
-        help="producer config on both sides, e.g. enable.idempotence=false (default: the Java producer's own)",
+        help="producer config on every side, e.g. enable.idempotence=false (default: the Java producer's own)",
     )
-    p.add_argument("--no-kafka", action="store_true", help="skip the Apache Kafka broker side")
+    p.add_argument(
+        "--no-kafka-flush",
+        action="store_true",
+        help="skip the broker's durable baseline (a topic with flush.messages=1: fsync after every append)",
+    )
+    p.add_argument("--no-kafka", action="store_true", help="skip the Apache Kafka broker sides")
     p.add_argument("--work-dir", help="where the temporary stores go (default: the system's temp directory)")
     p.set_defaults(func=_driver("producer_perf"))
     p = psub.add_parser(
