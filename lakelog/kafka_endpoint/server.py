@@ -36,6 +36,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from lakelog.engine.errors import InvalidConfigError
+from lakelog.kafka_endpoint import cpu_affinity
 from lakelog.kafka_endpoint.endpoint import API_VERSIONS, SUPPORTED, Endpoint, api_versions_body
 from lakelog.kafka_endpoint.listeners import (
     Listener,
@@ -469,4 +470,6 @@ def serve(
             raise InvalidConfigError(f"--metrics-listen is HOST:PORT (plain HTTP), not {metrics_listen!r}")
         metrics_at = (address.host, address.port)
     sys.setswitchinterval(SWITCH_INTERVAL_S)
+    if store.settings.serve["serve.cpu.affinity"] == cpu_affinity.ONE:
+        cpu_affinity.pin_to_one_cpu()
     asyncio.run(_serve(store, listeners, ready, metrics_at))
