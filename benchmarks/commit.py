@@ -449,7 +449,7 @@ def contention(
             assert bootstrap is not None
             topic = f"perf-contention-{os.getpid()}-{r}-{'flush' if peer == KAFKA_FLUSH else 'default'}"
             create_topic(bootstrap, topic, FLUSH_EVERY_MESSAGE if peer == KAFKA_FLUSH else {})
-            theirs[peer].append(_contend(f"kafka://{bootstrap}/{topic}", work, processes, batches, f"{topic}"))
+            theirs[peer].append(_contend(f"kafka://{bootstrap}/{topic}", work, processes, batches, topic))
     assert sum(store.end_offsets("t").values()) == rounds * processes * batches * 100
 
     def median(results: list[dict[str, float]]) -> dict[str, float]:

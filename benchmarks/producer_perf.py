@@ -3,7 +3,7 @@ against ``lakelog serve`` and against a real Kafka broker, interleaved.
 
 The Java producer runs with its defaults (Kafka 4: ``enable.idempotence=true``, ``acks=all``,
 ``linger.ms=5``, ``batch.size=16384``) unless ``--producer-props`` says otherwise, one
-partition, the same records on both sides: so the figure is what a Java application with
+partition, the same records on every side: so the figure is what a Java application with
 default settings gets. The tool's own summary line is parsed (records/s, average and
 percentile latencies, send to acknowledgement). Everything lives in a scratch directory this
 tool removes; the broker is stopped by its PID.
@@ -22,7 +22,7 @@ order rotates from round to round (:func:`benchmarks.serve.side_order`).
 
 The tool's steady-state figure counts from the moment the warm-up's last record was handed to
 ``send()``, so a side whose records wait longer for their acknowledgement (the 32 MB buffer is
-full on both sides) loses that wait from it. With a warm-up the tool also reports every second
+full on every side) loses that wait from it. With a warm-up the tool also reports every second
 (``--reporting-interval 1000``), and the median of the seconds that began once the warm-up's
 records were acknowledged is reported beside it (:func:`rates_after`): acknowledgements a
 second, whatever the latency.
