@@ -26,13 +26,15 @@ the operating system. Where the process may use one CPU only, or the platform ha
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from collections.abc import Set
 
 log = logging.getLogger(__name__)
 
-ONE, ALL = "one", "all"
+# serve.cpu.affinity's value that pins (engine.settings lists the choices: one, all).
+ONE = "one"
 
 
 def chosen_cpu(allowed: Set[int], running_on: int | None) -> int | None:
@@ -69,11 +71,13 @@ def pin_to_one_cpu() -> int | None:
     cpu = chosen_cpu(os.sched_getaffinity(0), running_on())
     if cpu is None:
         return None
-    os.sched_setaffinity(0, {cpu})  # this thread first: what it starts from now on inherits it
-    for task in os.listdir("/proc/self/task"):
-        try:
-            os.sched_setaffinity(int(task), {cpu})
-        except ProcessLookupError:
-            continue
+    # Every task, this thread among them; listed again until no new one appeared, since a
+    # thread not yet pinned may start one (which inherits its old CPUs) meanwhile.
+    pinned: set[int] = set()
+    while tasks := {int(task) for task in os.listdir("/proc/self/task")} - pinned:
+        for task in tasks:
+            with contextlib.suppress(ProcessLookupError):  # ended meanwhile
+                os.sched_setaffinity(task, {cpu})
+        pinned |= tasks
     log.info("lakelog serve: its threads run on CPU %d (serve.cpu.affinity=%s)", cpu, ONE)
     return cpu
