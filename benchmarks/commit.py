@@ -271,12 +271,10 @@ class _KafkaLoops:
 
     def __init__(self, bootstrap: str, partitions: int) -> None:
         from confluent_kafka import Producer
-        from confluent_kafka.admin import AdminClient, NewTopic
 
         self._bootstrap, self._partitions = bootstrap, partitions
         self._topic = f"perf-commit-{os.getpid()}-{time.monotonic_ns()}"
-        admin = AdminClient({"bootstrap.servers": bootstrap})
-        admin.create_topics([NewTopic(self._topic, partitions, 1)])[self._topic].result(60)
+        create_topic(bootstrap, self._topic, partitions=partitions)
         self._producer = Producer(
             {"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 5}
         )

@@ -400,10 +400,10 @@ def _fill_lakelog(path: str, records: int) -> None:
 
 def _fill_kafka(bootstrap: str, records: int) -> None:
     from confluent_kafka import Producer
-    from confluent_kafka.admin import AdminClient, NewTopic
 
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(TOPIC, num_partitions=PARTITIONS, replication_factor=1)])[TOPIC].result()
+    from benchmarks.kafka_reference import create_topic
+
+    create_topic(bootstrap, TOPIC, partitions=PARTITIONS)
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1 << 20})
     value = os.urandom(100)
     per = records // PARTITIONS

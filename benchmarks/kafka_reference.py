@@ -723,20 +723,21 @@ def create_topic(bootstrap: str, topic: str, config: Mapping[str, str] | None = 
     admin = AdminClient({"bootstrap.servers": bootstrap})
     new = NewTopic(topic, num_partitions=partitions, replication_factor=1, config=config)
     admin.create_topics([new])[topic].result()
-    if config:
-        resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
-        held = {name: entry.value for name, entry in admin.describe_configs([resource])[resource].result().items()}
-        check_topic_config(topic, config, held)
-    # CreateTopics answers before the partition has its leader everywhere: on a loaded machine
-    # the first ListOffsets then fails with NOT_LEADER_OR_FOLLOWER / UNKNOWN_TOPIC_OR_PARTITION.
+    # CreateTopics answers before the broker's metadata cache holds the topic: on a loaded
+    # machine the first ListOffsets then fails with NOT_LEADER_OR_FOLLOWER and DescribeConfigs
+    # with UNKNOWN_TOPIC_OR_PARTITION, so the config is checked only once the leaders show.
     deadline = time.monotonic() + 60
     while True:
         found = admin.list_topics(topic, timeout=10).topics.get(topic)
         if found is not None and found.error is None and all(p.leader >= 0 for p in found.partitions.values()):
-            return
+            break
         if time.monotonic() > deadline:
             raise KafkaReferenceError(f"the broker's topic {topic} has no leader after 60 s")
         time.sleep(0.1)
+    if config:
+        resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+        held = {name: entry.value for name, entry in admin.describe_configs([resource])[resource].result().items()}
+        check_topic_config(topic, config, held)
 
 
 def check_topic_config(topic: str, wanted: Mapping[str, str], held: Mapping[str, str | None]) -> None:

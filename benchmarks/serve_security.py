@@ -154,13 +154,12 @@ def perf_serve_security(workload: ServeWorkload, out: Callable[[str], None]) -> 
                 out(f"round {run + 1}: lakelog {protocol:<10} {_line(figures)}")
 
         def kafka_round(run: int, protocols: tuple[str, ...]) -> None:
-            from confluent_kafka.admin import AdminClient, NewTopic
+            from benchmarks.kafka_reference import create_topic
 
             assert broker is not None
-            admin = AdminClient({"bootstrap.servers": broker.bootstrap})
             for protocol in protocols:
                 topic = f"{TOPIC}-{run}-{protocol.lower()}"
-                admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)])[topic].result()
+                create_topic(broker.bootstrap, topic)
                 bootstrap = broker.bootstrap if protocol == "PLAINTEXT" else broker.sasl_ssl_bootstrap
                 figures = _measure(bootstrap, topic, security(protocol, bootstrap), records, record_size, rate, seconds)
                 runs["kafka"][protocol].append(figures)

@@ -177,13 +177,12 @@ def perf_startup(
         Store.open(store).create_topic("t", partitions=1)
         fill = {"store": store, "bootstrap": ""}
         if kafka:
-            from benchmarks.kafka_reference import KafkaBroker
-            from benchmarks.streams import create_topics
+            from benchmarks.kafka_reference import KafkaBroker, create_topic
 
             broker = KafkaBroker().start()
             fill["bootstrap"] = broker.bootstrap
             # The reference broker does not auto-create topics (neither does lakelog's Produce).
-            create_topics(broker.bootstrap, ["t"], 1)
+            create_topic(broker.bootstrap, "t")
         timed = rows(lines_file, kafka)
         env = child_environment(work, bytecode_cache)
         if bytecode_cache:

@@ -107,16 +107,6 @@ class CountsTail:
         self.consumer.close()
 
 
-def create_topics(bootstrap: str, names: Sequence[str], partitions: int) -> None:
-    """Create each topic through the Kafka admin API (the same request on both sides)."""
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
-    futures = admin.create_topics([NewTopic(n, num_partitions=partitions, replication_factor=1) for n in names])
-    for future in futures.values():
-        future.result(timeout=60)
-
-
 def produce_lines(bootstrap: str, topic: str, lines: Sequence[bytes]) -> None:
     """Send every line (keyless, idempotent, acks=all) and wait until each is acknowledged.
     Raises RuntimeError naming the first delivery error."""
@@ -158,9 +148,11 @@ def run_round(
     RuntimeError (the application's log tail in it) if it stopped or did not get there within
     ``timeout_s``."""
     from benchmarks.java_programs import WORD_COUNT, JavaProgram
+    from benchmarks.kafka_reference import create_topic
 
     source, sink = f"{name}-lines", f"{name}-counts"
-    create_topics(bootstrap, [source, sink], partitions)
+    for topic in (source, sink):
+        create_topic(bootstrap, topic, partitions=partitions)
     produce_lines(bootstrap, source, load.lines)
     tail = CountsTail(bootstrap, sink, partitions, load.counts)
     settings = {
