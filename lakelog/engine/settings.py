@@ -199,8 +199,9 @@ SERVE_KEYS = key_table(
             "one",
             "Where `lakelog serve` runs its threads. one: all on the CPU it starts on (its threads take the "
             "interpreter lock in turn, and hand-overs between CPUs cost each a wake-up of the other CPU: "
-            "on 2 CPUs warm ProducerPerformance +9%, fetch +27%); all: wherever the operating system places "
-            "them. Linux only (elsewhere, and where the process may use one CPU, nothing changes).",
+            "on 2 CPUs warm ProducerPerformance +9%, fetch +27%), its group thread woken without preempting "
+            "the event loop (SCHED_BATCH: +6%); all: wherever the operating system places them. Linux only "
+            "(elsewhere, and where the process may use one CPU, nothing changes).",
             choices=("one", "all"),
         ),
     ]

@@ -30,6 +30,7 @@ from lakelog.engine.commit.state import TableState
 from lakelog.engine.errors import LakelogError
 from lakelog.engine.produce.placement import PlacedRecords, place_partition_records
 from lakelog.engine.topics import TopicPartition, require_partition
+from lakelog.kafka_endpoint import cpu_affinity
 from lakelog.kafka_endpoint.error_codes import error_code
 from lakelog.kafka_endpoint.idempotence import DuplicateSequenceError, SequenceClaim, app_id
 from lakelog.kafka_endpoint.messages import Request, api_key, build, response_class
@@ -91,7 +92,15 @@ class ProduceApis:
     ) -> None:
         self.store = store
         self._transactions = transactions
-        self._linger = ProduceLinger(store.context.committer("lakelog-serve"), RETRY_POLICY, linger_ms, observe)
+        # On one CPU (serve.cpu.affinity) the group thread yields to the event loop that wakes it.
+        pinned = store.settings.serve["serve.cpu.affinity"] == cpu_affinity.ONE
+        self._linger = ProduceLinger(
+            store.context.committer("lakelog-serve"),
+            RETRY_POLICY,
+            linger_ms,
+            observe,
+            write_thread_start=cpu_affinity.yield_on_wake if pinned else None,
+        )
         self._reader = store.context.records
         self._schemas = SchemaValidation(store.context)
 

@@ -82,10 +82,14 @@ class ProduceLinger:
         linger_ms: float = 5.0,
         observe: Callable[[float, int, int], None] | None = None,
         group_bytes: int = GROUP_BYTES,
+        write_thread_start: Callable[[], None] | None = None,
     ) -> None:
         """``observe(seconds, attempts, requests)`` is told of every commit (metrics). A group
-        is sealed at the end of its linger or once it holds ``group_bytes`` of records."""
+        is sealed at the end of its linger or once it holds ``group_bytes`` of records.
+        ``write_thread_start()`` runs first in the thread that seals groups and writes their files
+        (it must not raise)."""
         self._writer, self._policy, self._linger_s = writer, policy, linger_ms / 1000
+        self._write_thread_start = write_thread_start
         self._group_bytes = group_bytes
         self._observe = observe
         self._queue: queue.Queue[_Item | None] = queue.Queue()
@@ -121,6 +125,8 @@ class ProduceLinger:
 
     def _gather(self) -> None:
         """Seal groups and write each one's files while the commit before it is in flight."""
+        if self._write_thread_start is not None:
+            self._write_thread_start()
         previous: WrittenAhead | None = None
         stopping = False
         while not stopping:

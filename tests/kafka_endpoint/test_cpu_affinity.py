@@ -4,12 +4,13 @@ the operating system."""
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
 
-from lakelog.kafka_endpoint.cpu_affinity import chosen_cpu, running_on
+from lakelog.kafka_endpoint.cpu_affinity import chosen_cpu, running_on, yield_on_wake
 from tests.kafka_endpoint.conftest import Agent
 
 
@@ -40,6 +41,18 @@ def _threads_cpus(pid: int) -> dict[str, str]:
     return found
 
 
+def _batch_threads(pid: int) -> set[int]:
+    """The threads of ``pid`` whose scheduling policy is SCHED_BATCH."""
+    found = set()
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            if os.sched_getscheduler(int(task)) == os.SCHED_BATCH:
+                found.add(int(task))
+        except ProcessLookupError:
+            continue  # ended meanwhile
+    return found
+
+
 def _produce(bootstrap: str) -> None:
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 1})
     for i in range(200):
@@ -56,6 +69,27 @@ def _allowed_list(cpus: set[int]) -> str:
         else:
             runs.append([cpu, cpu])
     return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+
+
+@pytest.mark.skipif(not hasattr(os, "SCHED_BATCH"), reason="Linux only")
+def test_a_thread_that_yields_on_wake_is_sched_batch_and_so_are_the_threads_it_starts():
+    seen: dict[str, int] = {}
+
+    def child() -> None:
+        seen["child"] = os.sched_getscheduler(0)
+
+    def yielding() -> None:
+        yield_on_wake()
+        seen["self"] = os.sched_getscheduler(0)
+        started = threading.Thread(target=child)
+        started.start()
+        started.join()
+
+    thread = threading.Thread(target=yielding)
+    thread.start()
+    thread.join()
+    assert seen == {"self": os.SCHED_BATCH, "child": os.SCHED_BATCH}
+    assert os.sched_getscheduler(0) == os.SCHED_OTHER  # the thread that started it is as it was
 
 
 needs_two_cpus = pytest.mark.skipif(
@@ -75,6 +109,11 @@ def test_by_default_every_thread_of_the_agent_runs_on_one_cpu(plain_store):
         assert len(set(threads.values())) == 1, threads  # one CPU for all, those started later too
         (cpu,) = set(threads.values())
         assert cpu.isdigit() and int(cpu) in os.sched_getaffinity(0), threads
+        # The group thread yields on wake (and what it starts, such as a pool of pyarrow's); the
+        # event loop does not.
+        batch = _batch_threads(agent.proc.pid)
+        assert batch and agent.proc.pid not in batch, (batch, threads)
+        assert os.sched_getscheduler(agent.proc.pid) == os.SCHED_OTHER
     finally:
         assert agent.stop() == 0
 
@@ -89,6 +128,7 @@ def test_serve_cpu_affinity_all_leaves_the_agents_threads_where_the_system_place
         _produce(agent.bootstrap)
         threads = _threads_cpus(agent.proc.pid)
         assert set(threads.values()) == {_allowed_list(os.sched_getaffinity(0))}, threads
+        assert _batch_threads(agent.proc.pid) == set(), threads  # every thread left as it starts
     finally:
         assert agent.stop() == 0
 
