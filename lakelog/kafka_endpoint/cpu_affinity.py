@@ -43,12 +43,19 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from collections.abc import Set
+from collections.abc import Mapping, Set
+from typing import Any
 
 log = logging.getLogger(__name__)
 
 # serve.cpu.affinity's value that pins (engine.settings lists the choices: one, all).
 ONE = "one"
+
+
+def on_one_cpu(serve_settings: Mapping[str, Any]) -> bool:
+    """Whether the agent's ``serve.*`` settings put its threads on one CPU (pinned, the group
+    thread yielding on wake)."""
+    return serve_settings["serve.cpu.affinity"] == ONE
 
 
 def yield_on_wake() -> None:

@@ -92,8 +92,8 @@ class ProduceApis:
     ) -> None:
         self.store = store
         self._transactions = transactions
-        # On one CPU (serve.cpu.affinity) the group thread yields to the event loop that wakes it.
-        pinned = store.settings.serve["serve.cpu.affinity"] == cpu_affinity.ONE
+        # On one CPU the group thread yields to the event loop that wakes it.
+        pinned = cpu_affinity.on_one_cpu(store.settings.serve)
         self._linger = ProduceLinger(
             store.context.committer("lakelog-serve"),
             RETRY_POLICY,

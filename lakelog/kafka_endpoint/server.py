@@ -470,6 +470,6 @@ def serve(
             raise InvalidConfigError(f"--metrics-listen is HOST:PORT (plain HTTP), not {metrics_listen!r}")
         metrics_at = (address.host, address.port)
     sys.setswitchinterval(SWITCH_INTERVAL_S)
-    if store.settings.serve["serve.cpu.affinity"] == cpu_affinity.ONE:
+    if cpu_affinity.on_one_cpu(store.settings.serve):
         cpu_affinity.pin_to_one_cpu()
     asyncio.run(_serve(store, listeners, ready, metrics_at))
