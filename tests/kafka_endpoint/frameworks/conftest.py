@@ -79,7 +79,11 @@ class Target:
         try:
             metadata = consumer.list_topics(topic, timeout=30).topics[topic]
             partitions = sorted(metadata.partitions)
-            ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in partitions}
+            marks = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30) for p in partitions}
+            ends = {p: high for p, (_, high) in marks.items()}
+            # A partition with nothing to read is never fetched from, so librdkafka never gives it a
+            # position: it counts as read (one left empty by the sticky partitioner hung here).
+            partitions = [p for p, (low, high) in marks.items() if high > low]
             consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
             out: list[tuple] = []
             deadline = time.monotonic() + timeout_s
