@@ -388,3 +388,26 @@ def test_records_placed_when_they_were_checked_are_not_placed_again(plain_store,
         assert [list(f.result(timeout=30).offsets) for f in futures] == [[0, 1], [0, 1, 2], [2]]
     finally:
         group.close()
+
+
+def test_the_committing_thread_gives_the_lock_up_once_a_commits_requests_are_answered(plain_store, monkeypatch):
+    """After answering, the commit thread yields once (so the event loop sends the answers
+    before the checksum is written): by then every request of the group has its answer."""
+    import os
+
+    from lakelog.kafka_endpoint import produce_linger
+
+    plain_store.create_topic("t", partitions=1)
+    futures = []
+    seen: list[list[bool]] = []
+    original = os.sched_yield
+    monkeypatch.setattr(
+        produce_linger.os, "sched_yield", lambda: (seen.append([f.done() for f in futures]), original())[-1]
+    )
+    group = ProduceLinger(plain_store.context.committer("test"), RetryPolicy(), linger_ms=200)
+    try:
+        futures.extend(group.submit(_table(0, n)) for n in (2, 3))
+        assert [len(f.result(timeout=10)) for f in futures] == [2, 3]
+    finally:
+        group.close()
+    assert seen == [[True, True]]
