@@ -4,8 +4,9 @@
 # Installing means: a virtualenv in .venv with lakelog and its Python
 # dependencies, the compiled hot paths (Cython and the C compiler: the producer's
 # send, lakelog/engine/produce/record_queue.pyx, the agent's record reader,
-# lakelog/kafka_endpoint/record_columns.pyx, and its data files' Parquet pages,
-# lakelog/engine/commit/parquet_pages.pyx), and lakelog's own JVM library
+# lakelog/kafka_endpoint/record_columns.pyx, its data files' Parquet pages,
+# lakelog/engine/commit/parquet_pages.pyx, and a commit's fsyncs,
+# lakelog/engine/storage/parallel_sync.pyx), and lakelog's own JVM library
 # compiled into lakelog/jvm/.
 # Delta Lake's jars are resolved through Ivy into the user's cache the first
 # time a SparkSession is built (or by `lakelog setup`); nothing goes to ~/.m2.
@@ -22,7 +23,7 @@ JAVA_SOURCES := $(shell find jvm/src -type f)
 setup: $(STAMP) $(JVM_JAR)
 
 $(STAMP): pyproject.toml lakelog/engine/produce/record_queue.pyx lakelog/kafka_endpoint/record_columns.pyx \
-		lakelog/engine/commit/parquet_pages.pyx
+		lakelog/engine/commit/parquet_pages.pyx lakelog/engine/storage/parallel_sync.pyx
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "lakelog needs Python 3.11 or newer")'
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip

@@ -23,6 +23,7 @@ from lakelog.kafka_endpoint.idempotence import (
 )
 from lakelog.kafka_endpoint.produce_linger import ProduceLinger, WrittenAhead
 from lakelog.store import Store
+from tests.storage.power_loss import watch_native_syncs
 
 
 def _table(partition: int, n: int, topic: str = "t"):
@@ -329,6 +330,7 @@ def test_a_group_written_ahead_leaves_its_fsyncs_to_its_commit(plain_store, monk
 
     monkeypatch.setattr(os, "fsync", fsync)
     monkeypatch.setattr(os, "link", link)
+    watch_native_syncs(monkeypatch)
     group = _group(plain_store, _table(0, 3))
     group.write_ahead({TopicPartition("t", 0): 0}, plain_store.log.latest().topics, DataFileWriter(committer.uri))
     (data,) = _parquet_files(plain_store)

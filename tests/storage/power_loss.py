@@ -5,7 +5,9 @@ ALICE, Pillai et al., OSDI 2014): a name created in a directory (a new file, a
 ``link``, a ``rename`` target, a subdirectory) survives only if the directory
 was fsync'ed after it appeared; a file's contents survive only if the file was
 fsync'ed. :class:`PowerLoss` watches ``os.fsync`` (whatever file or directory it
-is given, by lakelog, pyarrow's callers or anyone else in the process), keeps
+is given, by lakelog, pyarrow's callers or anyone else in the process; lakelog's
+syncs of several paths at once, native threads calling fsync(2) themselves, are made
+through it too), keeps
 each directory's listing as of its last sync, and :meth:`PowerLoss.crash` then
 removes every name added since and empties every file never synced. What
 existed when the watch began counts as synced.
@@ -15,12 +17,37 @@ Linux only (it names a synced descriptor through ``/proc/self/fd``).
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import stat
 from pathlib import Path
 
 import pytest
+
+from lakelog.engine.storage import object_store
+
+
+def watch_native_syncs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make lakelog's syncs of several paths at once (:mod:`engine.storage.parallel_sync`,
+    whose threads call fsync(2) themselves) through ``os.fsync``, as it is then (a watcher's
+    replacement): one path after another, each path's errno as the native call gives it."""
+
+    def sync_paths(files: list[str], directories: list[str]) -> list[int]:
+        errors = []
+        for path, flags in [(f, os.O_RDONLY) for f in files] + [(d, os.O_RDONLY | os.O_DIRECTORY) for d in directories]:
+            try:
+                fd = os.open(path, flags)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+                errors.append(0)
+            except OSError as exc:
+                errors.append(exc.errno or errno.EIO)
+        return errors
+
+    monkeypatch.setattr(object_store, "sync_paths", sync_paths)
 
 
 class PowerLoss:
@@ -49,6 +76,8 @@ class PowerLoss:
                 self.synced_inodes.add((info.st_dev, info.st_ino))
 
         monkeypatch.setattr(os, "fsync", fsync)
+
+        watch_native_syncs(monkeypatch)
 
     def crash(self) -> list[str]:
         """Apply the power loss under the root; what was lost (paths relative to the root),

@@ -17,7 +17,7 @@ from lakelog.engine.storage import object_store
 from lakelog.engine.storage.object_store import put_if_absent
 from lakelog.engine.topics import TopicPartition
 from lakelog.store import Store
-from tests.storage.power_loss import PowerLoss
+from tests.storage.power_loss import PowerLoss, watch_native_syncs
 
 TP = TopicPartition("t", 0)
 
@@ -40,6 +40,7 @@ class SyncLog:
 
         monkeypatch.setattr(os, "fsync", fsync)
         monkeypatch.setattr(os, "link", link)
+        watch_native_syncs(monkeypatch)
 
     def index(self, kind: str, predicate) -> int:
         return next(i for i, (k, path) in enumerate(self.events) if k == kind and predicate(path))

@@ -28,17 +28,16 @@ SQL OPTIMIZE) exclude each other.
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 from lakelog.engine.errors import CommitNotDurableError, CommitStateUnknownError
+from lakelog.engine.storage.parallel_sync import sync_paths
 from lakelog.engine.storage.unique_ids import new_uuid
 
 if TYPE_CHECKING:
@@ -471,62 +470,25 @@ def sync_directory(path: str) -> None:
         os.close(fd)
 
 
-def sync_file(path: str) -> None:
-    """fsync the local file ``path`` (written by a library that does not sync, such as
-    pyarrow's Parquet writer). Raises OSError."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-_syncs: ThreadPoolExecutor | None = None
-_syncs_pid = -1
-_SYNC_THREADS = 8
-
-
 def sync_all(files: Sequence[str], directories: Sequence[str]) -> None:
-    """fsync local ``files`` and ``directories`` (:func:`sync_file`, :func:`sync_directory`),
-    all at once. Raises the first OSError after every sync finished.
+    """fsync local ``files`` and ``directories`` (each name a directory holds; skipped inside
+    :func:`unsynced_directories`), all at once. Raises the first OSError after every sync
+    finished.
 
     Issued together, the syncs share one journal commit and one disk cache flush
     on a journaling file system (ext4's jbd2 and XFS batch concurrent fsyncs into
     one commit; a directory synced after its file was would flush the disk cache
     a second time). Safe because nothing references the files before this
-    returns: a crash in between leaves at most an unreferenced file.
+    returns: a crash in between leaves at most an unreferenced file. The syncs run
+    on threads of their own outside the interpreter lock (:mod:`parallel_sync`).
     """
-    global _syncs
-    work: list[Callable[[], None]] = [functools.partial(sync_file, f) for f in files]
-    if _sync_directories:
-        work += [functools.partial(sync_directory, d) for d in directories]
-    if len(work) <= 1:
-        for sync in work:
-            sync()
+    directories = list(directories) if _sync_directories else []
+    paths = [*files, *directories]
+    if not paths:
         return
-    with _lock:
-        if _syncs is None or _syncs_pid != os.getpid():
-            _start_sync_threads()
-        pool = _syncs
-    assert pool is not None
-    # The calling thread syncs one itself, beside the pool's: one thread hand-off fewer.
-    futures = [pool.submit(sync) for sync in work[1:]]
-    own: OSError | None = None
-    try:
-        work[0]()
-    except OSError as exc:
-        own = exc
-    errors = [own, *(f.exception() for f in futures)]
-    first = next((e for e in errors if e is not None), None)
-    if first is not None:
-        raise first
-
-
-def _start_sync_threads() -> None:
-    # A forked child (Spark's Python workers fork) has no copy of the parent's threads.
-    global _syncs, _syncs_pid
-    _syncs = ThreadPoolExecutor(max_workers=_SYNC_THREADS, thread_name_prefix="lakelog-sync")
-    _syncs_pid = os.getpid()
+    for path, error in zip(paths, sync_paths(list(files), directories), strict=True):
+        if error:
+            raise OSError(error, os.strerror(error), path)
 
 
 def make_directories(path: str) -> None:
