@@ -93,7 +93,9 @@ class ProduceLinger:
         self._write_thread_start = write_thread_start
         self._group_bytes = group_bytes
         self._observe = observe
-        self._queue: queue.Queue[_Item | None] = queue.Queue()
+        # queue.SimpleQueue: put is one C call (queue.Queue's takes a Condition in Python, on the
+        # event loop once per request).
+        self._queue: queue.SimpleQueue[_Item | None] = queue.SimpleQueue()
         self._files = DataFileWriter(writer.uri)
         # One group at a time waits here, written ahead, for the commit before it to land.
         self._next: queue.Queue[tuple[list[_Item], WrittenAhead | None] | None] = queue.Queue(maxsize=1)

@@ -519,7 +519,8 @@ def _binary_lengths(column: pa.Array) -> np.ndarray:
     if column.null_count:
         return _lengths(column)
     offsets = np.frombuffer(column.buffers()[1], dtype=np.int32, count=len(column) + 1, offset=4 * column.offset)
-    return np.diff(offsets).astype(np.int64)
+    # Not np.diff: its checks cost several times the subtraction for a request's few hundred records.
+    return (offsets[1:] - offsets[:-1]).astype(np.int64)
 
 
 def _header_sizes(headers: pa.ListArray) -> tuple[np.ndarray, np.ndarray]:
