@@ -13,6 +13,8 @@ partition; Kafka's Produce never creates a topic.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import logging
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -149,6 +151,11 @@ class ProduceApis:
             results.setdefault(name, []).append(answer)
         if body.acks == 0:
             return None
+        if all(set(answer) == _SUCCEEDED for parts in results.values() for answer in parts):
+            return succeeded_response(
+                request.api_version,
+                [(n, [(a["index"], a["base_offset"]) for a in parts]) for n, parts in results.items()],
+            )
         cls = response_class(PRODUCE, request.api_version)
         responses = [{"name": n, "partition_responses": parts} for n, parts in results.items()]
         return build(cls, responses=responses)
@@ -219,6 +226,61 @@ class ProduceApis:
             pc.and_(pc.equal(rows.column("producer_id"), producer_id), pc.equal(rows.column("sequence"), sequence))
         )
         return int(mine.column("offset")[0].as_py()) if mine.num_rows else None
+
+
+# The fields of a partition's answer that succeeded (its error code NONE, no message).
+_SUCCEEDED = frozenset({"index", "error_code", "base_offset", "log_start_offset"})
+
+
+def succeeded_response(version: int, topics: list[tuple[str, list[tuple[int, int]]]]) -> Any:
+    """The Produce response of ``version`` in which every partition of ``topics`` -- (name,
+    [(index, base offset)]) -- succeeded: what ``build`` makes of the same answers (a test
+    compares them), its entities made directly from kio's classes (a third of ``build``'s
+    time, which converts every field, on the event loop once per request)."""
+    response, topic_cls, partition_cls, defaults = _succeeded_classes(version)
+    top, topic_fields, partition_fields = defaults
+    return response(
+        **{
+            **top,
+            "responses": tuple(
+                topic_cls(
+                    **{
+                        **topic_fields,
+                        "name": name,
+                        "partition_responses": tuple(
+                            partition_cls(**{**partition_fields, "index": index, "base_offset": base})
+                            for index, base in parts
+                        ),
+                    }
+                )
+                for name, parts in topics
+            ),
+        }
+    )
+
+
+@functools.cache
+def _succeeded_classes(version: int) -> tuple[type, type, type, tuple[dict, dict, dict]]:
+    """A Produce response's kio classes of ``version`` (response, topic, partition) and each
+    one's fields as ``build`` fills them for a partition that succeeded."""
+    body = build(
+        response_class(PRODUCE, version),
+        responses=[
+            {
+                "name": "",
+                "partition_responses": [
+                    {"index": 0, "error_code": ErrorCode.none, "base_offset": -1, "log_start_offset": -1}
+                ],
+            }
+        ],
+    )
+    topic = body.responses[0]
+    partition = topic.partition_responses[0]
+
+    def fields(entity: Any) -> dict[str, Any]:
+        return {f.name: getattr(entity, f.name) for f in dataclasses.fields(entity)}
+
+    return type(body), type(topic), type(partition), (fields(body), fields(topic), fields(partition))
 
 
 def _placed(state: TableState, topic: str, partition: int, batches: list[Any]) -> PlacedRecords:

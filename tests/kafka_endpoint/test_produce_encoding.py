@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import io
+import logging
 import struct
 
 from hypothesis import given, settings
@@ -12,7 +13,9 @@ from kio.schema.errors import ErrorCode
 from kio.serial import entity_writer
 
 from lakelog.kafka_endpoint.messages import build, encode_response, response_class
+from lakelog.kafka_endpoint.produce import succeeded_response
 from lakelog.kafka_endpoint.produce_encoding import produce_response_body
+from lakelog.kafka_endpoint.unexpected_errors import UnexpectedErrors
 
 PRODUCE = 0
 
@@ -79,3 +82,54 @@ def test_answers_of_another_shape_are_left_to_kio_and_still_encoded_as_it_encode
         body = build(response_class(PRODUCE, version), **values)
         assert produce_response_body(version, body) is None
         assert encode_response(PRODUCE, version, 7, body) == _kio_frame(version, 7, body)
+
+
+succeeded_topics = st.lists(
+    st.tuples(
+        st.text(min_size=1, max_size=40),
+        st.lists(st.tuples(st.integers(0, 2**31 - 1), st.integers(0, 2**63 - 1)), min_size=1, max_size=4),
+    ),
+    min_size=1,
+    max_size=3,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(version=st.integers(3, 9), answered=succeeded_topics)
+def test_an_answer_in_which_every_partition_succeeded_is_what_build_makes_of_it(version, answered):
+    responses = [
+        {
+            "name": name,
+            "partition_responses": [
+                {"index": i, "error_code": ErrorCode.none, "base_offset": base, "log_start_offset": -1}
+                for i, base in parts
+            ],
+        }
+        for name, parts in answered
+    ]
+    made = succeeded_response(version, answered)
+    assert made == build(response_class(PRODUCE, version), responses=responses)
+    assert encode_response(PRODUCE, version, 7, made) == _kio_frame(version, 7, made)
+
+
+def test_a_produce_answer_with_an_unexpected_error_is_still_logged_and_one_without_none_is(caplog):
+    noted = UnexpectedErrors()
+    fine = succeeded_response(9, [("t", [(0, 5), (1, 7)])])
+    failed = build(
+        response_class(PRODUCE, 9),
+        responses=[
+            {
+                "name": "t",
+                "partition_responses": [
+                    {"index": 0, "error_code": ErrorCode.none, "base_offset": 5},
+                    {"index": 1, "error_code": ErrorCode.corrupt_message, "base_offset": -1, "error_message": "crc"},
+                ],
+            }
+        ],
+    )
+    with caplog.at_level(logging.WARNING, logger="lakelog.kafka_endpoint.server"):
+        assert noted.note("p", PRODUCE, 9, fine, "peer") == 0
+        assert noted.note("p", PRODUCE, 9, failed, "peer") == 1
+    assert [r.getMessage() for r in caplog.records] == [
+        "answered CORRUPT_MESSAGE (2) to client 'p' at peer: produce (key 0) v9: crc"
+    ]
