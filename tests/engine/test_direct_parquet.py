@@ -132,6 +132,8 @@ def test_tables_it_does_not_encode_are_left_to_pyarrow():
         schema=LOG_ARROW_SCHEMA,
     )
     assert encode_log_file(with_headers, 1000) is None
+    assert encode_log_file(_columns(10, first=1000), 999) is None  # not numbered from the first given
+    assert encode_log_file(_columns(10, first=1000).slice(0, 9), 1000) is not None
     assert encode_log_file(_columns(0), 1000) is None
     assert encode_log_file(with_partition_columns, 1000) is None
     assert encode_log_file(_columns(3).cast(FILE_SCHEMA.set(4, pa.field("value", pa.large_binary()))), 1000) is None

@@ -299,8 +299,9 @@ def encode_log_file(columns: pa.Table, first_offset: int) -> tuple[bytes, int] |
     LOG_ARROW_SCHEMA's order and types, its ``offset`` column ``first_offset`` ..
     ``first_offset + rows - 1``, in one row group) as a Parquet file, and the position in it of
     the one value its offsets are numbered from (:meth:`DataFileWriter.renumber`). None when the
-    table is not one this encodes: no rows, a record with headers, another schema (pyarrow's
-    writer does those)."""
+    table is not one this encodes: no rows, a record with headers, another schema, offsets that
+    do not start at ``first_offset`` and end ``rows - 1`` later (pyarrow's writer does those).
+    The offsets between are the caller's to have checked: the file holds only their first."""
     count = columns.num_rows
     if count == 0 or not columns.schema.equals(_FILE_SCHEMA):
         return None
@@ -309,6 +310,9 @@ def encode_log_file(columns: pa.Table, first_offset: int) -> tuple[bytes, int] |
     header_offsets = np.frombuffer(headers.buffers()[1], dtype=np.int32)[headers.offset : headers.offset + count + 1]
     if int(header_offsets[-1]) != int(header_offsets[0]) or arrays["offset"].null_count:
         return None  # records with headers: pyarrow writes their nested levels
+    offsets = np.frombuffer(arrays["offset"].buffers()[1], dtype=np.int64)[arrays["offset"].offset :][:count]
+    if int(offsets[0]) != first_offset or int(offsets[-1]) != first_offset + count - 1:
+        return None  # not numbered from first_offset on: the file would say otherwise
     # Each leaf's page body and statistics, in leaf order.
     pages: list[tuple[bytes, bytes | None]] = [(consecutive_offsets(first_offset, count), None)]
     for name in ("timestamp", "timestamp_type"):
