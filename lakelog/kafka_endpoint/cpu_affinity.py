@@ -1,9 +1,9 @@
 """The agent's threads on one CPU (``serve.cpu.affinity``).
 
 The agent's threads take the interpreter lock in turn: a produced request is read on the event
-loop, its group written on the group thread, committed on the commit thread (its fsyncs on the
-sync threads beside it) and answered on the event loop again, and each hand-over wakes the
-thread that takes over. A thread woken on another CPU costs that CPU's wake-up (an
+loop, its group written on the group thread, committed on the commit thread (its fsyncs on
+native threads beside it, :mod:`engine.storage.parallel_sync`) and answered on the event loop
+again, and each hand-over wakes the thread that takes over. A thread woken on another CPU costs that CPU's wake-up (an
 inter-processor interrupt; on a virtual machine an exit to the hypervisor): measured in the
 agent under Kafka's ProducerPerformance, handing a group to the commit thread (one
 ``queue.Queue.put``) took 51 us p50, against a few us when nobody waits. Python's lock is known
