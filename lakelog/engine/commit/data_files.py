@@ -1,10 +1,11 @@
-"""Data files written from the driver with pyarrow, committed as Delta ``add`` actions.
+"""Data files written from the driver, committed as Delta ``add`` actions.
 
 Records a producer (or a transaction, a heartbeat, an offset commit) has
 in hand are already an Arrow table on the driver. Writing them through a
 Spark job costs a job (~0.1-0.3 s here) per commit; writing one Parquet file
-per partition with pyarrow and handing Delta the ``add`` actions costs a few
-milliseconds. The files follow Delta's layout for a table partitioned by
+per partition with pyarrow (or, for a file of consecutive records without headers, put
+together directly: :mod:`engine.commit.direct_parquet`) and handing Delta the ``add``
+actions costs a few milliseconds. The files follow Delta's layout for a table partitioned by
 ``topic`` and ``partition`` (Hive-style directories, partition columns not
 stored in the file) and carry the statistics Spark would collect for
 ``delta.dataSkippingStatsColumns = offset,timestamp``, in Delta's stats JSON
