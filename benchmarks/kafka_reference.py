@@ -65,11 +65,9 @@ STORAGE_TOOL = "kafka.tools.StorageTool"
 CONSUMER_GROUP_COMMAND = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"
 TOPIC_COMMAND = "org.apache.kafka.tools.TopicCommand"
 
-# kafka-server-start.sh's heap and kafka-run-class.sh's performance options, so that
-# benchmarks measure the broker as Kafka ships it.
-BROKER_JVM_OPTIONS: tuple[str, ...] = (
-    "-Xms1g",
-    "-Xmx1g",
+# kafka-run-class.sh's KAFKA_JVM_PERFORMANCE_OPTS, which it gives every class it runs, broker and
+# tools alike (its -XX:MaxInlineLevel=15 is JDK 17's default already).
+RUN_CLASS_JVM_OPTIONS: tuple[str, ...] = (
     "-server",
     "-XX:+UseG1GC",
     "-XX:MaxGCPauseMillis=20",
@@ -77,8 +75,10 @@ BROKER_JVM_OPTIONS: tuple[str, ...] = (
     "-XX:+ExplicitGCInvokesConcurrent",
     "-Djava.awt.headless=true",
 )
+# kafka-server-start.sh's heap, so that benchmarks measure the broker as Kafka ships it.
+BROKER_JVM_OPTIONS: tuple[str, ...] = ("-Xms1g", "-Xmx1g", *RUN_CLASS_JVM_OPTIONS)
 # kafka-run-class.sh's default heap for tools.
-TOOL_JVM_OPTIONS: tuple[str, ...] = ("-Xmx256m", "-Djava.awt.headless=true")
+TOOL_JVM_OPTIONS: tuple[str, ...] = ("-Xmx256m", *RUN_CLASS_JVM_OPTIONS)
 
 # Keys KafkaBroker sets itself: overriding them would break the listeners,
 # the single-node quorum or the clean-up of the temporary directory.
