@@ -59,10 +59,13 @@ class Request:
     session: Any = None
 
 
-def parse_request(frame: bytes, supported: Mapping[int, tuple[int, int]]) -> Request | tuple[int, int, int]:
-    """The request in ``frame`` (without its size prefix); for an API or version outside
-    ``supported`` (api key -> (min, max)) only (api_key, api_version, correlation_id), to answer
-    with UNSUPPORTED_VERSION. Raises MalformedRequestError for anything unparseable."""
+def parse_request(
+    frame: bytes, supported: Mapping[int, tuple[int, int]], session: Any = None
+) -> Request | tuple[int, int, int]:
+    """The request in ``frame`` (without its size prefix), from the connection whose security
+    state is ``session``; for an API or version outside ``supported`` (api key -> (min, max))
+    only (api_key, api_version, correlation_id), to answer with UNSUPPORTED_VERSION. Raises
+    MalformedRequestError for anything unparseable."""
     if len(frame) < 8:
         raise MalformedRequestError(f"a request frame of {len(frame)} bytes")
     api_key, api_version = _KEY_VERSION.unpack_from(frame, 0)
@@ -76,7 +79,7 @@ def parse_request(frame: bytes, supported: Mapping[int, tuple[int, int]]) -> Req
         body, _ = entity_reader(schema)(frame, used)
     except Exception as exc:  # kio raises ValueError/struct.error/UnicodeError...: all mean "not a request"
         raise MalformedRequestError(f"api {api_key} v{api_version}: {type(exc).__name__}: {exc}") from exc
-    return Request(api_key, api_version, header.correlation_id, header.client_id, body)
+    return Request(api_key, api_version, header.correlation_id, header.client_id, body, session)
 
 
 def header_client_id(frame: bytes) -> str | None:

@@ -142,23 +142,22 @@ class ThreadCallbacks:
             fn()
 
 
-async def _all_done(futures: tuple[Future, ...], callbacks: ThreadCallbacks) -> None:
-    """Wait until every one of ``futures`` (set by other threads, which tell the loop through
-    ``callbacks``) is done. Unlike asyncio.wrap_future, a cancelled wait never cancels them:
-    their owner still sets them."""
+def _when_all_done(futures: tuple[Future, ...], callbacks: ThreadCallbacks, then: Callable[[], None]) -> None:
+    """Run ``then()`` on the loop once every one of ``futures`` (set by other threads, which
+    tell the loop through ``callbacks``) is done; right away when there are none. Unlike
+    asyncio.wrap_future, nothing here ever cancels them: their owner still sets them."""
     if not futures:
+        then()
         return
-    waiter = asyncio.get_running_loop().create_future()
     left = [len(futures)]
 
     def one_done() -> None:
         left[0] -= 1
-        if left[0] == 0 and not waiter.done():
-            waiter.set_result(None)
+        if left[0] == 0:
+            then()
 
     for future in futures:
         future.add_done_callback(lambda _: callbacks.call(one_done))
-    await waiter
 
 
 class UnsupportedRequests:
@@ -299,7 +298,7 @@ class Server:
                     if session.closing:
                         return
                     continue
-                parsed = parse_request(frame, SUPPORTED)
+                parsed = parse_request(frame, SUPPORTED, session)
                 key, version = (
                     (parsed[0], parsed[1]) if not isinstance(parsed, Request) else (parsed.api_key, parsed.api_version)
                 )
@@ -320,14 +319,12 @@ class Server:
                     done = loop.create_future()
                     done.set_result(answer)
                 elif parsed.api_key == PRODUCE:
-                    parsed = dataclasses.replace(parsed, session=session)
                     if len(frame) <= INLINE_PRODUCE_BYTES and parsed.body.transactional_id is None:
                         started = self._start_produce(parsed, peer)
                     else:
                         started = await loop.run_in_executor(self._pool, self._start_produce, parsed, peer)
-                    done = asyncio.ensure_future(self._produced(started))
+                    done = self._produced(started)
                 else:
-                    parsed = dataclasses.replace(parsed, session=session)
                     done = loop.run_in_executor(self._pool, self._answer, parsed, None, peer)
                     await asyncio.wait([done])
                 await answers.put(done)
@@ -389,16 +386,40 @@ class Server:
             return StartedProduce((), lambda: failed)
         return StartedProduce(started.waits, lambda: self._answer(request, started.answer, peer))
 
-    async def _produced(self, started: StartedProduce) -> bytes | None:
-        """A Produce request's answer once the commits holding its records ended. No worker
-        thread waits for them (a connection keeps several requests in flight, and many
-        connections would hold the whole pool); the answer is built here when that cannot
-        block, on a worker otherwise (a duplicate batch's offsets are read back)."""
+    def _produced(self, started: StartedProduce) -> asyncio.Future:
+        """A future of a Produce request's answer, set once the commits holding its records
+        ended. No worker thread waits for them (a connection keeps several requests in flight,
+        and many connections would hold the whole pool), nor a task per request: the last
+        commit's callback builds the answer on the loop when that cannot block, on a worker
+        otherwise (a duplicate batch's offsets are read back). A task cost the loop two more
+        steps per request, one of them between a commit landing and its answer going out."""
         assert self._callbacks is not None
-        await _all_done(started.waits, self._callbacks)
-        if started.ready():
-            return started.answer()
-        return await asyncio.get_running_loop().run_in_executor(self._pool, started.answer)
+        loop = asyncio.get_running_loop()
+        answer: asyncio.Future = loop.create_future()
+
+        def settle(source: asyncio.Future) -> None:
+            if answer.done():  # the connection went away and cancelled it
+                return
+            if source.cancelled():
+                answer.cancel()
+            elif (exc := source.exception()) is not None:
+                answer.set_exception(exc)
+            else:
+                answer.set_result(source.result())
+
+        def build() -> None:
+            if answer.done():
+                return
+            if not started.ready():
+                loop.run_in_executor(self._pool, started.answer).add_done_callback(settle)
+                return
+            try:
+                answer.set_result(started.answer())
+            except Exception as exc:  # the sender awaits it and ends the connection, as with a task
+                answer.set_exception(exc)
+
+        _when_all_done(started.waits, self._callbacks, build)
+        return answer
 
     def _answer(self, request: Request, handler: Callable[[], Any] | None = None, peer: object = None) -> bytes | None:
         """The response frame (b"" when none is sent); a handler's unexpected failure is

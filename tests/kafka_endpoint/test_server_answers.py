@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from concurrent.futures import Future, ThreadPoolExecutor
 from types import SimpleNamespace
 
+from lakelog.kafka_endpoint.produce import StartedProduce
 from lakelog.kafka_endpoint.server import Server, ThreadCallbacks
 
 
@@ -119,3 +121,64 @@ def test_an_answer_that_failed_ends_the_connection_after_the_answers_before_it_a
 
     writes, error = asyncio.run(main())
     assert writes == [b"<0>"] and isinstance(error, ConnectionResetError)
+
+
+def _produced(started: StartedProduce, pool: ThreadPoolExecutor) -> asyncio.Future:
+    """Server._produced on the running loop, with only what it uses of a server."""
+    server = SimpleNamespace(_callbacks=ThreadCallbacks(asyncio.get_running_loop()), _pool=pool)
+    return Server._produced(server, started)  # type: ignore[arg-type]
+
+
+def test_a_produce_answer_is_built_on_the_loop_once_its_last_commit_ended_with_no_task_per_request():
+    async def main() -> tuple[bool, bytes, list[str], int]:
+        commits = [Future() for _ in range(3)]
+        built: list[str] = []
+
+        def answer() -> bytes:
+            built.append(threading.current_thread().name)
+            return b"<answer>"
+
+        with ThreadPoolExecutor(1) as pool:
+            tasks = len(asyncio.all_tasks())
+            waiting = _produced(StartedProduce(tuple(commits), answer), pool)
+            extra_tasks = len(asyncio.all_tasks()) - tasks
+            for commit in commits[:2]:
+                threading.Thread(target=commit.set_result, args=(None,)).start()
+            await asyncio.sleep(0.05)
+            early = waiting.done()
+            threading.Thread(target=commits[2].set_result, args=(None,)).start()
+            result = await asyncio.wait_for(waiting, 10)
+        return early, result, built, extra_tasks
+
+    early, result, built, extra_tasks = asyncio.run(main())
+    assert not early and result == b"<answer>"
+    assert built == [threading.main_thread().name]  # once, on the loop
+    assert extra_tasks == 0
+
+
+def test_a_produce_answer_that_must_read_the_store_is_built_on_a_worker_and_one_that_fails_fails_its_future():
+    async def main() -> tuple[bytes, list[str], BaseException | None, bytes]:
+        failed: Future = Future()
+        failed.set_exception(RuntimeError("commit failed"))  # not ready: answer() may block
+        built: list[str] = []
+
+        def answer() -> bytes:
+            built.append(threading.current_thread().name)
+            return b"<read back>"
+
+        def broken() -> bytes:
+            raise ValueError("cannot build")
+
+        with ThreadPoolExecutor(1, thread_name_prefix="worker") as pool:
+            on_worker = await asyncio.wait_for(_produced(StartedProduce((failed,), answer), pool), 10)
+            error = None
+            try:
+                await asyncio.wait_for(_produced(StartedProduce((), broken), pool), 10)
+            except ValueError as exc:
+                error = exc
+            no_commits = await asyncio.wait_for(_produced(StartedProduce((), lambda: b"<none>"), pool), 10)
+        return on_worker, built, error, no_commits
+
+    on_worker, built, error, no_commits = asyncio.run(main())
+    assert on_worker == b"<read back>" and built[0].startswith("worker")
+    assert isinstance(error, ValueError) and no_commits == b"<none>"
