@@ -159,3 +159,59 @@ def test_a_write_told_its_partition_runs_writes_the_files_a_search_for_them_find
     assert [f.offsets_at for f in told] == [f.offsets_at for f in searched]
     for mine, theirs in zip(told, searched, strict=True):
         assert pq.read_table(mine.full_path).equals(pq.read_table(theirs.full_path))
+
+
+# A record time whose stats string (1974-05-10T12:24:33.686Z) a float read back as ...685.
+FLOAT_LOSES_A_MS = 137_420_673_686
+
+
+@pytest.mark.parametrize(
+    ("micros", "renumberable"),
+    [
+        ([FLOAT_LOSES_A_MS * 1000, FLOAT_LOSES_A_MS * 1000 + 1], True),  # the max rounded up to ...687
+        ([1_700_000_000_123_456, 1_699_999_999_000_001, 3], False),
+        ([None, 2_000, None], False),  # nulls stay out of the bounds
+        ([None, None, None], False),  # no timestamp: no bounds
+    ],
+)
+def test_a_written_files_statistics_are_what_its_add_action_says(tmp_path, micros, renumberable):
+    n = len(micros)
+    table = pa.table(
+        {
+            "topic": ["t"] * n,
+            "partition": pa.array([4] * n, pa.int32()),
+            "offset": pa.array(range(10, 10 + n), pa.int64()),
+            "timestamp": pa.array(micros, pa.timestamp("us", tz="UTC")),
+            "timestamp_type": pa.array([0] * n, pa.int32()),
+            "key": pa.nulls(n, pa.binary()),
+            "value": pa.array([b"v"] * n),
+            "headers": pa.nulls(n, HEADERS),
+            "producer_id": pa.array([-1] * n, pa.int64()),
+            "producer_epoch": pa.array([0] * n, pa.int32()),
+            "sequence": pa.array(range(n), pa.int32()),
+        },
+        schema=LOG_ARROW_SCHEMA,
+    )
+    (written,) = DataFileWriter(str(tmp_path)).write(table, sync=not renumberable, renumberable=renumberable)
+    assert written.stats == written.add.file_stats()  # built without reading its JSON back
+    known = [m for m in micros if m is not None]
+    if known:
+        assert written.stats.min_timestamp_ms == min(known) // 1000
+        assert written.stats.max_timestamp_ms == -(-max(known) // 1000)
+    else:
+        assert written.stats.min_timestamp_ms is None and written.stats.max_timestamp_ms is None
+
+
+def test_a_record_is_found_by_its_own_time_after_the_store_is_opened_again(tmp_path):
+    """offsetsForTimes skips a file whose newest record is older than the time asked for: its
+    stats time read back 1 ms low made the record at exactly that time look older."""
+    from lakelog.store import Store
+
+    store = Store.open(tmp_path / "store")
+    store.create_topic("t", partitions=1)
+    producer = store.producer()
+    producer.send("t", b"then", partition=0, timestamp=FLOAT_LOSES_A_MS)
+    producer.close()
+    for opened in (store, Store.open(tmp_path / "store")):
+        found = opened.offsets_for_times("t", {0: FLOAT_LOSES_A_MS})[0]
+        assert found is not None and (found.offset, found.timestamp) == (0, FLOAT_LOSES_A_MS)

@@ -16,7 +16,7 @@ import json
 import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from functools import cached_property
 from typing import Any
 from urllib.parse import unquote
@@ -147,13 +147,22 @@ def tp_of(path: str, partition_values: Mapping[str, Any] | None) -> TopicPartiti
     return None
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MILLISECOND = timedelta(milliseconds=1)
+
+
 def _stats_time_ms(value: Any) -> int | None:
+    """A stats timestamp (``2024-01-02T03:04:05.006Z``) in ms since the epoch, counted in
+    integers: ``timestamp() * 1000`` went through a float and came out 1 ms low for ~0.6% of
+    them, so a file's newest record could look older than it is. A string without a zone is
+    local time, as ``timestamp()`` read it."""
     if not isinstance(value, str):
         return None
     try:
-        return int(datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp() * 1000)
+        when = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
         return None
+    return (when.astimezone(UTC) - _EPOCH) // _MILLISECOND
 
 
 _ADD_FIELDS = ("path", "partitionValues", "size", "modificationTime", "dataChange", "stats", "tags", "deletionVector")

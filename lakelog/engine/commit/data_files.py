@@ -159,32 +159,43 @@ class DataFile:
     offsets_at: int | None = None
 
 
-def _stats_time(micros: int | None, *, upper: bool) -> str | None:
-    if micros is None:
-        return None
-    # Delta truncates to ms; a max that lost its micros would exclude its own row.
-    ms = -(-micros // 1000) if upper else micros // 1000
+def _stats_time(ms: int) -> str:
+    """A stats timestamp as Delta writes them (``2024-01-02T03:04:05.006Z``)."""
     when = dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(milliseconds=ms)
     return when.strftime("%Y-%m-%dT%H:%M:%S.") + f"{when.microsecond // 1000:03d}Z"
 
 
 def file_stats_json(part: pa.Table) -> str:
     """Delta's ``stats`` for one file's rows (``offset`` and ``timestamp`` columns)."""
+    return _file_stats(part)[0]
+
+
+def _file_stats(part: pa.Table) -> tuple[str, dict[str, tuple[int, int]]]:
+    """:func:`file_stats_json` and the bounds it holds, as :class:`FileStats` reads them
+    back: the offsets', the timestamps' in ms (the low rounded down, the high up); a column
+    without a value has none."""
     mins: dict[str, object] = {}
     maxs: dict[str, object] = {}
     nulls: dict[str, int] = {}
+    bounds: dict[str, tuple[int, int]] = {}
     for name in STATS_COLUMNS:
         column = part.column(name)
         lo, hi = _bounds(column)
-        if name == "timestamp":
-            lo, hi = _stats_time(lo, upper=False), _stats_time(hi, upper=True)
-        if lo is not None:
-            mins[name], maxs[name] = lo, hi
         nulls[name] = column.null_count
-    return json.dumps(
+        if lo is None or hi is None:
+            continue
+        if name == "timestamp":
+            # Delta truncates to ms; a max that lost its micros would exclude its own row.
+            lo, hi = lo // 1000, -(-hi // 1000)
+            mins[name], maxs[name] = _stats_time(lo), _stats_time(hi)
+        else:
+            mins[name], maxs[name] = lo, hi
+        bounds[name] = lo, hi
+    text = json.dumps(
         {"numRecords": part.num_rows, "minValues": mins, "maxValues": maxs, "nullCount": nulls},
         separators=(",", ":"),
     )
+    return text, bounds
 
 
 def _bounds(column: pa.Array | pa.ChunkedArray) -> tuple[int | None, int | None]:
@@ -202,6 +213,13 @@ def _bounds(column: pa.Array | pa.ChunkedArray) -> tuple[int | None, int | None]
         # .value, not as_py(): a zoned timestamp's as_py() imports pandas.
         return bounds["min"].value, bounds["max"].value
     return bounds["min"].as_py(), bounds["max"].as_py()
+
+
+def _at_most(table: pa.Table, limit: int) -> bool:
+    """Whether ``table``'s rows take at most ``limit`` bytes. Asked first of the buffers it
+    refers to (a bound, read in a microsecond), then of its rows (``nbytes``: ~30 us for a
+    produce group, as it looks at every buffer's slice)."""
+    return table.get_total_buffer_size() <= limit or table.nbytes <= limit
 
 
 def partition_runs(table: pa.Table | pa.RecordBatch) -> list[tuple[TopicPartition, int, int]]:
@@ -312,7 +330,7 @@ class DataFileWriter:
         full = f"{self._root}/{relative}"
         columns = part.select(_FILE_COLUMNS)
         offsets_at = None
-        if self._local and part.nbytes <= _IN_MEMORY_BYTES:
+        if self._local and _at_most(part, _IN_MEMORY_BYTES):
             # Encoded in memory, then created and written in one go: three system calls, each
             # of which gives up the GIL (in the agent, every one waits to take it back behind
             # the event loop; pyarrow's file stream made six, a directory check one more).
@@ -352,15 +370,14 @@ class DataFileWriter:
             with self._fs.open(full, "wb") as handle:
                 _encode(columns, handle)
             size = self._fs.size(full)
-        add = AddFile(
-            relative,
-            {"topic": tp.topic, "partition": str(tp.partition)},
-            size,
-            int(time.time() * 1000) if modification_time_ms is None else modification_time_ms,
-            data_change,
-            file_stats_json(part),
-        )
-        return DataFile(add, add.file_stats(), full, offsets_at=offsets_at)
+        stats_json, bounds = _file_stats(part)
+        modified = int(time.time() * 1000) if modification_time_ms is None else modification_time_ms
+        values = {"topic": tp.topic, "partition": str(tp.partition)}
+        add = AddFile(relative, values, size, modified, data_change, stats_json)
+        # What add.file_stats() reads back out of the JSON just written, without reading it.
+        offsets, stamps = bounds.get("offset", (None, None)), bounds.get("timestamp", (None, None))
+        stats = FileStats(relative, tp, part.num_rows, *offsets, data_change, size, modified, *stamps)
+        return DataFile(add, stats, full, offsets_at=offsets_at)
 
     def renumber(self, file: DataFile, first: int) -> DataFile:
         """``file`` -- written by :meth:`write` with ``renumberable`` and not committed -- with
