@@ -93,8 +93,8 @@ SWITCH_INTERVAL_S = 0.0005
 # ProducerPerformance the defaults spent ~380 ms of every 8 s collecting (gen1 ~1.8 ms each,
 # 77 of them; gen2 50-80 ms): a commit's objects outlive the young generation, so gen1 and
 # gen2 walk them again and again. Frozen startup objects (gc.freeze) and a young generation
-# collected every 3,000 allocations, gen1 every 50: ~200 ms of 8 s, longest 20 ms (traced in
-# alternating runs: 144.6k/147.8k -> 154.0k/153.8k rec/s).
+# collected every 3,000 allocations, gen1 every 50: ~200 ms of 8 s, the longest ~22 ms (traced;
+# gen1 every 100 instead walked more survivors each time: 34 ms apiece, 300 ms in all).
 SERVE_GC_THRESHOLDS = (3000, 50, 10)
 
 
