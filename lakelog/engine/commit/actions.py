@@ -151,6 +151,13 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MILLISECOND = timedelta(milliseconds=1)
 
 
+def stats_time(ms: int) -> str:
+    """A stats timestamp as Delta writes them (``2024-01-02T03:04:05.006Z``); read back exactly
+    by :meth:`AddFile.file_stats`."""
+    when = _EPOCH + timedelta(milliseconds=ms)
+    return when.strftime("%Y-%m-%dT%H:%M:%S.") + f"{when.microsecond // 1000:03d}Z"
+
+
 def _stats_time_ms(value: Any) -> int | None:
     """A stats timestamp (``2024-01-02T03:04:05.006Z``) in ms since the epoch, counted in
     integers: ``timestamp() * 1000`` went through a float and came out 1 ms low for ~0.6% of

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import datetime as dt
 import json
 import logging
 import os
@@ -33,7 +32,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lakelog.engine.arrow_columns import to_numpy
-from lakelog.engine.commit.actions import AddFile
+from lakelog.engine.commit.actions import AddFile, stats_time
 from lakelog.engine.commit.direct_parquet import (
     consecutive_offsets,
     encode_log_file,
@@ -159,12 +158,6 @@ class DataFile:
     offsets_at: int | None = None
 
 
-def _stats_time(ms: int) -> str:
-    """A stats timestamp as Delta writes them (``2024-01-02T03:04:05.006Z``)."""
-    when = dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(milliseconds=ms)
-    return when.strftime("%Y-%m-%dT%H:%M:%S.") + f"{when.microsecond // 1000:03d}Z"
-
-
 def file_stats_json(part: pa.Table) -> str:
     """Delta's ``stats`` for one file's rows (``offset`` and ``timestamp`` columns)."""
     return _file_stats(part)[0]
@@ -187,7 +180,7 @@ def _file_stats(part: pa.Table) -> tuple[str, dict[str, tuple[int, int]]]:
         if name == "timestamp":
             # Delta truncates to ms; a max that lost its micros would exclude its own row.
             lo, hi = lo // 1000, -(-hi // 1000)
-            mins[name], maxs[name] = _stats_time(lo), _stats_time(hi)
+            mins[name], maxs[name] = stats_time(lo), stats_time(hi)
         else:
             mins[name], maxs[name] = lo, hi
         bounds[name] = lo, hi
