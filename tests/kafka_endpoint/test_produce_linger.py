@@ -351,9 +351,9 @@ def test_requests_are_answered_once_their_commit_landed_before_its_checksum_is_w
     release = threading.Event()
     original = LogFiles.write_checksum
 
-    def held(self, version, checksum):
+    def held(self, version, data):
         assert release.wait(10)
-        return original(self, version, checksum)
+        return original(self, version, data)
 
     monkeypatch.setattr(LogFiles, "write_checksum", held)
     group = ProduceLinger(committer, RetryPolicy(), linger_ms=0)

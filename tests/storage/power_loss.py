@@ -21,6 +21,7 @@ import errno
 import os
 import shutil
 import stat
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -33,7 +34,13 @@ def watch_native_syncs(monkeypatch: pytest.MonkeyPatch) -> None:
     whose threads call fsync(2) themselves) through ``os.fsync``, as it is then (a watcher's
     replacement): one path after another, each path's errno as the native call gives it."""
 
-    def sync_paths(files: list[str], directories: list[str]) -> list[int]:
+    def sync_paths(files: list[str], directories: list[str], meanwhile: Callable[[], None] | None = None) -> list[int]:
+        failed: BaseException | None = None
+        if meanwhile is not None:  # in flight together natively; before them here
+            try:
+                meanwhile()
+            except BaseException as exc:  # raised after the syncs, as natively
+                failed = exc
         errors = []
         for path, flags in [(f, os.O_RDONLY) for f in files] + [(d, os.O_RDONLY | os.O_DIRECTORY) for d in directories]:
             try:
@@ -45,6 +52,8 @@ def watch_native_syncs(monkeypatch: pytest.MonkeyPatch) -> None:
                 errors.append(0)
             except OSError as exc:
                 errors.append(exc.errno or errno.EIO)
+        if failed is not None:
+            raise failed
         return errors
 
     monkeypatch.setattr(object_store, "sync_paths", sync_paths)

@@ -61,9 +61,9 @@ def test_an_acknowledged_send_synced_its_data_file_commit_file_and_directories_i
     returned: list[int] = []
     real_put = LogFiles.put_commit
 
-    def put_commit(self, version: int, data: bytes, with_files=(), linked=None) -> bool:
+    def put_commit(self, version: int, data: bytes, with_files=(), linked=None, while_syncing=None) -> bool:
         entered.append(len(syncs.events))  # what had happened when put_commit was called
-        landed = real_put(self, version, data, with_files, linked)
+        landed = real_put(self, version, data, with_files, linked, while_syncing)
         returned.append(len(syncs.events))  # what had happened when put_commit returned
         return landed
 

@@ -74,9 +74,9 @@ from lakelog.engine.commit.conflicts import (
 )
 from lakelog.engine.commit.data_files import DataFile, DataFileWriter, FilesAhead
 from lakelog.engine.commit.features import check_writable
-from lakelog.engine.commit.follower import TableLog
+from lakelog.engine.commit.follower import PreparedState, TableLog
 from lakelog.engine.commit.info import TAG_CLIENT, TAG_DETAILS, TAG_OPERATION, append_tags, commit_info
-from lakelog.engine.commit.log_files import LogFiles
+from lakelog.engine.commit.log_files import LogFiles, checksum_file
 from lakelog.engine.commit.markers import (
     Reservation,
     end_marker_id,
@@ -1142,8 +1142,16 @@ class Committer:
         unsynced = [f.full_path for f in written if not f.synced]
         while True:
             commit_info_ = info(version)
+            commit = Commit((commit_info_, *actions))
+            prepared: list[PreparedState | None] = []
             try:
-                landed = self.log.files.put_commit(version, sealed_commit(commit_info_, body), unsynced, linked)
+                landed = self.log.files.put_commit(
+                    version,
+                    sealed_commit(commit_info_, body),
+                    unsynced,
+                    linked,
+                    lambda: prepared.append(self.log.prepare(version, commit)),  # noqa: B023 (called in the put)
+                )
             except CommitNotDurableError:
                 raise  # visible but maybe not durable: never acknowledged, files kept
             except CommitStateUnknownError as exc:
@@ -1152,7 +1160,7 @@ class Committer:
                 self._discard(written)
                 raise write_failure(exc, f"writing commit {version}") from exc
             if landed:
-                self._after_commit(version, Commit((commit_info_, *actions)), on_landed)
+                self._after_commit(version, commit, on_landed, prepared[0] if prepared else None)
                 return version
             log.debug("%s: version %s was taken by another commit", self.client_id, version)
             # Judge every winner up to the first free version before putting again: a
@@ -1209,21 +1217,32 @@ class Committer:
 
     # -- post-commit hooks -------------------------------------------------------------
 
-    def _after_commit(self, version: int, commit: Commit, landed: Callable[[int], None] | None = None) -> None:
-        """The view update, ``landed(version)``, the checksum, a checkpoint every
-        delta.checkpointInterval. The checksum only saves readers work (it is derived from the
-        log), so whoever waits for the commit is told before it is written."""
-        state = self.log.advance(version, commit)
+    def _after_commit(
+        self,
+        version: int,
+        commit: Commit,
+        landed: Callable[[int], None] | None = None,
+        prepared: PreparedState | None = None,
+    ) -> None:
+        """The view update (``prepared`` taken if it still applies), ``landed(version)``, the
+        checksum, a checkpoint every delta.checkpointInterval. The checksum only saves readers
+        work (it is derived from the log), so whoever waits for the commit is told before it is
+        written."""
+        state = self.log.advance(version, commit, prepared)
         if landed is not None:
             landed(version)
-        checksum = None if state is None else state.checksum
-        if checksum is None:  # this process did not follow the chain: derive it from the file
-            previous = self.log.files.read_checksum(version - 1)
-            checksum = None if previous is None else next_checksum(previous, [a.to_json() for a in commit.actions])
-            if checksum is not None and state is not None and state_disagreement(checksum, state) is not None:
-                checksum = None  # derived from a .crc that disagrees with the log: never pass it on
-        if checksum is not None:
-            self.log.files.write_checksum(version, checksum)
+        if prepared is not None and state is prepared.state and prepared.checksum_file is not None:
+            self.log.files.write_checksum(version, prepared.checksum_file)
+        else:
+            checksum = None if state is None else state.checksum
+            if checksum is None:  # this process did not follow the chain: derive it from the file
+                previous = self.log.files.read_checksum(version - 1)
+                checksum = None if previous is None else next_checksum(previous, [a.to_json() for a in commit.actions])
+                if checksum is not None and state is not None and state_disagreement(checksum, state) is not None:
+                    checksum = None  # derived from a .crc that disagrees with the log: never pass it on
+            if checksum is not None:
+                with contextlib.suppress(TypeError, ValueError):  # a .crc never fails a landed commit
+                    self.log.files.write_checksum(version, checksum_file(checksum))
         interval = (state or self.log.current()).checkpoint_interval
         if version % interval == 0:
             request_checkpoint(self.uri, version)
@@ -1347,9 +1366,13 @@ def create_table(
     info = CommitInfo({k: v for k, v in info.values.items() if k != "readVersion"})
     if not files.put_commit(0, encode_actions([info, protocol, metadata])):
         return False
-    files.write_checksum(
-        0, initial_checksum(metadata.to_json()["metaData"], protocol.to_json()["protocol"], info.txn_id or "")
-    )
+    with contextlib.suppress(TypeError, ValueError):  # a checksum only saves readers work
+        files.write_checksum(
+            0,
+            checksum_file(
+                initial_checksum(metadata.to_json()["metaData"], protocol.to_json()["protocol"], info.txn_id or "")
+            ),
+        )
     return True
 
 

@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 from urllib.parse import unquote, urlparse
 
 import pyarrow as pa
@@ -35,7 +35,7 @@ from lakelog.engine.commit.checksum import checksum_disagreement
 from lakelog.engine.commit.delta_table import corrupt_commit, load_delta_table
 from lakelog.engine.commit.features import check_readable
 from lakelog.engine.commit.file_runs import FileColumns, IntColumn, RowColumn, combined, encoded_topics
-from lakelog.engine.commit.log_files import LogFiles, checksum_name, commit_name
+from lakelog.engine.commit.log_files import LogFiles, checksum_file, checksum_name, commit_name
 from lakelog.engine.commit.markers import Reservation
 from lakelog.engine.commit.reservations import expired
 from lakelog.engine.commit.state import AppVersions, TableState
@@ -351,6 +351,15 @@ def add_action_column(actions: pa.Table, name: str) -> list:
 _MS_SCALE = {"s": (1000, 1), "ms": (1, 1), "us": (1, 1_000), "ns": (1, 1_000_000)}
 
 
+class PreparedState(NamedTuple):
+    """A commit's state derived before it landed (:meth:`TableLog.prepare`): from ``base``,
+    ``state`` and its ``.crc`` file's content (None without a checksum)."""
+
+    base: TableState
+    state: TableState
+    checksum_file: bytes | None
+
+
 class TableLog:
     """One table's log as this process sees it: the latest state, history, time travel.
 
@@ -426,15 +435,35 @@ class TableLog:
         with self._lock:
             return self._state
 
-    def advance(self, version: int, commit: Commit) -> TableState | None:
+    def prepare(self, version: int, commit: Commit) -> PreparedState | None:
+        """The state ``commit`` would lead to as version ``version``, derived now from the
+        state this process knows (None when that is not the version before, or deriving
+        fails), for :meth:`advance` to take once the commit landed: a committer derives it
+        while the disk syncs the commit file rather than between the commit landing and its
+        acknowledgements. Changes nothing; never raises."""
+        with self._lock:
+            base = self._state
+        if base is None or base.version != version - 1:
+            return None
+        try:
+            after = base.apply(version, commit)
+            return PreparedState(base, after, None if after.checksum is None else checksum_file(after.checksum))
+        except Exception as exc:  # advance derives it again and raises what is wrong
+            log.debug("%s: could not derive version %s ahead: %s", self.uri, version, exc)
+            return None
+
+    def advance(self, version: int, commit: Commit, prepared: PreparedState | None = None) -> TableState | None:
         """Apply ``commit`` (version ``version``, already in hand) if it is the next one;
-        the state at ``version`` if this process knows it, else None."""
+        the state at ``version`` if this process knows it, else None. ``prepared``
+        (:meth:`prepare` of the same commit) is taken when it was derived from the state known
+        now."""
         with self._lock:
             state = self._state
             if state is None:
                 return None
             if state.version == version - 1:
-                state = state.apply(version, commit)
+                ahead = prepared is not None and prepared.base is state
+                state = prepared.state if ahead else state.apply(version, commit)  # type: ignore[union-attr]
                 self._set_state(state)
             return state if state.version == version else None
 

@@ -38,6 +38,13 @@ def checksum_name(version: int) -> str:
     return f"{version:020d}.crc"
 
 
+def checksum_file(checksum: Mapping[str, Any]) -> bytes:
+    """A ``.crc`` file's content: the checksum as one line of JSON (what
+    :meth:`LogFiles.read_checksum` reads back). Raises TypeError/ValueError for a value JSON
+    cannot hold."""
+    return (json.dumps(checksum, separators=(",", ":")) + "\n").encode()
+
+
 def checkpoint_name(version: int) -> str:
     """The name of a classic single-file checkpoint (the kind delta-rs writes here)."""
     return f"{version:020d}.checkpoint.parquet"
@@ -410,7 +417,12 @@ class LogFiles:
     # -- writing ---------------------------------------------------------------
 
     def put_commit(
-        self, version: int, data: bytes, with_files: Sequence[str] = (), linked: Callable[[], None] | None = None
+        self,
+        version: int,
+        data: bytes,
+        with_files: Sequence[str] = (),
+        linked: Callable[[], None] | None = None,
+        while_syncing: Callable[[], None] | None = None,
     ) -> bool:
         """Create commit ``version`` holding ``data`` unless it exists; False if it does.
 
@@ -424,13 +436,16 @@ class LogFiles:
         ``with_files``: local data files the commit adds that were written unsynced; they
         are synced (with their directories) together with the commit file, before it appears.
         ``linked``: called locally once the file appeared, before ``_delta_log/`` is synced.
+        ``while_syncing``: called once, while the disk syncs the file (see :func:`put_if_absent`).
         """
-        return put_if_absent(self.log_dir, commit_name(version), data, with_files=with_files, linked=linked)
+        return put_if_absent(
+            self.log_dir, commit_name(version), data, with_files=with_files, linked=linked, while_syncing=while_syncing
+        )
 
-    def write_checksum(self, version: int, checksum: dict[str, Any]) -> bool:
-        """Create ``version``'s ``.crc``; never raises (a checksum only saves readers work)."""
+    def write_checksum(self, version: int, data: bytes) -> bool:
+        """Create ``version``'s ``.crc`` holding ``data`` (:func:`checksum_file`); never raises
+        (a checksum only saves readers work)."""
         try:
-            data = (json.dumps(checksum, separators=(",", ":")) + "\n").encode()
             return put_if_absent(self.log_dir, checksum_name(version), data, durable=False)
         except Exception as exc:
             log.warning("could not write %s/%s: %s", self.log_dir, checksum_name(version), exc)

@@ -341,6 +341,7 @@ def put_if_absent(
     durable: bool = True,
     with_files: Sequence[str] = (),
     linked: Callable[[], None] | None = None,
+    while_syncing: Callable[[], None] | None = None,
 ) -> bool:
     """Create ``directory/name`` holding ``data`` atomically; False if it already exists.
 
@@ -362,11 +363,18 @@ def put_if_absent(
     ``linked``: called locally once the file is in place and before ``directory`` is synced
     (every reader sees it from then on; a committer's turn ends there, engine.storage.turns);
     it must not raise.
+
+    ``while_syncing``: work for the calling thread while the disk is busy (a committer's
+    next state, derived before it knows whether the file will be created): called once
+    locally, once the file's data is written, while it and ``with_files`` are synced, and on
+    S3 before the PUT; not called when writing fails before; it must not raise.
     """
     if is_s3(directory):
+        if while_syncing is not None:
+            while_syncing()
         bucket, prefix = bucket_and_key(directory)
         return _s3_put_if_absent(settings_for(directory), bucket, f"{prefix.rstrip('/')}/{name}".lstrip("/"), data)
-    return _local_put_if_absent(directory, name, data, durable, with_files, linked)
+    return _local_put_if_absent(directory, name, data, durable, with_files, linked, while_syncing)
 
 
 def _local_put_if_absent(
@@ -376,13 +384,20 @@ def _local_put_if_absent(
     durable: bool = True,
     with_files: Sequence[str] = (),
     linked: Callable[[], None] | None = None,
+    while_syncing: Callable[[], None] | None = None,
 ) -> bool:
     final = os.path.join(directory, name)
     temp = os.path.join(directory, f".{name}.{new_uuid().hex}.tmp")
     try:
-        write_new_file(temp, data, sync=durable and not with_files)
-        if with_files:
-            sync_all([*([temp] if durable else []), *with_files], sorted({os.path.dirname(f) for f in with_files}))
+        write_new_file(temp, data, sync=durable and not with_files and while_syncing is None)
+        if with_files or (durable and while_syncing is not None):
+            sync_all(
+                [*([temp] if durable else []), *with_files],
+                sorted({os.path.dirname(f) for f in with_files}),
+                meanwhile=while_syncing,
+            )
+        elif while_syncing is not None:
+            while_syncing()
         try:
             os.link(temp, final)
         except FileExistsError:
@@ -470,10 +485,11 @@ def sync_directory(path: str) -> None:
         os.close(fd)
 
 
-def sync_all(files: Sequence[str], directories: Sequence[str]) -> None:
+def sync_all(files: Sequence[str], directories: Sequence[str], *, meanwhile: Callable[[], None] | None = None) -> None:
     """fsync local ``files`` and ``directories`` (each name a directory holds; skipped inside
     :func:`unsynced_directories`), all at once. Raises the first OSError after every sync
-    finished.
+    finished. ``meanwhile()`` runs on the calling thread while they are in flight (also when
+    there is nothing to sync); what it raises is raised after them.
 
     Issued together, the syncs share one journal commit and one disk cache flush
     on a journaling file system (ext4's jbd2 and XFS batch concurrent fsyncs into
@@ -484,9 +500,7 @@ def sync_all(files: Sequence[str], directories: Sequence[str]) -> None:
     """
     directories = list(directories) if _sync_directories else []
     paths = [*files, *directories]
-    if not paths:
-        return
-    for path, error in zip(paths, sync_paths(list(files), directories), strict=True):
+    for path, error in zip(paths, sync_paths(list(files), directories, meanwhile), strict=True):
         if error:
             raise OSError(error, os.strerror(error), path)
 
