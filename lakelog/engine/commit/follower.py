@@ -462,8 +462,10 @@ class TableLog:
             if state is None:
                 return None
             if state.version == version - 1:
-                ahead = prepared is not None and prepared.base is state
-                state = prepared.state if ahead else state.apply(version, commit)  # type: ignore[union-attr]
+                if prepared is not None and prepared.base is state:
+                    state = prepared.state
+                else:
+                    state = state.apply(version, commit)
                 self._set_state(state)
             return state if state.version == version else None
 
