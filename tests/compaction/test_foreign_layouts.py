@@ -97,13 +97,13 @@ LAYOUTS = {
 }
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=40, suppress_health_check=list(HealthCheck))
 @given(**LAYOUTS)
 def test_any_foreign_rewrite_leaves_every_record_readable_once_in_order(sizes, rewrites, seed):
     check_layouts(sizes, rewrites, seed)
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=25, suppress_health_check=list(HealthCheck))
 @given(**LAYOUTS)
 def test_small_fetches_read_a_row_group_at_a_time_and_skip_nothing(sizes, rewrites, seed):
     """Row groups of 3 rows: a fetch reads row groups one by one, also when a rewrite left

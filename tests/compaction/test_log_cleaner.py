@@ -82,7 +82,7 @@ def as_rows(table: pa.Table) -> list[dict]:
     return rows
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=120, suppress_health_check=[HealthCheck.too_slow])
 @given(spec=log_files, cleanable=st.integers(0, 5), splits=st.lists(st.booleans(), min_size=6, max_size=6))
 # An expired tombstone whose key still has an older value as some file's first record.
 @example(

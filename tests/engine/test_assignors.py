@@ -15,7 +15,7 @@ from lakelog.engine.errors import InvalidConfigError
 from lakelog.engine.groups.assignors import Subscription, assign, cooperative_round, is_cooperative
 from lakelog.engine.topics import TopicPartition as TP
 
-PROPERTIES = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+PROPERTIES = settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow])
 TOPICS = ("t0", "t1", "t2", "t3", "t4")
 
 
@@ -408,7 +408,7 @@ def test_sticky_is_as_balanced_as_subscriptions_allow(group, strategy):
     assert chain_to_lighter(got, subs) is None
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=400)
 @given(groups(max_members=4, max_topics=3, max_partitions=3).filter(lambda g: sum(g[1].values()) <= 6))
 def test_sticky_is_the_most_balanced_then_most_sticky_assignment(group):
     # Against every possible assignment: the fewest squared counts, then the fewest partitions moved.

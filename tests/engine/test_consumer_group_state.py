@@ -405,4 +405,4 @@ class ConsumerGroupMachine(RuleBasedStateMachine):
 
 
 TestConsumerGroupMachine = ConsumerGroupMachine.TestCase
-TestConsumerGroupMachine.settings = settings(max_examples=150, stateful_step_count=40, deadline=None)
+TestConsumerGroupMachine.settings = settings(max_examples=150, stateful_step_count=40)

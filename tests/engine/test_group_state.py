@@ -357,4 +357,4 @@ class ClassicGroupMachine(RuleBasedStateMachine):
 
 
 TestClassicGroupMachine = ClassicGroupMachine.TestCase
-TestClassicGroupMachine.settings = settings(max_examples=150, stateful_step_count=40, deadline=None)
+TestClassicGroupMachine.settings = settings(max_examples=150, stateful_step_count=40)

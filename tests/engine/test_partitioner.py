@@ -67,7 +67,7 @@ def test_keyless_partition_is_recomputed_when_the_topic_shrinks_in_view():
     assert 0 <= partitioner.partition("t", 2) < 2
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(
     keys=st.lists(st.one_of(st.none(), st.binary(max_size=40)), max_size=60),
     cut=st.tuples(st.integers(0, 60), st.integers(0, 60)),
@@ -96,7 +96,7 @@ def test_vectorized_partitions_take_one_count_or_one_per_key():
     assert partitions_for_keys(keys, np.array([50, 1, 7])).tolist() == [16, 0, partition_for_key(b"abc", 7)]
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(
     sizes=st.lists(st.integers(0, 50), min_size=1, max_size=40),
     switch_records=st.integers(1, 8),

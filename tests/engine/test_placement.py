@@ -191,7 +191,7 @@ any_rows = st.fixed_dictionaries(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(
     rows=st.lists(valid_rows(), max_size=30),
     cuts=st.lists(st.integers(0, 30), max_size=3),
@@ -203,7 +203,7 @@ def test_accepted_records_are_placed_and_written_as_record_by_record(rows, cuts,
     assert result[0] == "placed"
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=400)
 @given(
     rows=st.lists(any_rows, max_size=12),
     cuts=st.lists(st.integers(0, 12), max_size=2),
@@ -214,7 +214,7 @@ def test_the_first_refused_record_gives_the_record_by_record_error(rows, cuts, p
     compare(tables_of(rows, cuts, pad), later)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150)
 @given(
     rows=st.lists(valid_rows(), max_size=40),
     switch_records=st.integers(1, 4),
@@ -317,7 +317,7 @@ wire_records = st.lists(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(records=wire_records, topic=st.sampled_from(["a", "b", "c"]), partition=st.sampled_from([0, 2, 3, -1]))
 def test_a_produce_requests_records_are_placed_as_their_table_would_be(records, topic, partition):
     """The agent's placement of a request's records (given partition, Kafka's wire types)

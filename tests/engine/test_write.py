@@ -35,7 +35,7 @@ def dense(store, topic):
     return {p: len(v) for p, v in by_partition.items()}
 
 
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=8, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(keys=st.lists(st.binary(max_size=64), min_size=1, max_size=300), partitions=st.integers(1, 5000))
 def test_jvm_partition_function_is_the_python_one(spark, keys, partitions):
     register_functions(spark)

@@ -49,7 +49,7 @@ topics = st.lists(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(version=st.integers(3, 9), correlation_id=st.integers(-(2**31), 2**31 - 1), responses=topics)
 def test_an_answer_is_encoded_as_kio_encodes_it(version, correlation_id, responses):
     body = build(response_class(PRODUCE, version), responses=responses)
@@ -94,7 +94,7 @@ succeeded_topics = st.lists(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(version=st.integers(3, 9), answered=succeeded_topics)
 def test_an_answer_in_which_every_partition_succeeded_is_what_build_makes_of_it(version, answered):
     responses = [

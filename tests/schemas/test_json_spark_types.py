@@ -152,7 +152,7 @@ def _nested(children):
     return st.one_of(arrays, _objects(children))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(_objects(st.recursive(_leaf(), _nested, max_leaves=12)))
 def test_nested_objects_and_arrays_map_member_by_member(case):
     schema, expected = case
