@@ -17,6 +17,7 @@ from deltalake import DeltaTable
 
 from lakelog.engine.commit.data_files import ROW_GROUP_ROWS, _encode, _first_offset_position
 from lakelog.engine.commit.direct_parquet import CREATED_BY, encode_log_file
+from lakelog.engine.commit.parquet_pages import thrift_int, uleb128
 from lakelog.engine.schema import LOG_ARROW_SCHEMA, PARTITION_COLUMNS
 from lakelog.store import Store
 
@@ -164,3 +165,16 @@ def _data_files(uri: str) -> list[str]:
     from pathlib import Path
 
     return [str(p) for p in Path(uri.removeprefix("file://")).rglob("*.parquet") if "_delta_log" not in p.parts]
+
+
+@pytest.mark.parametrize("value", [0, 1, 127, 128, 300, 16_383, 16_384, 2**32, 2**63 - 1, 2**64 - 1])
+def test_uleb128_writes_seven_bits_a_byte_lowest_first_with_a_continuation_bit(value):
+    encoded = uleb128(value)
+    assert all(b & 0x80 for b in encoded[:-1]) and not encoded[-1] & 0x80
+    assert sum((b & 0x7F) << (7 * i) for i, b in enumerate(encoded)) == value
+    assert len(encoded) == max(1, -(-value.bit_length() // 7))
+
+
+@pytest.mark.parametrize("value", [0, -1, 1, -64, 63, 2**31 - 1, -(2**31), 2**63 - 1, -(2**63)])
+def test_a_thrift_compact_integer_is_its_zigzag_in_uleb128(value):
+    assert thrift_int(value) == uleb128(((value << 1) ^ (value >> 63)) & (2**64 - 1))

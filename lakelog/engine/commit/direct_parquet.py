@@ -27,7 +27,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from lakelog.engine.commit.parquet_pages import column_chunk, page_header, plain_byte_array, rle_levels, thrift_int
+from lakelog.engine.commit.parquet_pages import (
+    column_chunk,
+    page_header,
+    plain_byte_array,
+    rle_levels,
+    thrift_int,
+    uleb128,
+)
 from lakelog.engine.schema import LOG_ARROW_SCHEMA, PARTITION_COLUMNS
 
 # parquet.thrift's enums.
@@ -65,26 +72,12 @@ _FIXED = {
 }
 
 
-def _uleb(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        low, value = value & 0x7F, value >> 7
-        out.append(low | 0x80 if value else low)
-        if not value:
-            return bytes(out)
-
-
-def _int(value: int) -> bytes:
-    """A Thrift compact integer (i16, i32, i64): zigzag, then ULEB128."""
-    return _uleb((value << 1) ^ (value >> 63))
-
-
 def _binary(value: bytes) -> bytes:
-    return _uleb(len(value)) + value
+    return uleb128(len(value)) + value
 
 
 def _list_header(size: int, element_type: int) -> bytes:
-    return bytes([(size << 4) | element_type]) if size < 15 else bytes([0xF0 | element_type]) + _uleb(size)
+    return bytes([(size << 4) | element_type]) if size < 15 else bytes([0xF0 | element_type]) + uleb128(size)
 
 
 def _field(last: int, field_id: int, field_type: int) -> bytes:
@@ -111,13 +104,13 @@ def _schema_element(
 ) -> bytes:
     fields = []
     if physical is not None:
-        fields.append((1, _T_I32, _int(physical)))
-    fields.append((3, _T_I32, _int(repetition)))
+        fields.append((1, _T_I32, thrift_int(physical)))
+    fields.append((3, _T_I32, thrift_int(repetition)))
     fields.append((4, _T_BINARY, _binary(name.encode())))
     if children is not None:
-        fields.append((5, _T_I32, _int(children)))
+        fields.append((5, _T_I32, thrift_int(children)))
     if converted is not None:
-        fields.append((6, _T_I32, _int(converted)))
+        fields.append((6, _T_I32, thrift_int(converted)))
     if logical is not None:
         fields.append((10, _T_STRUCT, logical))
     return _struct(fields)
@@ -160,16 +153,16 @@ class _Leaf:
         self.path, self.physical, self.codec, self.sampled = path, physical, codec, sampled
         head = (
             _field(0, 1, _T_I32)
-            + _int(physical)
+            + thrift_int(physical)
             + _field(1, 2, _T_LIST)
             + _list_header(len(encodings), _T_I32)
-            + b"".join(_int(e) for e in encodings)
+            + b"".join(thrift_int(e) for e in encodings)
             + _field(2, 3, _T_LIST)
             + _list_header(len(path), _T_BINARY)
             + b"".join(_binary(p.encode()) for p in path)
             + _field(3, 4, _T_I32)
         )
-        self.meta_head, self.plain_head = head + _int(codec), head + _int(_UNCOMPRESSED)
+        self.meta_head, self.plain_head = head + thrift_int(codec), head + thrift_int(_UNCOMPRESSED)
 
 
 _LEAVES = [
@@ -191,9 +184,9 @@ _DELTA_BLOCK_VALUES, _DELTA_MINIBLOCKS = 256, 4
 _MAGIC = b"PAR1"
 _ROW_GROUP_COLUMNS = _list_header(len(_LEAVES), _T_STRUCT)
 # RowGroup 5: file_offset (the first column chunk's, after the magic), then 6: total_compressed_size.
-_ROW_GROUP_TAIL = _field(3, 5, _T_I64) + _int(len(_MAGIC)) + _field(5, 6, _T_I64)
+_ROW_GROUP_TAIL = _field(3, 5, _T_I64) + thrift_int(len(_MAGIC)) + _field(5, 6, _T_I64)
 # FileMetaData 1: version, 2: schema, and 3: num_rows's header.
-_FOOTER_HEAD = _field(0, 1, _T_I32) + _int(2) + _field(1, 2, _T_LIST) + _SCHEMA_LIST + _field(2, 3, _T_I64)
+_FOOTER_HEAD = _field(0, 1, _T_I32) + thrift_int(2) + _field(1, 2, _T_LIST) + _SCHEMA_LIST + _field(2, 3, _T_I64)
 
 
 @functools.cache
@@ -219,12 +212,12 @@ def _footer_tail() -> bytes:
 
 def first_offset_bytes(first: int) -> bytes:
     """How a DELTA_BINARY_PACKED header holds a first value of ``first`` (zigzag ULEB128)."""
-    return _int(first)
+    return thrift_int(first)
 
 
 def first_offset_at(count: int) -> int:
     """Where the first value starts in :func:`consecutive_offsets` of ``count`` values."""
-    return len(_uleb(_DELTA_BLOCK_VALUES) + _uleb(_DELTA_MINIBLOCKS) + _uleb(count))
+    return len(uleb128(_DELTA_BLOCK_VALUES) + uleb128(_DELTA_MINIBLOCKS) + uleb128(count))
 
 
 def consecutive_offsets(first: int, count: int) -> bytes:
@@ -232,13 +225,13 @@ def consecutive_offsets(first: int, count: int) -> bytes:
     them: block size, miniblocks, count, first value (zigzag); per block a minimum delta of 1
     and four bit widths of 0 (every delta is the minimum: no packed bits follow)."""
     blocks = -(-(count - 1) // _DELTA_BLOCK_VALUES)
-    header = _uleb(_DELTA_BLOCK_VALUES) + _uleb(_DELTA_MINIBLOCKS) + _uleb(count) + _int(first)
-    return header + (_uleb(2) + bytes(_DELTA_MINIBLOCKS)) * blocks
+    header = uleb128(_DELTA_BLOCK_VALUES) + uleb128(_DELTA_MINIBLOCKS) + uleb128(count) + thrift_int(first)
+    return header + (uleb128(2) + bytes(_DELTA_MINIBLOCKS)) * blocks
 
 
 def _levels_run(count: int, level: int) -> bytes:
     """``count`` equal levels: one RLE run after data page v1's 4-byte length."""
-    run = _uleb(count << 1) + bytes([level])
+    run = uleb128(count << 1) + bytes([level])
     return len(run).to_bytes(4, "little") + run
 
 

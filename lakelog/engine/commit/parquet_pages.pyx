@@ -118,6 +118,13 @@ def thrift_int(long long value):
     return PyBytes_FromStringAndSize(buf, _int(buf, 0, value))
 
 
+def uleb128(unsigned long long value):
+    """``value`` in ULEB128 (seven bits a byte, lowest first): Thrift's lengths and list sizes,
+    and the headers of Parquet's DELTA_BINARY_PACKED and RLE runs."""
+    cdef char buf[10]
+    return PyBytes_FromStringAndSize(buf, _uleb(buf, 0, value))
+
+
 def page_header(long long uncompressed, long long compressed, long long values, int encoding):
     """A PageHeader of a data page (v1) whose levels are RLE-encoded."""
     cdef char buf[64]
