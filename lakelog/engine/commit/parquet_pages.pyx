@@ -19,6 +19,16 @@ cdef inline void _put_u32(char* out, uint32_t value) noexcept:
     out[3] = <char>((value >> 24) & 0xFF)
 
 
+cdef inline Py_ssize_t _uleb(char* out, Py_ssize_t at, unsigned long long value) noexcept:
+    """``value`` in ULEB128 at ``out[at]``; where the next byte goes."""
+    while value >= 0x80:
+        out[at] = <char>((value & 0x7F) | 0x80)
+        value >>= 7
+        at += 1
+    out[at] = <char>value
+    return at + 1
+
+
 def plain_byte_array(
     const int32_t[::1] offsets, const uint8_t[::1] data, const uint8_t[::1] present=None, bytes before=b""
 ):
@@ -78,29 +88,15 @@ def rle_levels(const uint8_t[::1] levels):
         j = i + 1
         while j < n and levels[j] == levels[i]:
             j += 1
-        run = <uint32_t>((j - i) << 1)
-        while run >= 0x80:
-            buf[at] = <char>((run & 0x7F) | 0x80)
-            run >>= 7
-            at += 1
-        buf[at] = <char>run
-        buf[at + 1] = <char>levels[i]
-        at += 2
+        at = _uleb(buf, at, <uint32_t>((j - i) << 1))
+        buf[at] = <char>levels[i]
+        at += 1
         i = j
     return out
 
 
 # Thrift's compact protocol (parquet.thrift's structs), for the few structs a file's pages and
 # column chunks need per file: each written into one buffer instead of a Python call per field.
-
-cdef inline Py_ssize_t _uleb(char* out, Py_ssize_t at, unsigned long long value) noexcept:
-    while value >= 0x80:
-        out[at] = <char>((value & 0x7F) | 0x80)
-        value >>= 7
-        at += 1
-    out[at] = <char>value
-    return at + 1
-
 
 cdef inline Py_ssize_t _int(char* out, Py_ssize_t at, long long value) noexcept:
     """A compact-protocol integer field's value: zigzag, then ULEB128."""
