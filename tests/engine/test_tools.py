@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -224,6 +225,52 @@ def test_producer_performance_summaries_are_read_and_a_failed_run_is_named():
     assert (figures["sent"], figures["rps"], figures["p50"], figures["p99"]) == (200_000, 101163.378857, 1115, 1348)
 
 
+def test_a_proc_stat_line_gives_cpu_seconds_and_nice_value_whatever_the_command_name():
+    from benchmarks.agent_cpu import _CLOCK_TICKS, ThreadTimes, background_s, parse_stat
+
+    # Fields after the name: state, ppid, ... utime (14), stime (15), ..., nice (19).
+    tail = "S 1 2 3 4 5 6 7 8 9 10 {u} {s} 13 14 15 {nice} 1 0 100 200 300"
+    line = "4321 (tokio (rt) worker) " + tail.format(u=3 * _CLOCK_TICKS, s=_CLOCK_TICKS, nice=10)
+    assert parse_stat(line) == ThreadTimes(4.0, 10)
+    with pytest.raises(ValueError, match="not a /proc stat line"):
+        parse_stat("4321 (python) S 1 2")
+    before = {1: ThreadTimes(5.0, 0), 2: ThreadTimes(1.0, 10)}
+    after = {1: ThreadTimes(9.0, 0), 2: ThreadTimes(1.5, 10), 3: ThreadTimes(2.0, 10), 4: ThreadTimes(3.0, -5)}
+    # Only the lower-priority threads, each from its first sample (a new one from nothing).
+    assert background_s(before, after, process_nice=0) == 2.5
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_the_agent_cpu_sampler_tells_a_lower_priority_threads_cpu_apart():
+    import os
+    import threading
+    import time
+
+    from benchmarks.agent_cpu import AgentCpuSampler
+
+    sampler = AgentCpuSampler(os.getpid()).start()
+    burned, release = threading.Event(), threading.Event()
+
+    def background() -> None:
+        tid = threading.get_native_id()
+        os.setpriority(os.PRIO_PROCESS, tid, os.getpriority(os.PRIO_PROCESS, tid) + 5)
+        started = time.thread_time()
+        while time.thread_time() - started < 0.3:
+            pass
+        burned.set()
+        release.wait(30)  # still alive when the sampler stops
+
+    thread = threading.Thread(target=background)
+    thread.start()
+    assert burned.wait(60)
+    cpu = sampler.stop()
+    release.set()
+    thread.join()
+    assert cpu is not None
+    assert 0.29 <= cpu.background_s <= cpu.total_s
+    assert 0 < cpu.background_share <= 1
+
+
 def test_the_seconds_after_a_warm_up_are_those_that_began_once_its_records_were_acknowledged():
     from benchmarks.producer_perf import rates_after
 
@@ -266,6 +313,10 @@ def test_perf_producer_perf_runs_kafkas_tool_against_the_agent_and_a_broker(tmp_
     # The steady state's figures, on every side: the 2,000 records after the warm-up.
     for side in ("lakelog serve", "kafka", "kafka flush=1"):
         assert out.count(f"run 1: {side:<13} 2,000 records, ") == 1, side
+    # The agent's CPU over its run, and its checkpoints' part, on its side only (run and medians).
+    agent_lines = [line for line in out.splitlines() if "; agent CPU " in line]
+    assert len(agent_lines) == 2 and all("lakelog serve" in line for line in agent_lines)
+    assert all(re.search(r"agent CPU [\d.]+ s, of it checkpoints [\d.]+ s \(\d+%\)", line) for line in agent_lines)
     # Too short a run for a whole second after its warm-up: said so on every side, and no ratio of them.
     assert out.count("seconds after the warm-up: median none (no whole second after it)") >= 3
     assert "; seconds after the warm-up " not in out
