@@ -151,8 +151,10 @@ def perf_producer_performance(
                         agent, bound = start_agent(store)
                         try:
                             sampler = AgentCpuSampler(agent.pid).start()
-                            figures = run(broker, bound["PLAINTEXT"], TOPIC)
-                            cpu = sampler.stop()
+                            try:
+                                figures = run(broker, bound["PLAINTEXT"], TOPIC)
+                            finally:
+                                cpu = sampler.stop()
                             if cpu is not None:
                                 figures |= {"agent_cpu_s": cpu.total_s, "background_cpu_s": cpu.background_s}
                             results[side].append(figures)
