@@ -413,21 +413,25 @@ def test_interval_ms(text, ms):
 
 
 @pytest.mark.spark
-def test_spark_reads_a_store_from_its_checkpoint_with_typed_statistics(spark, tmp_path):
-    """Delta Spark starts from the checkpoint delta-rs wrote with stats_parsed and
-    partitionValues_parsed, prunes files by the typed offset statistics and reads every record."""
+@pytest.mark.parametrize(
+    ("versions", "checkpoint"), [(55, 50), (105, 100)], ids=["by-delta-rs", "made-from-the-one-before"]
+)
+def test_spark_reads_a_store_from_its_checkpoint_with_typed_statistics(spark, tmp_path, versions, checkpoint):
+    """Delta Spark starts from the checkpoint with stats_parsed and partitionValues_parsed --
+    delta-rs' (the first), or one made from the one before it (engine.commit.checkpoint_extension)
+    -- prunes files by the typed offset statistics and reads every record."""
     store = Store.open(tmp_path / "store", spark=spark)
     store.create_topic("t", partitions=2)
     created = store.log.latest_version()
-    _grow(store, 55, partitions=2)
-    assert wait_for_checkpoints(60) and LogFiles(store.uri).last_checkpoint() == 50
+    _grow(store, versions, partitions=2)
+    assert wait_for_checkpoints(60) and LogFiles(store.uri).last_checkpoint() == checkpoint
     jvm = spark.sparkContext._jvm
     none = jvm.scala.Option.empty()
     delta_log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, store.uri)
-    snapshot = delta_log.getSnapshotAt(55, none, none, False)
-    assert snapshot.version() == 55 and snapshot.logSegment().checkpointProvider().version() == 50
+    snapshot = delta_log.getSnapshotAt(versions, none, none, False)
+    assert snapshot.version() == versions and snapshot.logSegment().checkpointProvider().version() == checkpoint
     frame = spark.read.format("delta").load(store.uri)
-    assert frame.count() == 55 - created
+    assert frame.count() == versions - created
     assert frame.where("partition = 1 AND offset = 3").count() == 1
 
 

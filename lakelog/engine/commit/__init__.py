@@ -20,8 +20,10 @@
 * :mod:`engine.commit.committer` -- the loop (plan, write files, put, rebase or re-plan,
   settle a lost response, post-commit hooks), reserved appends (reserve, write, fill or
   abort) and table creation;
-* :mod:`engine.commit.checkpoints` -- checkpoints written by delta-rs on a background thread,
-  checked against the commits: the newest version asked for, paced;
+* :mod:`engine.commit.checkpoints` -- checkpoints written on a background thread, checked
+  against the commits: the newest version asked for, paced; :mod:`engine.commit.checkpoint_extension`
+  makes one from the previous checkpoint and the commits since when they only add files and
+  set transactions, delta-rs writes the others;
 * :mod:`engine.commit.checksum`, :mod:`engine.commit.features`, :mod:`engine.commit.info`,
   :mod:`engine.commit.retry` -- checksums, supported table features, commitInfo, retry policy.
 

@@ -309,9 +309,9 @@ class LogFiles:
             return None
         return hint if isinstance(hint, dict) and isinstance(hint.get("version"), int) else None
 
-    def read_checkpoint(self, version: int, columns: list[str]) -> pa.Table:
+    def read_checkpoint(self, version: int, columns: list[str] | None) -> pa.Table:
         """``columns`` (top-level actions, or their fields at any depth such as ``add.path``
-        and ``add.stats_parsed.numRecords``) of the classic single-file checkpoint of
+        and ``add.stats_parsed.numRecords``; None: all) of the classic single-file checkpoint of
         ``version``; those it lacks are left out (``stats_parsed`` is optional). Raises OSError
         (FileNotFoundError when there is none), pyarrow.ArrowException or ValueError when it
         cannot be read."""
@@ -323,7 +323,8 @@ class LogFiles:
                 present = set(_field_paths(parquet.schema_arrow))
                 # One thread: in a fresh process Arrow's pool is not started yet, and starting
                 # it cost more than it saved on a checkpoint of 20,000 files (~16 ms against ~10).
-                return parquet.read(columns=[c for c in columns if c in present], use_threads=False)
+                wanted = None if columns is None else [c for c in columns if c in present]
+                return parquet.read(columns=wanted, use_threads=False)
 
         name = checkpoint_name(version)
         if self._local:
