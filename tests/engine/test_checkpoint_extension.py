@@ -171,3 +171,15 @@ print("ok")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip().endswith("ok")
+
+
+def test_a_value_the_extension_cannot_read_leaves_the_checkpoint_to_delta_rs(grown, monkeypatch, caplog):
+    def unreadable(previous, commits):
+        raise ValueError("Invalid isoformat string: 'yesterday'")
+
+    monkeypatch.setattr(checkpoints, "extend", unreadable)
+    with caplog.at_level(logging.WARNING, logger=checkpoints.__name__):
+        checkpoints.write_checkpoint(grown.uri, 105)
+    assert "left to delta-rs: Invalid isoformat" in caplog.text
+    assert _writer(Path(grown.uri) / "_delta_log" / checkpoint_name(105)).startswith("parquet-rs")
+    assert LogFiles(grown.uri).last_checkpoint() == 105

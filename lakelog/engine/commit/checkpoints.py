@@ -157,7 +157,12 @@ def _write_extended(files: LogFiles, version: int) -> bool:
         if commit is None:
             return False  # removed since, or missing: delta-rs' load names it
         commits.append(commit)
-    table = extend(previous, commits)
+    try:
+        table = extend(previous, commits)
+    except (ValueError, TypeError, OverflowError, pa.ArrowException) as exc:
+        # A value it does not read (a malformed statistic): delta-rs' way, rather than none.
+        log.warning("the checkpoint of version %s is left to delta-rs: %s", version, exc)
+        return False
     if table is None:
         return False
     paths, txns = contents_of(previous)
