@@ -14,7 +14,7 @@ interface, which never looks for pandas.
 from __future__ import annotations
 
 from array import array as std_array
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -102,9 +102,8 @@ def _binary(values: Sequence[bytes]) -> pa.Array:
     # per-value builder and than pa.array itself for the producer's batches.
     data = b"".join(values)  # TypeError for a value that is not bytes-like
     _check_offsets(len(data), pa.binary())
-    offsets = np.zeros(len(values) + 1, dtype=np.int32)
-    np.cumsum(np.fromiter(map(len, values), dtype=np.int32, count=len(values)), out=offsets[1:])
-    return pa.Array.from_buffers(pa.binary(), len(values), [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+    ends = offsets(map(len, values), len(values))
+    return pa.Array.from_buffers(pa.binary(), len(values), [None, pa.py_buffer(ends), pa.py_buffer(data)])
 
 
 def repeated_string(value: str, count: int) -> pa.Array:
@@ -130,12 +129,24 @@ def key_value_lists(rows: Sequence[Sequence[tuple[Any, Any]] | None], type: pa.D
     pairs = [pair for row in rows if row is not None for pair in row]
     keys = array([k for k, _ in pairs], entry.field("key").type)
     values = array([v for _, v in pairs], entry.field("value").type)
-    offsets = np.zeros(len(rows) + 1, dtype=np.int32)
-    np.cumsum(np.fromiter((0 if r is None else len(r) for r in rows), dtype=np.int32, count=len(rows)), out=offsets[1:])
+    ends = offsets((0 if r is None else len(r) for r in rows), len(rows))
     entries = pa.StructArray.from_arrays([keys, values], fields=[entry.field("key"), entry.field("value")])
-    null_rows = np.fromiter((r is None for r in rows), dtype=bool, count=len(rows))
-    mask = pa.Array.from_buffers(pa.bool_(), len(rows), [None, pa.py_buffer(np.packbits(null_rows, bitorder="little"))])
-    return pa.ListArray.from_arrays(array(offsets, pa.int32()), entries, type=type, mask=mask)
+    return pa.ListArray.from_arrays(array(ends, pa.int32()), entries, type=type, mask=null_mask(rows))
+
+
+def offsets(lengths: Iterable[int], count: int) -> np.ndarray:
+    """The int32 offsets of a binary, string, list or map array whose ``count`` rows hold
+    ``lengths`` values (0 for a null row): 0, then their running sums (Arrow's layout)."""
+    ends = np.zeros(count + 1, dtype=np.int32)
+    np.cumsum(np.fromiter(lengths, dtype=np.int32, count=count), out=ends[1:])
+    return ends
+
+
+def null_mask(values: Sequence[Any]) -> pa.Array:
+    """A boolean array, true where ``values`` holds None (the ``mask`` Arrow's nested array
+    constructors take)."""
+    nulls = np.fromiter((v is None for v in values), dtype=bool, count=len(values))
+    return pa.Array.from_buffers(pa.bool_(), len(values), [None, pa.py_buffer(np.packbits(nulls, bitorder="little"))])
 
 
 def scalar(value: Any, type: pa.DataType) -> pa.Scalar:

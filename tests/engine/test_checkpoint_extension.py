@@ -54,6 +54,18 @@ def _actions(path: Path) -> tuple[int, dict, dict, list, list]:
     )
 
 
+def _delta_rs_checkpoint(log_dir: Path, version: int, base: int, copy: Path) -> tuple[Path, Path]:
+    """delta-rs' own checkpoint of ``version``, from the same log in ``copy`` starting at the
+    checkpoint of ``base``: the copy and that checkpoint."""
+    shutil.copytree(log_dir, copy / "_delta_log")
+    (copy / "_delta_log" / checkpoint_name(version)).unlink()
+    (copy / "_delta_log" / HINT).write_text(json.dumps({"version": base, "size": 1}))
+    DeltaTable(str(copy), version=version).create_checkpoint()
+    theirs = copy / "_delta_log" / checkpoint_name(version)
+    assert _writer(theirs).startswith("parquet-rs")
+    return copy, theirs
+
+
 @pytest.fixture
 def grown(tmp_path):
     """A store of two partitions checkpointed at 50 (by delta-rs: nothing before it) and at 100
@@ -70,14 +82,7 @@ def test_a_checkpoint_made_from_the_one_before_is_the_one_delta_rs_writes(grown,
     assert LogFiles(grown.uri).last_checkpoint() == 100
     assert _writer(log_dir / checkpoint_name(50)).startswith("parquet-rs")
     assert _writer(log_dir / checkpoint_name(100)).startswith("parquet-cpp-arrow")
-    # delta-rs' own checkpoint of 100, from the same log in a copy.
-    copy = tmp_path / "copy"
-    shutil.copytree(log_dir, copy / "_delta_log")
-    (copy / "_delta_log" / checkpoint_name(100)).unlink()
-    (copy / "_delta_log" / HINT).write_text(json.dumps({"version": 50, "size": 1}))
-    DeltaTable(str(copy), version=100).create_checkpoint()
-    theirs = copy / "_delta_log" / checkpoint_name(100)
-    assert _writer(theirs).startswith("parquet-rs")
+    copy, theirs = _delta_rs_checkpoint(log_dir, 100, 50, tmp_path / "copy")
     ours = _actions(log_dir / checkpoint_name(100))
     assert ours == _actions(theirs)
     assert len(ours[1]) == 100 - 1  # every append since the topic was created, typed statistics included
@@ -136,7 +141,7 @@ def test_a_made_checkpoint_that_reads_back_wrong_is_removed_and_left_to_delta_rs
     monkeypatch.setattr(checkpoints, "extend", dropping_a_file)
     with caplog.at_level(logging.WARNING, logger=checkpoints.__name__):
         checkpoints.write_checkpoint(grown.uri, 105)
-    assert "was not right" in caplog.text
+    assert "made from the previous one disagreed with the log (1 file(s)" in caplog.text
     log_dir = Path(grown.uri) / "_delta_log"
     assert _writer(log_dir / checkpoint_name(105)).startswith("parquet-rs")
     assert LogFiles(grown.uri).last_checkpoint() == 105
@@ -183,3 +188,59 @@ def test_a_value_the_extension_cannot_read_leaves_the_checkpoint_to_delta_rs(gro
     assert "left to delta-rs: Invalid isoformat" in caplog.text
     assert _writer(Path(grown.uri) / "_delta_log" / checkpoint_name(105)).startswith("parquet-rs")
     assert LogFiles(grown.uri).last_checkpoint() == 105
+
+
+def test_the_next_checkpoint_is_made_from_the_one_made_before_without_reading_it(grown, tmp_path, monkeypatch):
+    """The checkpoint thread keeps the checkpoint it made last; the next one is made from it
+    unless its file changed since (another process's, or a table made anew at the same path)."""
+    log_dir = Path(grown.uri) / "_delta_log"
+    read: list[tuple[int, object]] = []
+    real = LogFiles.read_checkpoint
+
+    def recorded(self, version, columns):
+        read.append((version, columns))
+        return real(self, version, columns)
+
+    monkeypatch.setattr(LogFiles, "read_checkpoint", recorded)
+    checkpoints.write_checkpoint(grown.uri, 105)
+    assert (100, None) not in read  # made from the one kept, not the file
+    assert read == [(105, checkpoints.STATE_COLUMNS)]  # the check of the new one still reads it back
+    _grow(grown, 150)
+    assert wait_for_checkpoints(60) and LogFiles(grown.uri).last_checkpoint() == 150
+    assert (105, None) not in read
+    _, theirs = _delta_rs_checkpoint(log_dir, 150, 105, tmp_path / "copy")
+    assert _actions(log_dir / checkpoint_name(150)) == _actions(theirs)
+    # A checkpoint file replaced since it was made (another writer's copy of it): read again.
+    ours = log_dir / checkpoint_name(150)
+    shutil.copy(ours, tmp_path / "replacement")
+    shutil.move(tmp_path / "replacement", ours)
+    read.clear()
+    _grow(grown, 155)
+    checkpoints.write_checkpoint(grown.uri, 155)
+    assert (150, None) in read
+    assert _writer(log_dir / checkpoint_name(155)).startswith("parquet-cpp-arrow")
+
+
+def test_the_hint_is_never_moved_back_and_only_local_stores_get_made_checkpoints(grown):
+    files = LogFiles(grown.uri)
+    assert files.last_checkpoint() == 100
+    assert not files.write_checkpoint_hint(50, 1, 1, 1)
+    assert files.last_checkpoint() == 100
+    remote = LogFiles("memory://store")
+    with pytest.raises(ValueError, match="local store"):
+        remote.write_checkpoint(1, pa.table({"a": [1]}))
+    with pytest.raises(ValueError, match="local store"):
+        remote.write_checkpoint_hint(1, 1, 1, 1)
+
+
+def test_only_the_newest_made_checkpoints_of_a_few_tables_are_kept(grown, tmp_path, monkeypatch):
+    monkeypatch.setattr(checkpoints, "_made", {})
+    monkeypatch.setattr(checkpoints, "_MAX_KEPT", 1)
+    checkpoints.write_checkpoint(grown.uri, 105)
+    assert list(checkpoints._made) == [LogFiles(grown.uri).log_dir]
+    other = Store.open(tmp_path / "other")
+    other.create_topic("t", partitions=1)
+    _grow(other, 55, partitions=1)
+    assert wait_for_checkpoints(60)
+    checkpoints.write_checkpoint(other.uri, 55)
+    assert list(checkpoints._made) == [LogFiles(other.uri).log_dir]

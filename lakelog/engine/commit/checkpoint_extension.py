@@ -26,11 +26,10 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakelog.engine.arrow_columns import array, scalar
+from lakelog.engine.arrow_columns import array, null_mask, offsets, scalar
 from lakelog.engine.commit.actions import AddFile, Commit, CommitInfo, Txn
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -104,24 +103,20 @@ def _column(values: list[Any], type_: pa.DataType, nullable: bool = True) -> pa.
         values = [_zero(type_) if v is None else v for v in values]
     if isinstance(type_, pa.StructType):
         children = [_column([None if v is None else v.get(f.name) for v in values], f.type, f.nullable) for f in type_]
-        return pa.StructArray.from_arrays(children, fields=list(type_), mask=_nulls(values))
+        return pa.StructArray.from_arrays(children, fields=list(type_), mask=null_mask(values))
     if isinstance(type_, pa.MapType):
         pairs = [pair for v in values if v is not None for pair in v]
-        offsets = np.zeros(len(values) + 1, dtype=np.int32)
-        np.cumsum([0 if v is None else len(v) for v in values], out=offsets[1:])
         keys = _column([k for k, _ in pairs], type_.key_type, nullable=False)
         items = _column([v for _, v in pairs], type_.item_type, type_.item_field.nullable)
-        return pa.MapArray.from_arrays(array(offsets, pa.int32()), keys, items, type=type_, mask=_nulls(values))
+        return pa.MapArray.from_arrays(_offsets_of(values), keys, items, type=type_, mask=null_mask(values))
     if pa.types.is_list(type_):
-        offsets = np.zeros(len(values) + 1, dtype=np.int32)
-        np.cumsum([0 if v is None else len(v) for v in values], out=offsets[1:])
         flat = _column([e for v in values if v is not None for e in v], type_.value_type, type_.value_field.nullable)
-        return pa.ListArray.from_arrays(array(offsets, pa.int32()), flat, type=type_, mask=_nulls(values))
+        return pa.ListArray.from_arrays(_offsets_of(values), flat, type=type_, mask=null_mask(values))
     return array(values, type_)
 
 
-def _nulls(values: list[Any]) -> pa.Array:
-    return array(np.fromiter((v is None for v in values), dtype=bool, count=len(values)), pa.bool_())
+def _offsets_of(values: list[Any]) -> pa.Array:
+    return array(offsets((0 if v is None else len(v) for v in values), len(values)), pa.int32())
 
 
 def _zero(type_: pa.DataType) -> Any:

@@ -23,30 +23,31 @@ newest checkpoint (``_last_checkpoint``). One at or past the version asked for c
 dropped); one written by any process less than a pause ago (the pause this process's own last
 checkpoint of the table calls for) defers it to the pause's end. Paced per process alone, N
 processes committing to one table could each spend the share on checkpoints of the same table,
-and write checkpoints another process's newer one already covers. (Measured with four
-processes appending 100-record batches to one partition, ``perf commit --sections contention``:
-checkpoints are a tenth of their busy time; 10 -> 8 checkpoints in 800 versions, the records
-a second unchanged within the runs' spread. A twentieth of the share gave 11 % more records a
-second, but leaves a single committing process's newest checkpoint ten times as far behind.)
+and write checkpoints another process's newer one already covers. (Measured when the share was
+a half and delta-rs wrote every checkpoint, with four processes appending 100-record batches to
+one partition, ``perf commit --sections contention``: checkpoints are a tenth of their busy time;
+10 -> 8 checkpoints in 800 versions, the records a second unchanged within the runs' spread. A
+twentieth of the share gave 11 % more records a second, but left a single committing process's
+newest checkpoint ten times as far behind.)
+
+The checkpoint a process made last is kept (per table, a few tables), so the next one is made
+from it without reading that file again, unless the file changed since (:func:`_previous`).
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
-import json
 import logging
 import os
 import sys
 import threading
 import time
-import uuid
-from collections.abc import Callable
-from pathlib import Path
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from urllib.parse import unquote
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from lakelog.engine.commit.checkpoint_extension import extend
 from lakelog.engine.commit.checkpoint_state import STATE_COLUMNS, write_state_snapshot
@@ -109,48 +110,110 @@ def write_checkpoint(uri: str, version: int) -> None:
     basis = checkpoint_basis(uri, version)
     basis.table.create_checkpoint()
     # ... and the checkpoint delta-rs then wrote (it reads the log again), checked against it.
-    # Read once, with the columns a state is built from: the check and the state snapshot.
+    checkpoint, problem = _read_back(files, version, set(basis.paths), basis.txns)
+    if checkpoint is None:
+        if files.last_checkpoint() == version:
+            files.remove(HINT)
+        raise CorruptLogError(f"the checkpoint of version {version} just written {problem}; removed")
+    _snapshot(files, version, checkpoint)
+
+
+def _read_back(
+    files: LogFiles, version: int, paths: set[str], txns: Mapping[str, int], *, every_txn: bool = False
+) -> tuple[pa.Table | None, str | None]:
+    """The checkpoint of ``version`` just written, read with :data:`STATE_COLUMNS` (what the
+    check and the state snapshot need), when it holds exactly ``paths`` and ``txns`` at their
+    versions (as the commits lakelog decodes give them; with ``every_txn`` no other txn either);
+    else it is removed (before a reader trusts it over the commits) and None and what was wrong
+    is returned."""
     try:
         checkpoint = files.read_checkpoint(version, STATE_COLUMNS)
     except (OSError, ValueError, pa.ArrowException) as exc:
-        raise CorruptLogError(f"the checkpoint of version {version} just written cannot be read: {exc}") from exc
-    paths, txns = contents_of(checkpoint)
-    wrong = sorted(basis.paths ^ paths) + sorted(i for i, v in basis.txns.items() if txns.get(i) != v)
-    if wrong:
-        # Built from a commit damaged while delta-rs read it: taken back before a reader
-        # trusts it over the commits.
-        files.remove(checkpoint_name(version))
-        if files.last_checkpoint() == version:
-            files.remove(HINT)
-        raise CorruptLogError(
-            f"the checkpoint of version {version} disagreed with the log ({len(wrong)} file(s) or txn(s), e.g. "
-            f"{wrong[0]}): a commit changed while it was read; removed"
-        )
-    # Its rows as a cold open maps them, instead of decoding the checkpoint's (a state snapshot
-    # only saves readers work: one that cannot be written is left to the next checkpoint).
+        checkpoint, problem = None, f"cannot be read: {exc}"
+    else:
+        found_paths, found_txns = contents_of(checkpoint)
+        wrong = sorted(paths ^ found_paths) + sorted(i for i, v in txns.items() if found_txns.get(i) != v)
+        if every_txn:
+            wrong += sorted(set(found_txns) - set(txns))
+        if not wrong:
+            return checkpoint, None
+        # Built from a commit damaged while it was read, or made wrong.
+        problem = f"disagreed with the log ({len(wrong)} file(s) or txn(s), e.g. {wrong[0]})"
+    files.remove(checkpoint_name(version))
+    return None, problem
+
+
+def _snapshot(files: LogFiles, version: int, checkpoint: pa.Table) -> None:
+    # The checkpoint's rows as a cold open maps them, instead of decoding the checkpoint's (a
+    # state snapshot only saves readers work: one that cannot be written is left to the next).
     try:
         write_state_snapshot(files, version, checkpoint)
     except (OSError, ValueError, pa.ArrowException) as exc:
-        log.warning("state snapshot of %s at version %s not written: %s", uri, version, exc)
+        log.warning("state snapshot of %s at version %s not written: %s", files.uri, version, exc)
+
+
+@dataclass(frozen=True)
+class _Made:
+    """A checkpoint this process made (:func:`_write_extended`), kept for making the next one
+    without reading it again: the table written, the files and txn versions it holds, and the
+    file's identity, so one replaced since (by another process, or a table made anew at the
+    same path) is read instead."""
+
+    version: int
+    file: tuple[int, int, int]  # inode, size, mtime in ns
+    table: pa.Table
+    paths: frozenset[str]
+    txns: Mapping[str, int]
+
+
+_made: dict[str, _Made] = {}  # log directory -> the newest checkpoint of it this process made
+_made_lock = threading.Lock()
+# Tables whose made checkpoint is kept, the most recently made (a process committing to many
+# stores in turn reads the others' again rather than keeping them all).
+_MAX_KEPT = 8
+# Chunks a kept table may gather (one per checkpoint made from it) before they are combined.
+_MAX_CHUNKS = 16
+
+
+def _file_identity(files: LogFiles, version: int) -> tuple[int, int, int] | None:
+    try:
+        found = os.stat(os.path.join(files.log_dir, checkpoint_name(version)))
+    except OSError:
+        return None
+    return found.st_ino, found.st_size, found.st_mtime_ns
+
+
+def _previous(files: LogFiles, version: int) -> tuple[pa.Table, set[str], dict[str, int]] | None:
+    """The checkpoint of ``version`` (every column) with its files and txn versions: the one
+    this process made when the file is still that one, else read; None when it cannot be read."""
+    with _made_lock:
+        made = _made.get(files.log_dir)
+    if made is not None and made.version == version and made.file == _file_identity(files, version):
+        return made.table, set(made.paths), dict(made.txns)
+    try:
+        previous = files.read_checkpoint(version, None)
+    except (OSError, ValueError, pa.ArrowException):
+        return None  # delta-rs' load names what is wrong with it
+    paths, txns = contents_of(previous)
+    return previous, paths, txns
 
 
 def _write_extended(files: LogFiles, version: int) -> bool:
     """Write the checkpoint of ``version`` from the table's newest checkpoint and the commits
     after it (:func:`engine.commit.checkpoint_extension.extend`) on a local store; False when it
-    was not written that way (delta-rs then writes it). Checked as delta-rs' are: the file read
-    back must hold exactly the previous checkpoint's files and txn versions as the commits since
-    (decoded by lakelog) change them, else it is removed again. The checkpoint and then
-    ``_last_checkpoint`` are each written under a temporary name and renamed into place, as
-    delta-rs does. Raises CorruptLogError for a damaged commit among them (as delta-rs' way does)."""
+    was not written that way (delta-rs then writes it). Checked as delta-rs' are
+    (:func:`_read_back`): the file read back must hold exactly the previous checkpoint's files
+    and txn versions as the commits since (decoded by lakelog) change them, else it is removed
+    again. Raises CorruptLogError for a damaged commit among them (as delta-rs' way does)."""
     if not files.local:
         return False
     previous_version = files.last_checkpoint()
     if previous_version is None or previous_version >= version:
         return False
-    try:
-        previous = files.read_checkpoint(previous_version, None)
-    except (OSError, ValueError, pa.ArrowException):
-        return False  # delta-rs' load names what is wrong with it
+    found = _previous(files, previous_version)
+    if found is None:
+        return False
+    previous, paths, txns = found
     commits = []
     for at in range(previous_version + 1, version + 1):
         commit = files.read_commit(at)
@@ -165,52 +228,25 @@ def _write_extended(files: LogFiles, version: int) -> bool:
         return False
     if table is None:
         return False
-    paths, txns = contents_of(previous)
     for commit in commits:
         paths |= {unquote(add.path) for add in commit.adds}
         txns.update(commit.txns)
-    name = checkpoint_name(version)
-    _put_replacing(files.log_dir, name, lambda path: pq.write_table(table, path))
-    try:
-        written = files.read_checkpoint(version, STATE_COLUMNS)
-    except (OSError, ValueError, pa.ArrowException) as exc:
-        written, problem = None, str(exc)
-    if written is not None:
-        found_paths, found_txns = contents_of(written)
-        problem = None if (found_paths, found_txns) == (paths, txns) else "its files or txns differ from the log's"
-    if written is None or problem is not None:
-        files.remove(name)
-        log.warning(
-            "the checkpoint of version %s made from the previous one was not right (%s); removed", version, problem
-        )
+    size_in_bytes = files.write_checkpoint(version, table)
+    written, problem = _read_back(files, version, paths, txns, every_txn=True)
+    if written is None:
+        log.warning("the checkpoint of version %s made from the previous one %s; removed", version, problem)
         return False
-    newest = files.last_checkpoint()
-    if newest is None or newest < version:
-        hint = {
-            "version": version,
-            "size": table.num_rows,
-            "sizeInBytes": os.path.getsize(os.path.join(files.log_dir, name)),
-            "numOfAddFiles": table.num_rows - table.column("add").null_count,
-        }
-        _put_replacing(files.log_dir, HINT, lambda path: Path(path).write_text(json.dumps(hint)))
-    try:
-        write_state_snapshot(files, version, written)
-    except (OSError, ValueError, pa.ArrowException) as exc:
-        log.warning("state snapshot of %s at version %s not written: %s", files.log_dir, version, exc)
+    identity = _file_identity(files, version)
+    files.write_checkpoint_hint(version, table.num_rows, size_in_bytes, table.num_rows - table.column("add").null_count)
+    if identity is not None:
+        kept = table.combine_chunks() if table.column(0).num_chunks > _MAX_CHUNKS else table
+        with _made_lock:
+            _made.pop(files.log_dir, None)
+            _made[files.log_dir] = _Made(version, identity, kept, frozenset(paths), txns)
+            while len(_made) > _MAX_KEPT:
+                del _made[next(iter(_made))]
+    _snapshot(files, version, written)
     return True
-
-
-def _put_replacing(directory: str, name: str, write: Callable[[str], None]) -> None:
-    """``write(path)`` a temporary file in ``directory``, then rename it to ``name`` (replacing
-    one there): readers see the old file or the new one whole. Raises OSError (nothing left)."""
-    temp = os.path.join(directory, f".{name}.{uuid.uuid4().hex}.tmp")
-    try:
-        write(temp)
-        os.replace(temp, os.path.join(directory, name))
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
-        raise
 
 
 def newest_checkpoint(uri: str) -> tuple[int, float] | None:

@@ -5,7 +5,8 @@ The storage seam of the commit core (delta-rs' ``LogStore::write_commit_entry``
 plays this part there): reading one commit file, creating one with
 put-if-absent (:func:`engine.storage.object_store.put_if_absent`: ``link(2)`` of a
 complete temporary file locally, ``If-None-Match: *`` on S3), the per-version
-``.crc`` checksum, and the ``_last_checkpoint`` hint. Local paths are read
+``.crc`` checksum, checkpoints lakelog makes itself and the ``_last_checkpoint``
+hint. Local paths are read
 with plain file calls (a probe for the next commit costs one failed
 ``open``); S3 through fsspec/s3fs.
 """
@@ -25,7 +26,7 @@ import pyarrow as pa
 
 from lakelog.engine.commit.actions import Commit, CorruptCommitError, decode_commit
 from lakelog.engine.errors import CorruptLogError
-from lakelog.engine.storage.object_store import filesystem, is_s3, put_if_absent
+from lakelog.engine.storage.object_store import filesystem, is_s3, put_if_absent, replace_local_file
 
 log = logging.getLogger(__name__)
 
@@ -442,6 +443,38 @@ class LogFiles:
         return put_if_absent(
             self.log_dir, commit_name(version), data, with_files=with_files, linked=linked, while_syncing=while_syncing
         )
+
+    def write_checkpoint(self, version: int, table: pa.Table) -> int:
+        """Write ``table`` as the classic single-file checkpoint of ``version`` (a local store),
+        replacing one there: under a temporary name, then renamed, so a reader maps the old file
+        or the new one whole (:meth:`read_checkpoint` relies on it), as delta-rs and Delta Spark
+        write theirs. Not synced: a checkpoint is derived from the commits, and a reader that
+        cannot use it replays them. Returns its size in bytes. Raises OSError (no temporary file
+        is left), ValueError when the store is not local."""
+        import pyarrow.parquet as pq
+
+        if not self._local:
+            raise ValueError(f"{self.uri}: lakelog writes checkpoints itself only on a local store")
+        sink = pa.BufferOutputStream()
+        pq.write_table(table, sink)
+        body = sink.getvalue()
+        replace_local_file(self.log_dir, checkpoint_name(version), memoryview(body))
+        return body.size
+
+    def write_checkpoint_hint(self, version: int, size: int, size_in_bytes: int, num_add_files: int) -> bool:
+        """Point ``_last_checkpoint`` at the classic checkpoint of ``version`` (``size`` rows,
+        ``size_in_bytes``, ``num_add_files`` adds: the fields delta-rs writes; Delta protocol,
+        "Last Checkpoint File") unless it already names a newer one (then False: never moved
+        back). Written whole, as :meth:`write_checkpoint` writes; a local store. Raises
+        OSError, ValueError when the store is not local."""
+        if not self._local:
+            raise ValueError(f"{self.uri}: lakelog writes {HINT} itself only on a local store")
+        newest = self.last_checkpoint()
+        if newest is not None and newest >= version:
+            return False
+        hint = {"version": version, "size": size, "sizeInBytes": size_in_bytes, "numOfAddFiles": num_add_files}
+        replace_local_file(self.log_dir, HINT, json.dumps(hint).encode())
+        return True
 
     def write_checksum(self, version: int, data: bytes) -> bool:
         """Create ``version``'s ``.crc`` holding ``data`` (:func:`checksum_file`); never raises
