@@ -670,38 +670,64 @@ class KafkaBroker:
         jvm_options: Sequence[str] = TOOL_JVM_OPTIONS,
         classpath: str | None = None,
     ) -> subprocess.CompletedProcess[str]:
-        """Run one of Kafka's Java tools, e.g. :data:`CONSUMER_GROUP_COMMAND` (``kafka-consumer-groups``).
-
-        Needs a started broker (its directory holds the tools' log4j2 config).
-        ``args`` are passed as they are: include ``"--bootstrap-server", broker.bootstrap``
-        where the tool wants it. Runs on :attr:`tools_classpath` unless ``classpath``
-        says otherwise (e.g. :attr:`java_classpath` for the broker's own classes), with
-        warnings on stderr as Kafka's scripts configure them. Returns the finished
-        process with text ``stdout``/``stderr``. With ``check`` (the default) a non-zero
-        exit raises :class:`KafkaReferenceError` with the end of both streams; note
-        that some tools (ConsumerGroupCommand among them) print an error and exit 0.
-        """
-        command = [
-            self._started(self._java),
-            *jvm_options,
-            f"-Dlog4j2.configurationFile={self.workdir / 'tools-log4j2.properties'}",
-            "-cp",
-            classpath or self.tools_classpath,
+        """:func:`run_kafka_tool` with this started broker's java and jars, e.g.
+        :data:`CONSUMER_GROUP_COMMAND` (``kafka-consumer-groups``); ``args`` are passed as they
+        are: include ``"--bootstrap-server", broker.bootstrap`` where the tool wants it. Runs on
+        :attr:`tools_classpath` unless ``classpath`` says otherwise (e.g. :attr:`java_classpath`
+        for the broker's own classes)."""
+        return run_kafka_tool(
             main_class,
             *args,
-        ]
+            timeout_s=timeout_s,
+            check=check,
+            jvm_options=jvm_options,
+            classpath=classpath or self.tools_classpath,
+            java=self._started(self._java),
+            log4j_config=self.workdir / "tools-log4j2.properties",
+        )
+
+
+def run_kafka_tool(
+    main_class: str,
+    *args: str,
+    timeout_s: float = 300.0,
+    check: bool = True,
+    jvm_options: Sequence[str] = TOOL_JVM_OPTIONS,
+    classpath: str | None = None,
+    java: str | None = None,
+    jars_dir: Path | str = DEFAULT_JARS_DIR,
+    log4j_config: Path | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """Run one of Kafka's Java tools without a broker of this module (against ``lakelog serve``,
+    say: no idle broker beside the agent it measures). Fetches the jars if needed; runs on the
+    tools' class path (``<jars_dir>/tools/*``) unless ``classpath`` says otherwise, with warnings on
+    stderr as Kafka's scripts configure them (``log4j_config``, else that configuration in a
+    temporary directory removed afterwards). Returns the finished process with text
+    ``stdout``/``stderr``. With ``check`` (the default) a non-zero exit raises
+    :class:`KafkaReferenceError` with the end of both streams; note that some tools
+    (ConsumerGroupCommand among them) print an error and exit 0. Raises KafkaReferenceError
+    also when java or the jars are missing, or the tool runs past ``timeout_s``."""
+    java = _find_java(java)
+    if classpath is None:
+        classpath = str(ensure_kafka_jars(Path(jars_dir)) / "tools" / "*")
+    with contextlib.ExitStack() as stack:
+        if log4j_config is None:
+            log4j_config = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="lakelog-kafka-tool-")))
+            log4j_config = log4j_config / "tools-log4j2.properties"
+            log4j_config.write_text(_TOOLS_LOG4J2)
+        logging = f"-Dlog4j2.configurationFile={log4j_config}"
+        command = [java, *jvm_options, logging, "-cp", classpath, main_class, *args]
         try:
             done = subprocess.run(
                 command, capture_output=True, text=True, timeout=timeout_s, check=False, stdin=subprocess.DEVNULL
             )
         except subprocess.TimeoutExpired as exc:
             raise KafkaReferenceError(f"{main_class} did not finish within {timeout_s:.0f}s") from exc
-        if check and done.returncode != 0:
-            raise KafkaReferenceError(
-                f"{main_class} {' '.join(args)} exited with {done.returncode}:\n"
-                + _tail(done.stdout + "\n" + done.stderr)
-            )
-        return done
+    if check and done.returncode != 0:
+        raise KafkaReferenceError(
+            f"{main_class} {' '.join(args)} exited with {done.returncode}:\n" + _tail(done.stdout + "\n" + done.stderr)
+        )
+    return done
 
 
 # The durable baseline's topic config: Kafka's flush.messages (the topic-level form of the

@@ -6,7 +6,8 @@ The Java producer runs with its defaults (Kafka 4: ``enable.idempotence=true``, 
 partition, the same records on every side: so the figure is what a Java application with
 default settings gets. The tool's own summary line is parsed (records/s, average and
 percentile latencies, send to acknowledgement). Everything lives in a scratch directory this
-tool removes; the broker is stopped by its PID.
+tool removes; the broker is stopped by its PID. On lakelog's side only the agent and the tool
+run (no broker idles beside them: the tool needs none to start, :func:`run_kafka_tool`).
 
 Beside the broker's defaults (it acknowledges from the page cache) a second, durable baseline
 runs unless ``--no-kafka-flush``: a topic with ``flush.messages=1`` (the topic-level
@@ -21,9 +22,9 @@ agent each: 86k, 81k, 84k) and be compared, warm, with an agent that just starte
 order rotates from round to round (:func:`benchmarks.serve.side_order`).
 
 On lakelog's side each run also says how much CPU the agent used while the tool ran, and how
-much of it went to checkpoints -- its background threads (:mod:`benchmarks.agent_cpu`): with
-every commit's JSON read again by delta-rs to checkpoint it, they are a tenth or more of a warm
-run's agent CPU.
+much of it went to checkpoints -- its background threads (:mod:`benchmarks.agent_cpu`): a
+tenth or more of a warm run's agent CPU while delta-rs wrote every checkpoint (reading every
+commit's JSON again), a few hundredths since they are made from the one before.
 
 Files created right after many were deleted cost more on ext4 without a journal (this
 machine's root file system): when it allocates an inode the kernel skips those freed in the last
@@ -50,7 +51,14 @@ import statistics
 from collections.abc import Callable, Sequence
 
 from benchmarks.agent_cpu import AgentCpuSampler
-from benchmarks.kafka_reference import FLUSH_EVERY_MESSAGE, KAFKA, KAFKA_FLUSH, RUN_CLASS_JVM_OPTIONS, create_topic
+from benchmarks.kafka_reference import (
+    FLUSH_EVERY_MESSAGE,
+    KAFKA,
+    KAFKA_FLUSH,
+    RUN_CLASS_JVM_OPTIONS,
+    create_topic,
+    run_kafka_tool,
+)
 from benchmarks.serve import side_order, start_agent, stop_agent
 
 PRODUCER_PERFORMANCE = "org.apache.kafka.tools.ProducerPerformance"
@@ -124,8 +132,8 @@ def perf_producer_performance(
     results: dict[str, list[dict[str, float]]] = {side: [] for side in sides}
     warmup = ("--warmup-records", str(warmup_records), "--reporting-interval", str(WINDOW_MS)) if warmup_records else ()
 
-    def run(broker: KafkaBroker, bootstrap: str, topic: str) -> dict[str, float]:
-        done = broker.run_tool(
+    def run(bootstrap: str, topic: str) -> dict[str, float]:
+        done = run_kafka_tool(
             PRODUCER_PERFORMANCE,
             *("--topic", topic, "--num-records", str(records), "--record-size", str(record_size), *warmup),
             *("--throughput", "-1", "--command-property", f"bootstrap.servers={bootstrap}", *producer_props),
@@ -141,30 +149,30 @@ def perf_producer_performance(
     with scratch_dir("producer-perf", work_dir) as scratch:
         for attempt in range(repeat):
             for side in side_order(sides, attempt):
-                # A new broker for every run, as the agent is new for every run. On lakelog's side
-                # it only gives the tool its class path and log4j configuration.
-                broker = KafkaBroker().start()
-                try:
-                    if side == LAKELOG:
-                        store = f"{scratch}/store-{attempt}"
-                        Store.open(store).create_topic(TOPIC, partitions=1)
-                        agent, bound = start_agent(store)
+                # A new agent or a new broker for every run; nothing else runs beside either (no
+                # idle broker beside the agent: the tool needs none to start).
+                if side == LAKELOG:
+                    store = f"{scratch}/store-{attempt}"
+                    Store.open(store).create_topic(TOPIC, partitions=1)
+                    agent, bound = start_agent(store)
+                    try:
+                        sampler = AgentCpuSampler(agent.pid).start()
                         try:
-                            sampler = AgentCpuSampler(agent.pid).start()
-                            try:
-                                figures = run(broker, bound["PLAINTEXT"], TOPIC)
-                            finally:
-                                cpu = sampler.stop()
-                            if cpu is not None:
-                                figures |= {"agent_cpu_s": cpu.total_s, "background_cpu_s": cpu.background_s}
-                            results[side].append(figures)
+                            figures = run(bound["PLAINTEXT"], TOPIC)
                         finally:
-                            stop_agent(agent)
-                    else:
+                            cpu = sampler.stop()
+                        if cpu is not None:
+                            figures |= {"agent_cpu_s": cpu.total_s, "background_cpu_s": cpu.background_s}
+                        results[side].append(figures)
+                    finally:
+                        stop_agent(agent)
+                else:
+                    broker = KafkaBroker().start()
+                    try:
                         create_topic(broker.bootstrap, TOPIC, FLUSH_EVERY_MESSAGE if side == KAFKA_FLUSH else {})
-                        results[side].append(run(broker, broker.bootstrap, TOPIC))
-                finally:
-                    broker.stop()
+                        results[side].append(run(broker.bootstrap, TOPIC))
+                    finally:
+                        broker.stop()
                 out(f"run {attempt + 1}: {side:<13} {_line(results[side][-1])}")
     props = " ".join(producer_props) or "the Java producer's defaults (idempotent, acks=all)"
     out(

@@ -27,6 +27,7 @@ from benchmarks.kafka_reference import (
     SaslSslListener,
     check_topic_config,
     create_topic,
+    run_kafka_tool,
 )
 from lakelog.engine.errors import StoreError
 
@@ -159,6 +160,20 @@ def test_a_topic_config_the_broker_does_not_hold_is_refused_by_name() -> None:
         check_topic_config("t", {"flush.messages": "1"}, {"flush.messages": "9223372036854775807"})
     with pytest.raises(KafkaReferenceError, match=r"holds \{'flush.messages': None\}"):
         check_topic_config("t", {"flush.messages": "1"}, {})
+
+
+def test_a_kafka_tool_runs_without_a_broker_and_leaves_nothing() -> None:
+    """lakelog's side of a benchmark runs Kafka's tools with no broker beside the agent."""
+
+    def temporaries() -> set[str]:
+        return {n for n in os.listdir(tempfile.gettempdir()) if n.startswith("lakelog-kafka-tool-")}
+
+    before = temporaries()
+    done = run_kafka_tool(TOPIC_COMMAND, "--version")
+    assert re.search(r"^4\.\d+\.\d+", done.stdout, re.MULTILINE), done.stdout
+    with pytest.raises(KafkaReferenceError, match="exited with"):
+        run_kafka_tool(TOPIC_COMMAND, "--no-such-option")
+    assert temporaries() <= before
 
 
 def test_refuses_managed_config_and_missing_java() -> None:

@@ -301,10 +301,16 @@ def test_perf_producer_perf_refuses_a_warm_up_that_leaves_nothing_to_measure(tmp
 
 
 @pytest.mark.kafka
-def test_perf_producer_perf_runs_kafkas_tool_against_the_agent_and_a_broker(tmp_path, capsys):
+def test_perf_producer_perf_runs_kafkas_tool_against_the_agent_and_a_broker(tmp_path, capsys, monkeypatch):
+    from benchmarks.kafka_reference import KafkaBroker
+
+    started = []
+    real_start = KafkaBroker.start
+    monkeypatch.setattr(KafkaBroker, "start", lambda self: started.append(self) or real_start(self))
     argv = ["perf", "producer-perf", "--num-records", "3000", "--warmup-records", "1000", "--work-dir", str(tmp_path)]
     assert main(argv) == 0
     out = capsys.readouterr().out
+    assert len(started) == 2  # one broker per broker side; none idles beside the agent
     # Three sides: the agent, the broker's defaults and its durable baseline (flush.messages=1).
     assert out.count("run 1: ") == 3 and "ratio lakelog/kafka: throughput " in out
     assert "ratio lakelog/kafka flush=1: throughput " in out
