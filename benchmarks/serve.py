@@ -16,7 +16,8 @@ topic (one partition) on both sides, interleaved per repetition:
   end.
 
 The agent is ``lakelog serve`` in a process of its own over a fresh local
-store, the broker :class:`benchmarks.kafka_reference.KafkaBroker`. The broker
+store, the broker :class:`benchmarks.kafka_reference.KafkaBroker`, each new for every round
+of its side (the same start and warm-up on every side, nothing idling beside another). The broker
 acknowledges from the page cache by default; lakelog's commit is durable when
 it lands, so the broker is measured twice: with its defaults, and on a topic
 with ``flush.messages=1`` (the topic-level ``log.flush.interval.messages``:
@@ -309,32 +310,30 @@ def perf_serve(workload: ServeWorkload, out: Callable[[str], None]) -> dict[str,
     brokers = [KAFKA, KAFKA_FLUSH] if workload.kafka_flush else [KAFKA]
     sides = [*agents, *(brokers if workload.kafka else [])]
     results: dict[str, list[dict[str, float]]] = {side: [] for side in sides}
-    broker = None
     with scratch_dir("serve", workload.work_dir) as scratch:
-        try:
-            if workload.kafka:
-                from benchmarks.kafka_reference import KafkaBroker
+        for run in range(workload.repeat):
+            for side in side_order(sides, run):
+                # A new agent or a new broker for every round of a side, so every side starts as
+                # cold and warms up as long (one broker kept for every round would be warmed by the
+                # rounds before), and nothing else runs beside either.
+                if side in agents:
+                    store = f"{scratch}/store-{run}-{sides.index(side)}"
+                    Store.open(store).create_topic(TOPIC, partitions=1)
+                    agent, bound = start_agent(store, checkout=Path(agents[side]))
+                    try:
+                        results[side].append(_measure(bound["PLAINTEXT"], workload))
+                    finally:
+                        stop_agent(agent)
+                else:
+                    from benchmarks.kafka_reference import KafkaBroker
 
-                broker = KafkaBroker().start()
-            for run in range(workload.repeat):
-                for side in side_order(sides, run):
-                    if side in agents:
-                        store = f"{scratch}/store-{run}-{sides.index(side)}"
-                        Store.open(store).create_topic(TOPIC, partitions=1)
-                        agent, bound = start_agent(store, checkout=Path(agents[side]))
-                        try:
-                            results[side].append(_measure(bound["PLAINTEXT"], workload))
-                        finally:
-                            stop_agent(agent)
-                    else:
-                        assert broker is not None
-                        topic = f"{TOPIC}-{run}-{'flush' if side == KAFKA_FLUSH else 'default'}"
-                        create_topic(broker.bootstrap, topic, FLUSH_EVERY_MESSAGE if side == KAFKA_FLUSH else {})
-                        results[side].append(_measure(broker.bootstrap, workload, topic))
-                    out(f"round {run + 1}: {side:<16} {_line(results[side][-1])}")
-        finally:
-            if broker is not None:
-                broker.stop()
+                    broker = KafkaBroker().start()
+                    try:
+                        create_topic(broker.bootstrap, TOPIC, FLUSH_EVERY_MESSAGE if side == KAFKA_FLUSH else {})
+                        results[side].append(_measure(broker.bootstrap, workload, TOPIC))
+                    finally:
+                        broker.stop()
+                out(f"round {run + 1}: {side:<16} {_line(results[side][-1])}")
     what = f"{workload.records:,} x {workload.record_size} B, " if workload.throughput else ""
     out(
         f"perf serve: {what}{workload.rate:,} rec/s for {workload.seconds:g} s after "

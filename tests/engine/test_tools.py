@@ -452,9 +452,29 @@ def test_perf_serve_measures_another_checkouts_agent_as_a_side_of_its_own(tmp_pa
 
 @pytest.mark.kafka
 @pytest.mark.slow
-def test_perf_serve_measures_the_broker_by_default_and_on_a_topic_flushed_after_every_append(tmp_path, capsys):
+def test_perf_serve_measures_the_broker_by_default_and_on_a_topic_flushed_after_every_append(
+    tmp_path, capsys, monkeypatch
+):
     import re
 
+    from benchmarks.kafka_reference import KafkaBroker
+
+    alive, at_start = [0], []  # brokers running; how many ran when each started
+    real_start, real_stop = KafkaBroker.start, KafkaBroker.stop
+
+    def start(self):
+        at_start.append(alive[0])
+        started = real_start(self)
+        alive[0] += 1
+        return started
+
+    def stop(self):
+        if self.running:
+            alive[0] -= 1
+        real_stop(self)
+
+    monkeypatch.setattr(KafkaBroker, "start", start)
+    monkeypatch.setattr(KafkaBroker, "stop", stop)
     argv = [
         "perf",
         "serve",
@@ -473,4 +493,5 @@ def test_perf_serve_measures_the_broker_by_default_and_on_a_topic_flushed_after_
     for side in ("lakelog", "kafka", "kafka flush=1"):
         assert re.search(rf"^  {side} +at fixed rate: produce p50/p99 [\d.]+/[\d.]+ ms", out, re.M), out
     assert "ratios lakelog/kafka flush=1: produce_p50 " in out, out
+    assert at_start == [0, 0] and alive == [0]  # a new broker for each broker side's round, one at a time
     assert list(tmp_path.iterdir()) == []
