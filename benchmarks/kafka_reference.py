@@ -45,7 +45,7 @@ import tempfile
 import time
 import uuid
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -736,6 +736,20 @@ def run_kafka_tool(
 FLUSH_EVERY_MESSAGE = {"flush.messages": "1"}
 # The broker sides of a benchmark: Kafka's defaults, and a topic with FLUSH_EVERY_MESSAGE.
 KAFKA, KAFKA_FLUSH = "kafka", "kafka flush=1"
+
+
+@contextlib.contextmanager
+def broker_side(side: str, topic: str) -> Iterator[KafkaBroker]:
+    """A new broker for one run of the broker side ``side`` (:data:`KAFKA`, or
+    :data:`KAFKA_FLUSH`: ``topic`` with :data:`FLUSH_EVERY_MESSAGE`) holding ``topic`` (one
+    partition); stopped on leaving. A benchmark's agent side is new for every run too, so
+    both start as cold and warm up as long, and nothing idles beside either."""
+    broker = KafkaBroker().start()
+    try:
+        create_topic(broker.bootstrap, topic, FLUSH_EVERY_MESSAGE if side == KAFKA_FLUSH else {})
+        yield broker
+    finally:
+        broker.stop()
 
 
 def create_topic(bootstrap: str, topic: str, config: Mapping[str, str] | None = None, partitions: int = 1) -> None:

@@ -51,14 +51,7 @@ import statistics
 from collections.abc import Callable, Sequence
 
 from benchmarks.agent_cpu import AgentCpuSampler
-from benchmarks.kafka_reference import (
-    FLUSH_EVERY_MESSAGE,
-    KAFKA,
-    KAFKA_FLUSH,
-    RUN_CLASS_JVM_OPTIONS,
-    create_topic,
-    run_kafka_tool,
-)
+from benchmarks.kafka_reference import KAFKA, KAFKA_FLUSH, RUN_CLASS_JVM_OPTIONS, broker_side, run_kafka_tool
 from benchmarks.serve import side_order, start_agent, stop_agent
 
 PRODUCER_PERFORMANCE = "org.apache.kafka.tools.ProducerPerformance"
@@ -124,7 +117,6 @@ def perf_producer_performance(
 ) -> dict[str, dict[str, float]]:
     """Run ProducerPerformance ``repeat`` times on each side (see the module docstring), print
     each run and the medians with the ratios to each broker side; returns the medians by side."""
-    from benchmarks.kafka_reference import KafkaBroker
     from benchmarks.scratch import scratch_dir
     from lakelog.store import Store
 
@@ -167,12 +159,8 @@ def perf_producer_performance(
                     finally:
                         stop_agent(agent)
                 else:
-                    broker = KafkaBroker().start()
-                    try:
-                        create_topic(broker.bootstrap, TOPIC, FLUSH_EVERY_MESSAGE if side == KAFKA_FLUSH else {})
+                    with broker_side(side, TOPIC) as broker:
                         results[side].append(run(broker.bootstrap, TOPIC))
-                    finally:
-                        broker.stop()
                 out(f"run {attempt + 1}: {side:<13} {_line(results[side][-1])}")
     props = " ".join(producer_props) or "the Java producer's defaults (idempotent, acks=all)"
     out(

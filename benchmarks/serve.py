@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks.kafka_reference import FLUSH_EVERY_MESSAGE, KAFKA, KAFKA_FLUSH, create_topic
+from benchmarks.kafka_reference import KAFKA, KAFKA_FLUSH, broker_side
 
 ROOT = Path(__file__).resolve().parents[1]
 # Seconds at the fixed rate before the latency run's records are counted (see fixed_rate_latency).
@@ -325,14 +325,8 @@ def perf_serve(workload: ServeWorkload, out: Callable[[str], None]) -> dict[str,
                     finally:
                         stop_agent(agent)
                 else:
-                    from benchmarks.kafka_reference import KafkaBroker
-
-                    broker = KafkaBroker().start()
-                    try:
-                        create_topic(broker.bootstrap, TOPIC, FLUSH_EVERY_MESSAGE if side == KAFKA_FLUSH else {})
+                    with broker_side(side, TOPIC) as broker:
                         results[side].append(_measure(broker.bootstrap, workload, TOPIC))
-                    finally:
-                        broker.stop()
                 out(f"round {run + 1}: {side:<16} {_line(results[side][-1])}")
     what = f"{workload.records:,} x {workload.record_size} B, " if workload.throughput else ""
     out(
