@@ -715,8 +715,8 @@ def run_kafka_tool(
             log4j_config = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="lakelog-kafka-tool-")))
             log4j_config = log4j_config / "tools-log4j2.properties"
             log4j_config.write_text(_TOOLS_LOG4J2)
-        logging = f"-Dlog4j2.configurationFile={log4j_config}"
-        command = [java, *jvm_options, logging, "-cp", classpath, main_class, *args]
+        log4j_option = f"-Dlog4j2.configurationFile={log4j_config}"
+        command = [java, *jvm_options, log4j_option, "-cp", classpath, main_class, *args]
         try:
             done = subprocess.run(
                 command, capture_output=True, text=True, timeout=timeout_s, check=False, stdin=subprocess.DEVNULL
