@@ -15,6 +15,7 @@ import asyncio
 import threading
 from collections.abc import Callable
 
+from lakelog.kafka_endpoint import event_loop
 from lakelog.kafka_endpoint.endpoint import Endpoint
 from lakelog.kafka_endpoint.listeners import Listener
 from lakelog.kafka_endpoint.server import Server
@@ -77,7 +78,7 @@ class _Agent:
     """``lakelog serve`` on a thread of its own (its event loop), until stop()."""
 
     def __init__(self, store: Store) -> None:
-        self.loop = asyncio.new_event_loop()
+        self.loop = event_loop.new_event_loop(store.settings.serve)
         self.server = Server(lambda port: Endpoint(store, "127.0.0.1", port), [Listener("PLAINTEXT", "127.0.0.1", 0)])
         self.loop.run_until_complete(self.server.start())
         self.thread = threading.Thread(target=self.loop.run_forever, name="lakelog-quickstart-serve", daemon=True)

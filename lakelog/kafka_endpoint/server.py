@@ -37,7 +37,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from lakelog.engine.errors import InvalidConfigError
-from lakelog.kafka_endpoint import cpu_affinity
+from lakelog.kafka_endpoint import cpu_affinity, event_loop
 from lakelog.kafka_endpoint.endpoint import API_VERSIONS, SUPPORTED, Endpoint, api_versions_body
 from lakelog.kafka_endpoint.listeners import (
     Listener,
@@ -512,4 +512,4 @@ def serve(
     sys.setswitchinterval(SWITCH_INTERVAL_S)
     if cpu_affinity.on_one_cpu(store.settings.serve):
         cpu_affinity.pin_to_one_cpu()
-    asyncio.run(_serve(store, listeners, ready, metrics_at))
+    event_loop.run(_serve(store, listeners, ready, metrics_at), store.settings.serve)

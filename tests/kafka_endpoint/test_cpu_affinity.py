@@ -133,8 +133,9 @@ def test_serve_cpu_affinity_all_leaves_the_agents_threads_where_the_system_place
         assert agent.stop() == 0
 
 
-def test_an_unknown_serve_cpu_affinity_is_refused_by_name_before_serving(plain_store, tmp_path):
+@pytest.mark.parametrize(("key", "value"), [("serve.cpu.affinity", "two"), ("serve.event.loop", "trio")])
+def test_an_unknown_serve_choice_is_refused_by_name_before_serving(plain_store, tmp_path, key, value):
     conf = tmp_path / "lakelog.conf"
-    conf.write_text("serve.cpu.affinity two\n")
-    with pytest.raises(AssertionError, match=r"invalid value 'two' for config 'serve.cpu.affinity': must be one of"):
+    conf.write_text(f"{key} {value}\n")
+    with pytest.raises(AssertionError, match=rf"invalid value '{value}' for config '{key}': must be one of"):
         Agent(Path(plain_store.uri.removeprefix("file://")), conf=conf)

@@ -27,16 +27,21 @@ class SyncLog:
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.events: list[tuple[str, str]] = []
+        self.inodes: list[int] = []  # of each event's file or directory (0 for a link)
         real_fsync, real_link = os.fsync, os.link
 
         def fsync(fd: int) -> None:
             real_fsync(fd)
-            kind = "sync-dir" if stat.S_ISDIR(os.fstat(fd).st_mode) else "sync-file"
+            info = os.fstat(fd)
+            kind = "sync-dir" if stat.S_ISDIR(info.st_mode) else "sync-file"
+            # A file synced before it has a name reads as "<directory>/#<inode> (deleted)".
             self.events.append((kind, os.readlink(f"/proc/self/fd/{fd}")))
+            self.inodes.append(info.st_ino)
 
         def link(src: str, dst: str, *args: object, **kwargs: object) -> None:
             real_link(src, dst, *args, **kwargs)
             self.events.append(("link", os.path.abspath(dst)))
+            self.inodes.append(0)
 
         monkeypatch.setattr(os, "fsync", fsync)
         monkeypatch.setattr(os, "link", link)
@@ -78,8 +83,10 @@ def test_an_acknowledged_send_synced_its_data_file_commit_file_and_directories_i
     done = syncs.events[: returned[0]]
     data = next(i for i, (k, p) in enumerate(done) if k == "sync-file" and p.endswith(".parquet"))
     data_dir = next(i for i, (k, p) in enumerate(done) if k == "sync-dir" and p == partition_dir)
-    temp = next(i for i, (k, p) in enumerate(done) if k == "sync-file" and p.startswith(f"{log_dir}/.{version:020d}"))
     linked = done.index(("link", commit))
+    # The commit file's bytes, synced before it had its name (unnamed, or a temporary name).
+    temp = syncs.inodes.index(os.stat(commit).st_ino)
+    assert done[temp][0] == "sync-file" and os.path.dirname(done[temp][1]) == log_dir
     log_synced = next(i for i, (k, p) in enumerate(done) if k == "sync-dir" and p == log_dir and i > linked)
     # The data file, its directory and the commit file are synced together, in the commit's put
     # (one journal commit, not one round of syncs for the data and another for the commit file),
@@ -163,3 +170,55 @@ def test_a_commit_whose_directory_cannot_be_synced_is_not_acknowledged_and_keeps
     consumer.assign([TP])
     assert [(r.offset, r.value) for r in consumer.poll(timeout_ms=500)] == [(0, b"v")]
     consumer.close()
+
+
+def test_a_put_links_its_bytes_whole_once_and_leaves_no_other_file(tmp_path):
+    assert put_if_absent(str(tmp_path), "00000000000000000001.json", b"first")
+    assert not put_if_absent(str(tmp_path), "00000000000000000001.json", b"second")
+    assert put_if_absent(str(tmp_path), "00000000000000000001.crc", b"{}", durable=False)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["00000000000000000001.crc", "00000000000000000001.json"]
+    assert (tmp_path / "00000000000000000001.json").read_bytes() == b"first"
+    assert stat.S_IMODE((tmp_path / "00000000000000000001.json").stat().st_mode) == 0o644 & ~_umask()
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+@pytest.mark.parametrize(
+    "refusal", [errno.EOPNOTSUPP, errno.EISDIR, None], ids=["EOPNOTSUPP", "EISDIR", "no-O_TMPFILE"]
+)
+def test_where_no_unnamed_file_can_be_made_a_put_writes_a_named_temporary_one(tmp_path, monkeypatch, refusal):
+    """A file system without O_TMPFILE (EOPNOTSUPP), a kernel older than it (EISDIR), a
+    platform without it or without /proc: the bytes go to a named temporary file, removed after."""
+    created: list[str] = []
+    real_open = os.open
+    unnamed = getattr(os, "O_TMPFILE", 0)
+
+    def open_(path, flags, *args, **kwargs):
+        if unnamed and flags & unnamed == unnamed:
+            if refusal is not None:
+                raise OSError(refusal, os.strerror(refusal), path)
+            raise AssertionError("an unnamed file was asked for where there are none")
+        if flags & os.O_CREAT:
+            created.append(os.path.basename(path))
+        return real_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", open_)
+    if refusal is None:
+        monkeypatch.setattr(object_store, "_O_TMPFILE", None)
+    assert put_if_absent(str(tmp_path), "00000000000000000001.json", b"first")
+    assert not put_if_absent(str(tmp_path), "00000000000000000001.json", b"second")
+    assert len(created) == 2 and all(
+        n.startswith(".00000000000000000001.json.") and n.endswith(".tmp") for n in created
+    )
+    assert [p.name for p in tmp_path.iterdir()] == ["00000000000000000001.json"]
+    assert (tmp_path / "00000000000000000001.json").read_bytes() == b"first"
+
+
+def test_a_put_into_a_missing_directory_raises_and_creates_nothing(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        put_if_absent(str(tmp_path / "missing"), "00000000000000000001.json", b"x")
+    assert list(tmp_path.iterdir()) == []

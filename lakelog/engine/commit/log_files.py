@@ -4,7 +4,7 @@ read and written.
 The storage seam of the commit core (delta-rs' ``LogStore::write_commit_entry``
 plays this part there): reading one commit file, creating one with
 put-if-absent (:func:`engine.storage.object_store.put_if_absent`: ``link(2)`` of a
-complete temporary file locally, ``If-None-Match: *`` on S3), the per-version
+complete file not yet named locally, ``If-None-Match: *`` on S3), the per-version
 ``.crc`` checksum, checkpoints lakelog makes itself and the ``_last_checkpoint``
 hint. Local paths are read
 with plain file calls (a probe for the next commit costs one failed
@@ -241,7 +241,7 @@ class LogFiles:
 
         A truncated newest commit is corruption, not a writer still in flight:
         a commit appears whole or not at all (:func:`put_if_absent` links a
-        complete, synced temporary file; an S3 PUT is atomic), so there is
+        complete, synced file not named before; an S3 PUT is atomic), so there is
         nothing to wait for. delta-rs ("Json error: Truncated record") and
         Delta Spark (a JSON parse failure) refuse such a log the same way.
         """

