@@ -273,11 +273,13 @@ class WrittenAhead(ProduceGroup):
         names = {tp.topic for tp in self.records.tps}
         if any(topics[name].log_append_time for name in names):
             return
-        rows = super().build(ends, topics, int(time.time() * 1000))
-        tps = self.records.tps
-        # One partition (one producer's connection, most often): its one run needs no search.
-        runs = [(tps[0], 0, rows.num_rows)] if len(tps) == 1 and rows.num_rows else None
-        written = files.write(rows, sync=False, renumberable=True, runs=runs)
+        written = self.write_unsynced(ends, topics, files)
+        if written is None:
+            rows = super().build(ends, topics, int(time.time() * 1000))
+            tps = self.records.tps
+            # One partition (one producer's connection, most often): its one run needs no search.
+            runs = [(tps[0], 0, rows.num_rows)] if len(tps) == 1 and rows.num_rows else None
+            written = files.write(rows, sync=False, renumberable=True, runs=runs)
         self._ahead = FilesAhead(files, written, ends, {name: topics[name] for name in names})
 
     def build(

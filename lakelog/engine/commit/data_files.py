@@ -36,6 +36,7 @@ from lakelog.engine.commit.actions import AddFile, stats_time
 from lakelog.engine.commit.direct_parquet import (
     consecutive_offsets,
     encode_log_file,
+    encode_records_file,
     first_offset_at,
     first_offset_bytes,
 )
@@ -167,14 +168,21 @@ def _file_stats(part: pa.Table) -> tuple[str, dict[str, tuple[int, int]]]:
     """:func:`file_stats_json` and the bounds it holds, as :class:`FileStats` reads them
     back: the offsets', the timestamps' in ms (the low rounded down, the high up); a column
     without a value has none."""
+    columns = {name: part.column(name) for name in STATS_COLUMNS}
+    return _stats(part.num_rows, {name: (_bounds(c), c.null_count) for name, c in columns.items()})
+
+
+def _stats(
+    num_rows: int, found: Mapping[str, tuple[tuple[int | None, int | None], int]]
+) -> tuple[str, dict[str, tuple[int, int]]]:
+    """:func:`_file_stats` of a file of ``num_rows`` rows whose STATS_COLUMNS have these
+    bounds (a timestamp's in microseconds; None for none) and null counts."""
     mins: dict[str, object] = {}
     maxs: dict[str, object] = {}
     nulls: dict[str, int] = {}
     bounds: dict[str, tuple[int, int]] = {}
-    for name in STATS_COLUMNS:
-        column = part.column(name)
-        lo, hi = _bounds(column)
-        nulls[name] = column.null_count
+    for name, ((lo, hi), null_count) in found.items():
+        nulls[name] = null_count
         if lo is None or hi is None:
             continue
         if name == "timestamp":
@@ -185,7 +193,7 @@ def _file_stats(part: pa.Table) -> tuple[str, dict[str, tuple[int, int]]]:
             mins[name], maxs[name] = lo, hi
         bounds[name] = lo, hi
     text = json.dumps(
-        {"numRecords": part.num_rows, "minValues": mins, "maxValues": maxs, "nullCount": nulls},
+        {"numRecords": num_rows, "minValues": mins, "maxValues": maxs, "nullCount": nulls},
         separators=(",", ":"),
     )
     return text, bounds
@@ -206,6 +214,33 @@ def _bounds(column: pa.Array | pa.ChunkedArray) -> tuple[int | None, int | None]
         # .value, not as_py(): a zoned timestamp's as_py() imports pandas.
         return bounds["min"].value, bounds["max"].value
     return bounds["min"].as_py(), bounds["max"].as_py()
+
+
+def _data_file(
+    tp: TopicPartition,
+    relative: str,
+    full: str,
+    size: int,
+    num_rows: int,
+    stats_json: str,
+    bounds: Mapping[str, tuple[int, int]],
+    data_change: bool,
+    modification_time_ms: int | None,
+    offsets_at: int | None,
+) -> DataFile:
+    """The :class:`DataFile` of a file just written: its ``add`` action and, without reading
+    the JSON just made back, the :class:`FileStats` ``add.file_stats()`` would read."""
+    modified = int(time.time() * 1000) if modification_time_ms is None else modification_time_ms
+    values = {"topic": tp.topic, "partition": str(tp.partition)}
+    add = AddFile(relative, values, size, modified, data_change, stats_json)
+    offsets, stamps = bounds.get("offset", (None, None)), bounds.get("timestamp", (None, None))
+    stats = FileStats(relative, tp, num_rows, *offsets, data_change, size, modified, *stamps)
+    return DataFile(add, stats, full, offsets_at=offsets_at)
+
+
+def _binary_array(column: pa.Array) -> pa.Array:
+    """``column`` as the file's binary type (a column of nulls alone has the null type)."""
+    return column if column.type == pa.binary() else column.cast(pa.binary())
 
 
 def _at_most(table: pa.Table, limit: int) -> bool:
@@ -318,9 +353,7 @@ class DataFileWriter:
         label: str = "",
         renumberable: bool = False,
     ) -> DataFile:
-        name = f"{FILE_PREFIX}{label}{new_uuid()}.c000.snappy.parquet"
-        relative = f"topic={quote(tp.topic, safe='')}/partition={tp.partition}/{name}"
-        full = f"{self._root}/{relative}"
+        relative, full = self._name(tp, label)
         columns = part.select(_FILE_COLUMNS)
         offsets_at = None
         if self._local and _at_most(part, _IN_MEMORY_BYTES):
@@ -364,13 +397,50 @@ class DataFileWriter:
                 _encode(columns, handle)
             size = self._fs.size(full)
         stats_json, bounds = _file_stats(part)
-        modified = int(time.time() * 1000) if modification_time_ms is None else modification_time_ms
-        values = {"topic": tp.topic, "partition": str(tp.partition)}
-        add = AddFile(relative, values, size, modified, data_change, stats_json)
-        # What add.file_stats() reads back out of the JSON just written, without reading it.
-        offsets, stamps = bounds.get("offset", (None, None)), bounds.get("timestamp", (None, None))
-        stats = FileStats(relative, tp, part.num_rows, *offsets, data_change, size, modified, *stamps)
-        return DataFile(add, stats, full, offsets_at=offsets_at)
+        return _data_file(
+            tp, relative, full, size, part.num_rows, stats_json, bounds, data_change, modification_time_ms, offsets_at
+        )
+
+    def write_records(
+        self,
+        tp: TopicPartition,
+        first_offset: int,
+        timestamps_ms: np.ndarray,
+        keys: pa.Array,
+        values: pa.Array,
+        producer_ids: np.ndarray,
+        producer_epochs: np.ndarray,
+        sequences: np.ndarray,
+    ) -> DataFile | None:
+        """What :meth:`write` of their rows writes with ``sync=False, renumberable=True``, for
+        records of ``tp`` numbered ``first_offset`` on, without headers, their timestamps
+        CreateTime (``timestamps_ms`` int64, ``producer_ids`` int64, ``producer_epochs`` and
+        ``sequences`` int32, one per record; ``keys`` and ``values`` binary), written from
+        these columns without a table of the rows (the agent's produce groups: building the
+        table cost about as much as encoding it). None, nothing written, on a store that is
+        not local (the caller writes the rows). Raises OSError, leaving no file."""
+        count = len(timestamps_ms)
+        if not self._local or not 0 < count <= ROW_GROUP_ROWS:
+            return None
+        relative, full = self._name(tp, "")
+        timestamps_us = np.asarray(timestamps_ms, dtype=np.int64) * 1000
+        keys, values = _binary_array(keys), _binary_array(values)
+        data, offsets_at = encode_records_file(
+            first_offset, timestamps_us, keys, values, producer_ids, producer_epochs, sequences
+        )
+        self._create(full, memoryview(data))
+        stamps = (int(timestamps_us.min()), int(timestamps_us.max()))
+        stats_json, bounds = _stats(
+            count, {"offset": ((first_offset, first_offset + count - 1), 0), "timestamp": (stamps, 0)}
+        )
+        written = _data_file(tp, relative, full, len(data), count, stats_json, bounds, True, None, offsets_at)
+        return dataclasses.replace(written, synced=False)
+
+    def _name(self, tp: TopicPartition, label: str) -> tuple[str, str]:
+        """A new data file's path in ``tp``'s directory: relative to the table, and full."""
+        name = f"{FILE_PREFIX}{label}{new_uuid()}.c000.snappy.parquet"
+        relative = f"topic={quote(tp.topic, safe='')}/partition={tp.partition}/{name}"
+        return relative, f"{self._root}/{relative}"
 
     def renumber(self, file: DataFile, first: int) -> DataFile:
         """``file`` -- written by :meth:`write` with ``renumberable`` and not committed -- with

@@ -254,13 +254,19 @@ def _definition_levels(count: int, present: np.ndarray | None, null_count: int) 
 def _fixed_page(array: pa.Array, dtype: type) -> tuple[bytes, bytes]:
     """A fixed-width optional column's page body and its statistics."""
     count = len(array)
-    width = np.dtype(dtype).itemsize
     values = np.frombuffer(array.buffers()[1], dtype=dtype)[array.offset : array.offset + count]
     present = _present(array)
     if present is not None:
         values = values[present.view(bool)]
-    body = _definition_levels(count, present, array.null_count) + values.tobytes()
-    nulls = thrift_int(array.null_count)
+    return _values_page(count, values, present, array.null_count)
+
+
+def _values_page(count: int, values: np.ndarray, present: np.ndarray | None, null_count: int) -> tuple[bytes, bytes]:
+    """The page body and statistics of a fixed-width optional column of ``count`` rows whose
+    non-null ``values`` are these (``present``: one byte per row, None when none is null)."""
+    width = values.dtype.itemsize
+    body = _definition_levels(count, present, null_count) + values.tobytes()
+    nulls = thrift_int(null_count)
     if not len(values):
         return body, b"\x36" + nulls + b"\x00"  # 3: null_count
     size = bytes([width])
@@ -318,6 +324,44 @@ def encode_log_file(columns: pa.Table, first_offset: int) -> tuple[bytes, int] |
     pages += [(header_levels, None), (header_levels, None)]
     for name in ("producer_id", "producer_epoch", "sequence"):
         pages.append(_fixed_page(arrays[name], _FIXED[name]))
+    return _file(count, first_offset, pages)
+
+
+def encode_records_file(
+    first_offset: int,
+    timestamps_us: np.ndarray,
+    keys: pa.Array,
+    values: pa.Array,
+    producer_ids: np.ndarray,
+    producer_epochs: np.ndarray,
+    sequences: np.ndarray,
+) -> tuple[bytes, int]:
+    """The file :func:`encode_log_file` makes of the rows of records numbered ``first_offset``
+    on, without headers (null), timestamps CreateTime, put together from their columns
+    without a table of them: ``timestamps_us`` (int64, microseconds), ``producer_ids`` (int64),
+    ``producer_epochs`` and ``sequences`` (int32) one per record, ``keys`` and ``values``
+    binary. The same bytes as :func:`encode_log_file` of the table of those rows (a test
+    compares them); the caller owns the columns' lengths and types."""
+    count = len(timestamps_us)
+    no_headers = _levels_run(count, 0) + _levels_run(count, 0)
+    pages: list[tuple[bytes, bytes | None]] = [
+        (consecutive_offsets(first_offset, count), None),
+        _values_page(count, timestamps_us, None, 0),
+        _values_page(count, np.zeros(count, dtype=np.int32), None, 0),
+        (_binary_page(keys), None),
+        (_binary_page(values), None),
+        (no_headers, None),
+        (no_headers, None),
+        _values_page(count, producer_ids, None, 0),
+        _values_page(count, producer_epochs, None, 0),
+        _values_page(count, sequences, None, 0),
+    ]
+    return _file(count, first_offset, pages)
+
+
+def _file(count: int, first_offset: int, pages: list[tuple[bytes, bytes | None]]) -> tuple[bytes, int]:
+    """The Parquet file of one row group of ``count`` rows whose leaves hold ``pages`` (each
+    leaf's page body and statistics, in leaf order), and where it holds ``first_offset``."""
     out = [_MAGIC]
     at = len(_MAGIC)
     chunks: list[bytes] = []

@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 
 from lakelog.engine.arrow_columns import array, empty_table, scalar, to_numpy
 from lakelog.engine.commit import AppTransaction
+from lakelog.engine.commit.data_files import DataFile, DataFileWriter
 from lakelog.engine.commit.state import TableState
 from lakelog.engine.errors import InvalidRecordError, InvalidTopicError, LakelogError, UnknownTopicOrPartitionError
 from lakelog.engine.produce.batches import (
@@ -165,6 +166,39 @@ class PlacedBatch:
         self.offsets = np.empty(len(records), dtype=np.int64)
         self.offsets[order] = offsets
         return order, offsets
+
+    def write_unsynced(
+        self, ends: Mapping[TopicPartition, int], topics: Mapping[str, TopicMetadata], files: DataFileWriter
+    ) -> list[DataFile] | None:
+        """The records numbered from ``ends`` (:attr:`offsets`, as :meth:`number`) and written
+        as :meth:`DataFileWriter.write` writes :meth:`build`'s rows with ``sync=False,
+        renumberable=True`` -- the same bytes -- straight from the placed columns, without the
+        rows: for one partition's records without headers of a topic that keeps their
+        CreateTime, on a local store. None, nothing numbered or written, for any other batch
+        (the caller builds the rows). Raises OSError (nothing written, nothing numbered)."""
+        records = self.records
+        n = len(records)
+        if len(records.tps) != 1 or not n or records.headers.null_count != n:
+            return None
+        tp = records.tps[0]
+        meta = topics.get(tp.topic)
+        if meta is None or meta.log_append_time:
+            return None
+        producers = self.producers
+        if producers is None:
+            producer_ids = np.full(n, self.producer_id, dtype=np.int64)
+            epochs = np.full(n, self.producer_epoch, dtype=np.int32)
+            sequences = (np.arange(n) + self.base_sequence).astype(np.int32)
+        else:  # one partition: rows in record order
+            producer_ids, epochs, sequences = producers.producer_ids, producers.epochs, producers.sequences
+        written = files.write_records(
+            tp, ends.get(tp, 0), records.timestamps_ms, records.keys, records.values, producer_ids, epochs, sequences
+        )
+        if written is None:
+            return None
+        self.number(ends)
+        self.log_append_time_ms = {}
+        return [written]
 
     def build(
         self, ends: Mapping[TopicPartition, int], topics: Mapping[str, TopicMetadata], append_time_ms: int
