@@ -97,6 +97,8 @@ def test_batches_it_does_not_write_are_left_to_the_rows(tmp_path):
     for batch in (two_partitions, with_headers, stamped):
         assert batch.write_unsynced(ends, VIEW.topics, files) is None
         assert batch.offsets is None  # nothing numbered
+    large = PlacedBatch(_placed(9, values=pa.array([b"x" * (1 << 20)] * 9)), None)  # 9 MB: the rows stream
+    assert large.write_unsynced(ends, VIEW.topics, files) is None and large.offsets is None
     remote = DataFileWriter(str(tmp_path))
     remote._local = False  # an object store: pyarrow's writer through fsspec, from the rows
     plain = PlacedBatch(_placed(3), None)

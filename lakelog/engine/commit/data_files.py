@@ -418,9 +418,11 @@ class DataFileWriter:
         ``sequences`` int32, one per record; ``keys`` and ``values`` binary), written from
         these columns without a table of the rows (the agent's produce groups: building the
         table cost about as much as encoding it). None, nothing written, on a store that is
-        not local (the caller writes the rows). Raises OSError, leaving no file."""
+        not local or for more records than a file encoded in memory holds (the caller writes
+        the rows: they stream). Raises OSError, leaving no file."""
         count = len(timestamps_ms)
-        if not self._local or not 0 < count <= ROW_GROUP_ROWS:
+        held = keys.get_total_buffer_size() + values.get_total_buffer_size()
+        if not self._local or not 0 < count <= ROW_GROUP_ROWS or held > _IN_MEMORY_BYTES:
             return None
         relative, full = self._name(tp, "")
         timestamps_us = np.asarray(timestamps_ms, dtype=np.int64) * 1000

@@ -15,7 +15,9 @@ schema pyarrow would store (``ARROW:schema``), so Arrow readers get exactly the 
 A file read by pyarrow holds the same table as one pyarrow writes (tests compare them, and the
 Parquet schemas), and delta-rs and Spark read it as any other file of the table. Tables this
 does not encode -- a record with headers, another layout -- are left to pyarrow
-(:func:`encode_log_file` returns None).
+(:func:`encode_log_file` returns None). The agent's produce groups skip the table too: their
+placed columns are encoded as they are (:func:`encode_records_file`, the same bytes), which
+saves building the rows (~0.2 ms of a group's ~0.5 ms write, measured standalone).
 """
 
 from __future__ import annotations
