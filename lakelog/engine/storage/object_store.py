@@ -487,8 +487,8 @@ def write_new_file(path: str, data: bytes | memoryview, *, sync: bool) -> None:
     file is left).
 
     Straight system calls rather than ``open()``: a buffered file object also asks the file
-    for its size, position and terminal state (three more system calls; a commit writes two
-    such files)."""
+    for its size, position and terminal state (three more system calls; an agent's commit
+    writes its data file so, and its commit file so where no unnamed file can be made)."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
     try:
         _write_all(fd, data)
