@@ -41,8 +41,9 @@ def test_a_full_disk_fails_the_append_at_once_and_leaves_nothing(tmp_path, where
         calls.append(1)
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    if where == "data":
+    if where == "data":  # the rows' writer and the one writing a batch's file from its columns
         committer._files.write = full  # type: ignore[method-assign]
+        committer._files.write_records = full  # type: ignore[method-assign]
     else:
         committer.log.files.put_commit = full  # type: ignore[method-assign]
     with pytest.raises(StoreFullError, match="No space left on device"):

@@ -154,14 +154,21 @@ def test_a_lock_file_another_user_created_is_locked_through_a_read_only_descript
 
 def _raced_before_the_turn(monkeypatch, rival) -> list[str]:
     """Run ``rival()`` once, just before the next append takes its turn (after it wrote its files
-    ahead); returns the log of DataFileWriter.write calls (the thread's committer, first offset)."""
+    ahead); returns the first offsets of the data files written (DataFileWriter.write of rows, or
+    write_records from a batch's columns), in order."""
     writes: list[str] = []
-    real_write = DataFileWriter.write
+    real_write, real_write_records = DataFileWriter.write, DataFileWriter.write_records
     real_take = committer_module.take_turn
 
     def recording_write(self, table, **kwargs):
         writes.append(int(table.column("offset")[0].as_py()))
         return real_write(self, table, **kwargs)
+
+    def recording_write_records(self, tp, first_offset, *columns):
+        written = real_write_records(self, tp, first_offset, *columns)
+        if written is not None:  # else the rows are written (recorded above)
+            writes.append(first_offset)
+        return written
 
     def take_turn_after_the_rival(*args, **kwargs):
         if not getattr(take_turn_after_the_rival, "raced", False):
@@ -170,6 +177,7 @@ def _raced_before_the_turn(monkeypatch, rival) -> list[str]:
         return real_take(*args, **kwargs)
 
     monkeypatch.setattr(DataFileWriter, "write", recording_write)
+    monkeypatch.setattr(DataFileWriter, "write_records", recording_write_records)
     monkeypatch.setattr(committer_module, "take_turn", take_turn_after_the_rival)
     return writes
 

@@ -6,8 +6,6 @@ the rows. No Spark."""
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -16,6 +14,7 @@ from lakelog.engine.commit.data_files import DataFileWriter
 from lakelog.engine.produce.placement import PlacedBatch, RecordProducers, join_placed, place_partition_records
 from lakelog.engine.topics import TopicMetadata, TopicPartition
 from tests.states import state_with
+from tests.written_files import written_both_ways
 
 T = TopicMetadata("t", "id-t", 2, {})
 STAMPED = TopicMetadata("s", "id-s", 1, {"message.timestamp.type": "LogAppendTime"})
@@ -66,20 +65,7 @@ def test_the_file_written_from_the_columns_is_the_file_of_the_rows(tmp_path, cas
     ends = {tp: first}
     files = DataFileWriter(str(tmp_path))
     direct, by_rows = CASES[case](), CASES[case]()
-    written = direct.write_unsynced(ends, VIEW.topics, files)
-    assert written is not None and len(written) == 1
-    (expected,) = files.write(by_rows.build(ends, VIEW.topics, 0), sync=False, renumberable=True)
-    (got,) = written
-    with open(got.full_path, "rb") as a, open(expected.full_path, "rb") as b:
-        assert a.read() == b.read()
-    assert got.add.stats == expected.add.stats and got.add.size == expected.add.size
-    assert got.add.partition_values == expected.add.partition_values and got.add.data_change
-    # The same statistics but the file's own name and write time (ms apart at most).
-    assert abs(got.stats.modification_time - expected.stats.modification_time) < 5_000
-    assert got.stats == dataclasses.replace(
-        expected.stats, path=got.add.path, modification_time=got.stats.modification_time
-    )
-    assert got.offsets_at == expected.offsets_at is not None and not got.synced
+    got = written_both_ways(direct, by_rows, ends, VIEW.topics, files)
     assert direct.offsets is not None and np.array_equal(direct.offsets, by_rows.offsets)
     assert direct.log_append_time_ms == by_rows.log_append_time_ms == {}
     renumbered = files.renumber(got, first + 5)  # where renumbering finds the first offset

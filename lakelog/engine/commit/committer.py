@@ -169,7 +169,11 @@ class AppendBatch(Protocol):
     ``renumberable`` attribute that its :meth:`build` returns a table, may be called more than
     once (the last call's numbering is the one committed) and that only the offset column
     depends on ``ends`` (``append_time_ms`` only LogAppendTime timestamps): the committer then
-    writes its files before its turn and renumbers them in it (:class:`FilesAhead`)."""
+    writes its files before its turn and renumbers them in it (:class:`FilesAhead`). Such a
+    batch may also have ``write_unsynced(ends, topics, files)``, writing (unsynced, renumberable)
+    the files :meth:`build`'s rows would give straight from its columns, or None when it
+    cannot (the committer then builds the rows), and ``number(ends)``, numbering its records
+    as :meth:`build` would without the rows (what a renumbering in the turn calls)."""
 
     operation: str
     # The app transactions the commit sets (none for most appends); check() may re-plan them.
@@ -393,7 +397,12 @@ class Committer:
                     # (none refused since); built again for the ends the files are renumbered to.
                     taken = counts_by_partition([f.stats for f in ahead.files])
                     if expected is not None and taken == {tp: n for tp, n in expected.items() if n}:
-                        rebuild = functools.partial(batch.build, ends, state.topics, append_time_ms)
+                        number = getattr(batch, "number", None)
+                        rebuild = (
+                            functools.partial(number, ends)
+                            if number is not None
+                            else functools.partial(batch.build, ends, state.topics, append_time_ms)
+                        )
                         written = ahead.take(ends, state.topics, rebuild)
                     ahead.discard()
                     ahead = None
@@ -491,14 +500,31 @@ class Committer:
             if not tps or any(meta is None or meta.log_append_time for meta in topics.values()):
                 return None
             ends = self._ends_for(state, tps)
-            rows = batch.build(ends, state.topics, int(time.time() * 1000))
+            written = self._write_unsynced(batch, ends, state)
+            rows = None if written is not None else batch.build(ends, state.topics, int(time.time() * 1000))
+        except (DataWriteError, StoreFullError, StoreAccessError):
+            raise
         except Exception as exc:
             log.debug("%s: building an append's files ahead of its turn failed: %s", self.client_id, exc)
             return None
-        if not isinstance(rows, pa.Table):
-            return None
-        written = self._write(rows, getattr(batch, "file_label", ""), renumberable=True)
+        if written is None:
+            if not isinstance(rows, pa.Table):
+                return None
+            written = self._write(rows, getattr(batch, "file_label", ""), renumberable=True)
         return FilesAhead(self._files, written, ends, topics)
+
+    def _write_unsynced(
+        self, batch: AppendBatch, ends: dict[TopicPartition, int], state: TableState
+    ) -> list[DataFile] | None:
+        """The batch's files written by its own ``write_unsynced`` (from its columns, without
+        rows), when it has one and it writes them; else None."""
+        write_unsynced = getattr(batch, "write_unsynced", None)
+        if write_unsynced is None:
+            return None
+        try:
+            return write_unsynced(ends, state.topics, self._files)
+        except OSError as exc:
+            raise write_failure(exc, "writing data files") from exc
 
     def _take_turn(self, policy: RetryPolicy, started: float) -> Turn:
         """This committer's turn at a local table (none on S3), waited for at most

@@ -416,8 +416,9 @@ class DataFileWriter:
         records of ``tp`` numbered ``first_offset`` on, without headers, their timestamps
         CreateTime (``timestamps_ms`` int64, ``producer_ids`` int64, ``producer_epochs`` and
         ``sequences`` int32, one per record; ``keys`` and ``values`` binary), written from
-        these columns without a table of the rows (the agent's produce groups: building the
-        table cost about as much as encoding it). None, nothing written, on a store that is
+        these columns without a table of the rows (the agent's produce groups, a producer's
+        batches written ahead of their commit's turn: building the table cost about as much as
+        encoding it). None, nothing written, on a store that is
         not local or for more records than a file encoded in memory holds (the caller writes
         the rows: they stream). Raises OSError, leaving no file."""
         count = len(timestamps_ms)
@@ -509,7 +510,7 @@ class DataFileWriter:
 
 class FilesAhead:
     """Data files written before their commit attempt (:meth:`DataFileWriter.write` with
-    ``renumberable``, unsynced), their records numbered from ``ends`` for ``topics`` (the topics
+    ``renumberable``, or :meth:`DataFileWriter.write_records`; unsynced), their records numbered from ``ends`` for ``topics`` (the topics
     they belong to, as they were then). The producer's committer writes them before its turn,
     the agent while the commit before is in flight; one attempt takes them or they are deleted."""
 

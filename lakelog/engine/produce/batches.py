@@ -19,6 +19,7 @@ import pyarrow as pa
 
 from lakelog.engine.arrow_columns import array, key_value_lists, repeated_string, to_numpy
 from lakelog.engine.commit import AppTransaction
+from lakelog.engine.commit.data_files import DataFile, DataFileWriter
 from lakelog.engine.commit.state import TableState
 from lakelog.engine.errors import DeliveryTimeoutError, LakelogError, RecordTooLargeError, UnknownTopicOrPartitionError
 from lakelog.engine.produce.record_queue import FIELDS, QueuedRecords
@@ -488,9 +489,11 @@ class ProducerBatch:
         self._tp_ids = records.tp_ids
         self._offsets = np.full(len(records), -1, dtype=np.int64)
         self._append_time_ms: dict[str, int] = {}
-        # Made now, before the commit's turn (engine.storage.turns): only offsets depend on it.
+        # Made now, before the commit's turn (engine.storage.turns): only offsets depend on them.
         self._ordered = self._in_row_order(self._accepted)
-        self._rows = self._log_rows(self._ordered, self._ordered.rank, {}, 0)[0]  # offsets set in build
+        # The rows, built the first time build() is asked for them (a batch whose file
+        # write_unsynced writes from the columns never needs them); offsets set in build.
+        self._rows: pa.Table | None = None
 
     def prepare(self, view: TableState) -> dict[TopicPartition, int]:
         """Refuse (per record) what the current topic metadata refuses."""
@@ -526,18 +529,67 @@ class ProducerBatch:
         self, ends: Mapping[TopicPartition, int], topics: Mapping[str, TopicMetadata], append_time_ms: int
     ) -> pa.Table:
         records = self.records
-        if not np.array_equal(self._ordered.accepted, self._accepted):  # refusals since (prepare)
-            self._ordered = self._in_row_order(self._accepted)
-            self._rows = self._log_rows(self._ordered, self._ordered.rank, {}, 0)[0]
-        ordered = self._ordered
-        starts = np.array([ends.get(tp, 0) for tp in records.tps], dtype=np.int64)
-        offsets = starts[ordered.row_tps] + ordered.rank
-        self._offsets[ordered.order] = offsets
+        ordered = self._current_order()
+        offsets = self.number(ends)
         if not any((meta := topics.get(tp.topic)) is not None and meta.log_append_time for tp in records.tps):
             self._append_time_ms = {}
+            if self._rows is None:
+                self._rows = self._log_rows(ordered, ordered.rank, {}, 0)[0]
             return self._rows.set_column(_OFFSET_COLUMN, _OFFSET_FIELD, array(offsets, pa.int64()))
         table, self._append_time_ms = self._log_rows(ordered, offsets, topics, append_time_ms)
         return table
+
+    def number(self, ends: Mapping[TopicPartition, int]) -> np.ndarray:
+        """Number the accepted records from ``ends`` (each partition's from its end, in send
+        order) as :meth:`build` does, without the rows: the offsets, in row order. What
+        :meth:`complete` reports is the last numbering, of either."""
+        ordered = self._current_order()
+        starts = np.array([ends.get(tp, 0) for tp in self.records.tps], dtype=np.int64)
+        offsets = starts[ordered.row_tps] + ordered.rank
+        self._offsets[ordered.order] = offsets
+        return offsets
+
+    def write_unsynced(
+        self, ends: Mapping[TopicPartition, int], topics: Mapping[str, TopicMetadata], files: DataFileWriter
+    ) -> list[DataFile] | None:
+        """The accepted records numbered from ``ends`` (:meth:`number`) and written as
+        :meth:`DataFileWriter.write` writes :meth:`build`'s rows with ``sync=False,
+        renumberable=True`` -- the same bytes -- straight from the batch's columns, without the
+        rows: for one partition's records without headers of a topic that keeps their
+        CreateTime, on a local store. None, nothing numbered or written, for any other batch
+        (the caller builds the rows). Raises OSError (nothing written, nothing numbered)."""
+        tps = self.records.tps
+        ordered = self._current_order()
+        n = len(ordered.order)
+        if len(tps) != 1 or not n or ordered.headers.null_count != n:
+            return None
+        tp = tps[0]
+        meta = topics.get(tp.topic)
+        if meta is None or meta.log_append_time:
+            return None
+        written = files.write_records(
+            tp,
+            ends.get(tp, 0),
+            ordered.timestamps_ms,
+            ordered.keys,
+            ordered.values,
+            np.full(n, self._producer_id, dtype=np.int64),
+            np.full(n, self._producer_epoch, dtype=np.int32),
+            to_numpy(ordered.sequences),
+        )
+        if written is None:
+            return None
+        self.number(ends)
+        self._append_time_ms = {}
+        return [written]
+
+    def _current_order(self) -> _OrderedRecords:
+        """The accepted records in row order, made again (and the rows dropped) when records
+        were refused since (:meth:`prepare`)."""
+        if not np.array_equal(self._ordered.accepted, self._accepted):
+            self._ordered = self._in_row_order(self._accepted)
+            self._rows = None
+        return self._ordered
 
     def _log_rows(
         self, ordered: _OrderedRecords, offsets: np.ndarray, topics: Mapping[str, TopicMetadata], append_time_ms: int
