@@ -510,9 +510,10 @@ class DataFileWriter:
 
 class FilesAhead:
     """Data files written before their commit attempt (:meth:`DataFileWriter.write` with
-    ``renumberable``, or :meth:`DataFileWriter.write_records`; unsynced), their records numbered from ``ends`` for ``topics`` (the topics
-    they belong to, as they were then). The producer's committer writes them before its turn,
-    the agent while the commit before is in flight; one attempt takes them or they are deleted."""
+    ``renumberable``, or :meth:`DataFileWriter.write_records`; unsynced), their records numbered
+    from ``ends`` for ``topics`` (the topics they belong to, as they were then). The producer's
+    committer writes them before its turn, the agent while the commit before is in flight; one
+    attempt takes them or they are deleted."""
 
     def __init__(
         self,
