@@ -14,7 +14,11 @@ id and sequence) or out of order (OUT_OF_ORDER_SEQUENCE_NUMBER); the check
 runs inside the commit loop, so two agents racing with the same batch
 commit it once. Idempotent batches share the agent's group commits with
 plain ones (:class:`ProduceGroup`): one commit may carry several in-flight
-batches of one producer, each checked against the one before it.
+batches of one producer, each checked against the one before it. Sequences
+wrap to 0 after 2**31 - 1, as Kafka's producer numbers them
+(``DefaultRecordBatch.incrementSequence``) and its broker expects them
+(``ProducerAppendInfo.inSequence``): a producer's next sequence and its rows'
+sequences are kept wrapped, and "before" is modular (:func:`sequence_verdict`).
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ import numpy as np
 from lakelog.engine.commit import AppTransaction
 from lakelog.engine.commit.state import TableState
 from lakelog.engine.errors import FatalError
+from lakelog.engine.produce.batches import SEQUENCE_WRAP
 from lakelog.engine.produce.placement import PlacedBatch, PlacedRecords, RecordProducers
 
 
@@ -41,13 +46,33 @@ class Sequence(enum.Enum):
 
 def sequence_verdict(committed_next: int, base_sequence: int, count: int) -> Sequence:
     """Where a batch of ``count`` records from ``base_sequence`` stands against the next
-    sequence the table expects (``committed_next``; -1: nothing committed yet, so 0)."""
-    expected = max(committed_next, 0)
+    sequence the table expects (``committed_next``; -1: nothing committed yet, so 0).
+
+    Sequences wrap (:data:`SEQUENCE_WRAP`), so the distance is taken modulo 2**31: a batch that
+    ends at or before the expected sequence, less than half the sequence space behind it, was
+    committed before (a duplicate); any other that does not start there leaves a gap or
+    overlaps (out of order). A committed value past the wrap (written unwrapped) counts as
+    wrapped."""
+    expected = max(committed_next, 0) % SEQUENCE_WRAP
     if base_sequence == expected:
         return Sequence.NEXT
-    if base_sequence < expected and base_sequence + count <= expected:
+    behind = sequences_before(expected, base_sequence)
+    if behind is not None and count <= behind:
         return Sequence.DUPLICATE
     return Sequence.OUT_OF_ORDER
+
+
+def sequences_before(expected: int, base_sequence: int) -> int | None:
+    """How many sequences ``base_sequence`` comes before ``expected``, counted across the wrap
+    (:data:`SEQUENCE_WRAP`); None when it does not come before it: it is ``expected``, after it,
+    or half the sequence space or more behind (taken as after it, wrapped)."""
+    behind = (expected - base_sequence) % SEQUENCE_WRAP
+    return behind if 0 < behind < SEQUENCE_WRAP // 2 else None
+
+
+def next_sequence(base_sequence: int, count: int) -> int:
+    """The sequence after a batch of ``count`` records from ``base_sequence``, wrapped."""
+    return (base_sequence + count) % SEQUENCE_WRAP
 
 
 def new_producer_id() -> int:
@@ -91,9 +116,9 @@ def next_sequences(claims: Ordered[SequenceClaim], committed: Mapping[str, int])
             raise DuplicateSequenceError(f"sequence {claim.base_sequence} was committed before")
         if verdict is Sequence.OUT_OF_ORDER:
             raise OutOfOrderSequenceError(
-                f"sequence {claim.base_sequence}, expected {max(before, 0)}: a batch is missing"
+                f"sequence {claim.base_sequence}, expected {max(before, 0) % SEQUENCE_WRAP}: a batch is missing"
             )
-        expected[claim.app_id] = claim.base_sequence + claim.count
+        expected[claim.app_id] = next_sequence(claim.base_sequence, claim.count)
     return expected
 
 
@@ -120,7 +145,8 @@ class ProduceGroup(PlacedBatch):
             if claim is not None:
                 producer_ids[start : start + size] = claim.producer_id
                 epochs[start : start + size] = claim.producer_epoch
-                sequences[start : start + size] = np.arange(claim.base_sequence, claim.base_sequence + size)
+                numbered = np.arange(claim.base_sequence, claim.base_sequence + size)
+                sequences[start : start + size] = numbered % SEQUENCE_WRAP  # as the producer numbered them
             start += size
         super().__init__(records, None, operation="produce", producers=RecordProducers(producer_ids, epochs, sequences))
         # Only the ids count until check() plans the versions from the committed ones.

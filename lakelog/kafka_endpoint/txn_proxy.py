@@ -10,7 +10,8 @@ consumer reads committed data only (read_committed and read_uncommitted see
 the same, and no control records are needed). Produce answers for
 transactional batches carry base offset -1: offsets are given at EndTxn.
 A retried produce request of the open transaction is recognized by its
-partition and base sequence and added once.
+partition and base sequence and added once (sequences wrap to 0 past 2**31 - 1,
+as Kafka's producer numbers them: :mod:`kafka_endpoint.idempotence`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any
 
 from lakelog.engine.consume.consumer import ConsumerGroupMetadata
 from lakelog.engine.topics import TopicPartition
+from lakelog.kafka_endpoint.idempotence import next_sequence, sequences_before
 from lakelog.kafka_endpoint.record_batches import ProducedBatch
 from lakelog.store import Store
 from lakelog.transactions.producer import TransactionState
@@ -87,9 +89,9 @@ class TxnProxy:
             records: list[tuple[Any, Any, Any, Any]] = []
             for batch in batches:
                 expected = self._sequences.get(tp, batch.base_sequence)
-                if batch.base_sequence < expected:
+                if sequences_before(expected, batch.base_sequence) is not None:
                     continue  # a retried request of this transaction: already added
-                self._sequences[tp] = batch.base_sequence + len(batch)
+                self._sequences[tp] = next_sequence(batch.base_sequence, len(batch))
                 records += zip(batch.keys, batch.values, batch.headers, batch.timestamps, strict=True)
             # One look at the topics for the request's records (send_all), not one per record.
             for future in self.producer.send_all(topic, partition, records):

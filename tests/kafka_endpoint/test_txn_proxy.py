@@ -59,6 +59,23 @@ def test_a_requests_records_join_the_transaction_in_order_with_one_look_at_the_t
     assert read == [(b"k" + v, v) for v in values]
 
 
+def test_a_transaction_whose_sequences_wrap_keeps_every_batch_and_adds_a_retry_once(plain_store):
+    plain_store.create_topic("t", partitions=1)
+    proxy = TxnProxy(plain_store, "tx")
+    wrap = 2**31  # Kafka's producer numbers on from 0 after 2**31 - 1
+    proxy.send("t", 0, [_batch(proxy, wrap - 2, [b"a", b"b", b"c"])])  # 2**31 - 2, 2**31 - 1, 0
+    proxy.send("t", 0, [_batch(proxy, 1, [b"d"])])
+    proxy.send("t", 0, [_batch(proxy, wrap - 2, [b"a", b"b", b"c"]), _batch(proxy, 1, [b"d"])])  # retried
+    proxy.send("t", 0, [_batch(proxy, 2, [b"e"])])
+    proxy.end(commit=True)
+
+    assert plain_store.end_offsets("t") == {0: 5}
+    with plain_store.consumer() as consumer:
+        consumer.assign([TopicPartition("t", 0)])
+        consumer.seek_to_beginning()
+        assert [bytes(r.value) for r in consumer.poll(timeout_ms=2_000)] == [b"a", b"b", b"c", b"d", b"e"]
+
+
 def test_records_for_a_partition_that_does_not_exist_fail_the_request_and_nothing_lands(plain_store):
     plain_store.create_topic("t", partitions=1)
     proxy = TxnProxy(plain_store, "tx")

@@ -30,8 +30,9 @@ from lakelog.engine.topics import TIMESTAMP_TYPE_CODES, TopicMetadata, TopicPart
 _WIDTH = len(FIELDS)
 
 # Kafka's producer sequences are non-negative int32s that wrap to 0 after Integer.MAX_VALUE
-# (DefaultRecordBatch.incrementSequence); the log table's sequence column is an int32.
-_SEQUENCE_WRAP = 1 << 31
+# (DefaultRecordBatch.incrementSequence; its broker takes 0 after Integer.MAX_VALUE as the next,
+# ProducerAppendInfo.inSequence); the log table's sequence column is an int32.
+SEQUENCE_WRAP = 1 << 31
 
 
 class RecordBatch(QueuedRecords):
@@ -137,10 +138,10 @@ class RecordBatch(QueuedRecords):
             starts = np.array([next_sequences.get(tp, 0) for tp in self.tps], dtype=np.int64)
             order, numbers = number_records(self.tp_ids, placed, starts)
             self.sequences = np.zeros(n, dtype=np.int64)
-            self.sequences[order] = numbers % _SEQUENCE_WRAP
+            self.sequences[order] = numbers % SEQUENCE_WRAP
             counts = np.bincount(self.tp_ids[placed], minlength=len(self.tps))
             for tp_id, tp in enumerate(self.tps):
-                next_sequences[tp] = int((starts[tp_id] + counts[tp_id]) % _SEQUENCE_WRAP)
+                next_sequences[tp] = int((starts[tp_id] + counts[tp_id]) % SEQUENCE_WRAP)
         self.placed = True
 
     # -- completion -----------------------------------------------------------

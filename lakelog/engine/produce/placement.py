@@ -29,6 +29,7 @@ from lakelog.engine.commit.data_files import DataFile, DataFileWriter
 from lakelog.engine.commit.state import TableState
 from lakelog.engine.errors import InvalidRecordError, InvalidTopicError, LakelogError, UnknownTopicOrPartitionError
 from lakelog.engine.produce.batches import (
+    SEQUENCE_WRAP,
     RecordBatch,
     check_partition,
     check_record,
@@ -184,13 +185,8 @@ class PlacedBatch:
         meta = topics.get(tp.topic)
         if meta is None or meta.log_append_time:
             return None
-        producers = self.producers
-        if producers is None:
-            producer_ids = np.full(n, self.producer_id, dtype=np.int64)
-            epochs = np.full(n, self.producer_epoch, dtype=np.int32)
-            sequences = (np.arange(n) + self.base_sequence).astype(np.int32)
-        else:  # one partition: rows in record order
-            producer_ids, epochs, sequences = producers.producer_ids, producers.epochs, producers.sequences
+        # One partition: the rows are the records in their order.
+        producer_ids, epochs, sequences = self.producer_columns(np.arange(n, dtype=np.int64))
         written = files.write_records(
             tp, ends.get(tp, 0), records.timestamps_ms, records.keys, records.values, producer_ids, epochs, sequences
         )
@@ -220,7 +216,7 @@ class PlacedBatch:
             keys, values = records.keys.take(take), records.values.take(take)
             headers = headers if headers.null_count == n else headers.take(take)
             timestamps, row_tps = records.timestamps_ms[order], records.tp_ids[order]
-        producers = self.producers
+        producer_ids, epochs, sequences = self.producer_columns(order)
         table, _ = log_rows(
             records.tps,
             row_tps,
@@ -229,15 +225,28 @@ class PlacedBatch:
             keys=keys,
             values=values,
             headers=pa.nulls(n, HEADERS_ARROW) if headers.null_count == n else headers,
-            sequences=array(
-                order + self.base_sequence if producers is None else producers.sequences[order], pa.int32()
-            ),
-            producer_id=self.producer_id if producers is None else producers.producer_ids[order],
-            producer_epoch=self.producer_epoch if producers is None else producers.epochs[order],
+            sequences=array(sequences, pa.int32()),
+            producer_id=producer_ids,
+            producer_epoch=epochs,
             topics=topics,
             append_time_ms=append_time_ms,
         )
         return table
+
+    def producer_columns(self, order: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The producer id (int64), epoch and sequence (int32) of the rows holding the records
+        in ``order``: ``producers``' fields, else the batch's one producer's, record i's sequence
+        ``base_sequence + i`` wrapped to 0 past 2**31 - 1 as Kafka's producer numbers records
+        (SEQUENCE_WRAP)."""
+        producers = self.producers
+        if producers is not None:
+            return producers.producer_ids[order], producers.epochs[order], producers.sequences[order]
+        n = len(order)
+        return (
+            np.full(n, self.producer_id, dtype=np.int64),
+            np.full(n, self.producer_epoch, dtype=np.int32),
+            ((order + self.base_sequence) % SEQUENCE_WRAP).astype(np.int32),
+        )
 
 
 def join_placed(parts: Sequence[PlacedRecords]) -> PlacedRecords:
