@@ -390,49 +390,25 @@ def _local_put_if_absent(
     while_syncing: Callable[[], None] | None = None,
 ) -> bool:
     final = os.path.join(directory, name)
-    unnamed = _unnamed_file(directory)
-    # The file's bytes go to a file no reader can see yet, linked into place whole once written
-    # (and synced): an unnamed one where the file system makes them, else a named temporary.
-    if unnamed is not None:
-        source = f"/proc/self/fd/{unnamed}"
-    else:
-        source = os.path.join(directory, f".{name}.{new_uuid().hex}.tmp")
+    staged = _StagedFile(directory, name)
     try:
-        sync_now = durable and not with_files and while_syncing is None
-        if unnamed is not None:
-            _write_all(unnamed, data)
-            if sync_now:
-                os.fsync(unnamed)
-        else:
-            write_new_file(source, data, sync=sync_now)
+        staged.write(data, sync=durable and not with_files and while_syncing is None)
         if with_files or (durable and while_syncing is not None):
             sync_all(
-                [*([source] if durable else []), *with_files],
+                [*([staged.path] if durable else []), *with_files],
                 sorted({os.path.dirname(f) for f in with_files}),
                 meanwhile=while_syncing,
             )
         elif while_syncing is not None:
             while_syncing()
-        try:
-            if unnamed is not None:
-                # linkat(2) following the /proc link to the file (open(2), O_TMPFILE); CPython
-                # calls it only when given a directory descriptor (plain link(2) would link the
-                # /proc symlink itself: EXDEV), which the absolute source path leaves unused.
-                os.link(source, final, src_dir_fd=unnamed)
-            else:
-                os.link(source, final)
-        except FileExistsError:
+        if not staged.link(final):
             return False
         if linked is not None:
             linked()
     finally:
         # Also when writing or syncing the file failed (a full disk): nothing of a failed put
-        # stays behind (an unnamed file is gone once closed).
-        if unnamed is not None:
-            os.close(unnamed)
-        else:
-            with contextlib.suppress(OSError):
-                os.unlink(source)
+        # stays behind.
+        staged.discard()
     if durable:
         try:
             sync_directory(directory)
@@ -450,6 +426,55 @@ def _local_put_if_absent(
 # O_TMPFILE (Linux 3.11; ext4, XFS, Btrfs, tmpfs and others make such files) and /proc to link
 # one by: a put without them writes a named temporary file instead.
 _O_TMPFILE = getattr(os, "O_TMPFILE", None) if os.path.isdir("/proc/self/fd") else None
+
+
+class _StagedFile:
+    """A put's bytes before they have their name, in the directory they go to but seen by no
+    reader: an unnamed file (:func:`_unnamed_file`) where the file system makes them, else a
+    file under a hidden temporary name. :meth:`link` gives it its name, whole; :meth:`discard`
+    leaves nothing else behind (an unnamed file is gone once closed, a temporary name is
+    removed)."""
+
+    def __init__(self, directory: str, name: str) -> None:
+        self._fd = _unnamed_file(directory)
+        # What the file is synced and linked by: its /proc link, or its temporary name.
+        self.path = (
+            os.path.join(directory, f".{name}.{new_uuid().hex}.tmp")
+            if self._fd is None
+            else f"/proc/self/fd/{self._fd}"
+        )
+
+    def write(self, data: bytes | memoryview, *, sync: bool) -> None:
+        """Write ``data`` (all of it), synced first when ``sync``. Raises OSError."""
+        if self._fd is None:
+            write_new_file(self.path, data, sync=sync)
+            return
+        _write_all(self._fd, data)
+        if sync:
+            os.fsync(self._fd)
+
+    def link(self, final: str) -> bool:
+        """Give the file the name ``final``; False if that name exists. Raises OSError."""
+        try:
+            if self._fd is None:
+                os.link(self.path, final)
+            else:
+                # linkat(2) following the /proc link to the file (open(2), O_TMPFILE); CPython
+                # calls it only when given a directory descriptor (plain link(2) would link the
+                # /proc symlink itself: EXDEV), which the absolute source path leaves unused.
+                os.link(self.path, final, src_dir_fd=self._fd)
+        except FileExistsError:
+            return False
+        return True
+
+    def discard(self) -> None:
+        """Close the unnamed file or remove the temporary name (a linked file keeps its name)."""
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            os.close(fd)
+        else:
+            with contextlib.suppress(OSError):
+                os.unlink(self.path)
 
 
 def _unnamed_file(directory: str) -> int | None:
