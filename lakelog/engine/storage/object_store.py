@@ -445,7 +445,7 @@ class _StagedFile:
         )
 
     def write(self, data: bytes | memoryview, *, sync: bool) -> None:
-        """Write ``data`` (all of it), synced first when ``sync``. Raises OSError."""
+        """Write all of ``data``, then sync it when ``sync``. Raises OSError."""
         if self._fd is None:
             write_new_file(self.path, data, sync=sync)
             return
