@@ -47,7 +47,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import pyarrow as pa
 
@@ -169,11 +169,8 @@ class AppendBatch(Protocol):
     ``renumberable`` attribute that its :meth:`build` returns a table, may be called more than
     once (the last call's numbering is the one committed) and that only the offset column
     depends on ``ends`` (``append_time_ms`` only LogAppendTime timestamps): the committer then
-    writes its files before its turn and renumbers them in it (:class:`FilesAhead`). Such a
-    batch may also have ``write_unsynced(ends, topics, files)``, writing (unsynced, renumberable)
-    the files :meth:`build`'s rows would give straight from its columns, or None when it
-    cannot (the committer then builds the rows), and ``number(ends)``, numbering its records
-    as :meth:`build` would without the rows (what a renumbering in the turn calls)."""
+    writes its files before its turn and renumbers them in it (:class:`FilesAhead`); such a
+    batch is a :class:`RenumberableBatch`."""
 
     operation: str
     # The app transactions the commit sets (none for most appends); check() may re-plan them.
@@ -208,6 +205,23 @@ class AppendBatch(Protocol):
         here, one Parquet file per partition; a batch that writes its own files
         (Spark executors for ``Store.write``) returns them.
         """
+
+
+class RenumberableBatch(AppendBatch, Protocol):
+    """A batch with a true ``renumberable`` attribute (:class:`AppendBatch`): its files are
+    written before the commit's turn and renumbered in it."""
+
+    def write_unsynced(
+        self, ends: Mapping[TopicPartition, int], topics: Mapping[str, TopicMetadata], files: DataFileWriter
+    ) -> list[DataFile] | None:
+        """The files :meth:`build`'s rows for ``ends`` would give (unsynced, renumberable:
+        :meth:`DataFileWriter.write_records`), written straight from the batch's columns and its
+        records numbered; None, nothing written or numbered, when it cannot (the committer then
+        builds the rows). Raises OSError."""
+
+    def number(self, ends: Mapping[TopicPartition, int]) -> object:
+        """Number the records from ``ends`` as :meth:`build` would, without the rows (what a
+        renumbering in the turn calls)."""
 
 
 def check_attempt(
@@ -397,13 +411,8 @@ class Committer:
                     # (none refused since); built again for the ends the files are renumbered to.
                     taken = counts_by_partition([f.stats for f in ahead.files])
                     if expected is not None and taken == {tp: n for tp, n in expected.items() if n}:
-                        number = getattr(batch, "number", None)
-                        rebuild = (
-                            functools.partial(number, ends)
-                            if number is not None
-                            else functools.partial(batch.build, ends, state.topics, append_time_ms)
-                        )
-                        written = ahead.take(ends, state.topics, rebuild)
+                        renumbered = cast(RenumberableBatch, batch)  # only such a batch is written ahead
+                        written = ahead.take(ends, state.topics, functools.partial(renumbered.number, ends))
                     ahead.discard()
                     ahead = None
                 if written is None:
@@ -500,7 +509,7 @@ class Committer:
             if not tps or any(meta is None or meta.log_append_time for meta in topics.values()):
                 return None
             ends = self._ends_for(state, tps)
-            written = self._write_unsynced(batch, ends, state)
+            written = self._write_unsynced(cast(RenumberableBatch, batch), ends, state)
             rows = None if written is not None else batch.build(ends, state.topics, int(time.time() * 1000))
         except (DataWriteError, StoreFullError, StoreAccessError):
             raise
@@ -514,15 +523,12 @@ class Committer:
         return FilesAhead(self._files, written, ends, topics)
 
     def _write_unsynced(
-        self, batch: AppendBatch, ends: dict[TopicPartition, int], state: TableState
+        self, batch: RenumberableBatch, ends: dict[TopicPartition, int], state: TableState
     ) -> list[DataFile] | None:
-        """The batch's files written by its own ``write_unsynced`` (from its columns, without
-        rows), when it has one and it writes them; else None."""
-        write_unsynced = getattr(batch, "write_unsynced", None)
-        if write_unsynced is None:
-            return None
+        """The batch's files written from its columns (:meth:`RenumberableBatch.write_unsynced`),
+        or None when it leaves them to its rows."""
         try:
-            return write_unsynced(ends, state.topics, self._files)
+            return batch.write_unsynced(ends, state.topics, self._files)
         except OSError as exc:
             raise write_failure(exc, "writing data files") from exc
 

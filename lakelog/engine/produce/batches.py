@@ -377,6 +377,19 @@ def record_order(tp_ids: np.ndarray, accepted: np.ndarray) -> tuple[np.ndarray, 
     return order, np.arange(len(order)) - np.repeat(firsts, lengths)
 
 
+def records_file_partition(
+    tps: Sequence[TopicPartition], count: int, null_headers: int, topics: Mapping[str, TopicMetadata]
+) -> TopicPartition | None:
+    """The partition a batch's file is written for straight from its columns
+    (:meth:`DataFileWriter.write_records`): the one of ``tps``, when the batch's ``count`` records
+    (at least one) are all there, none has headers (``null_headers`` of them null) and its
+    topic keeps the records' CreateTime; else None (the batch's rows are built and written)."""
+    if len(tps) != 1 or not count or null_headers != count:
+        return None
+    meta = topics.get(tps[0].topic)
+    return None if meta is None or meta.log_append_time else tps[0]
+
+
 def log_rows(
     tps: Sequence[TopicPartition],
     row_tps: np.ndarray,
@@ -559,14 +572,10 @@ class ProducerBatch:
         rows: for one partition's records without headers of a topic that keeps their
         CreateTime, on a local store. None, nothing numbered or written, for any other batch
         (the caller builds the rows). Raises OSError (nothing written, nothing numbered)."""
-        tps = self.records.tps
         ordered = self._current_order()
         n = len(ordered.order)
-        if len(tps) != 1 or not n or ordered.headers.null_count != n:
-            return None
-        tp = tps[0]
-        meta = topics.get(tp.topic)
-        if meta is None or meta.log_append_time:
+        tp = records_file_partition(self.records.tps, n, ordered.headers.null_count, topics)
+        if tp is None:
             return None
         written = files.write_records(
             tp,

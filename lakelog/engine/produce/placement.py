@@ -37,6 +37,7 @@ from lakelog.engine.produce.batches import (
     log_rows,
     number_records,
     partition_ids,
+    records_file_partition,
     topic_ids_of,
 )
 from lakelog.engine.produce.partitioner import KeylessPartitioner, partition_for_key, partitions_for_keys
@@ -179,11 +180,8 @@ class PlacedBatch:
         (the caller builds the rows). Raises OSError (nothing written, nothing numbered)."""
         records = self.records
         n = len(records)
-        if len(records.tps) != 1 or not n or records.headers.null_count != n:
-            return None
-        tp = records.tps[0]
-        meta = topics.get(tp.topic)
-        if meta is None or meta.log_append_time:
+        tp = records_file_partition(records.tps, n, records.headers.null_count, topics)
+        if tp is None:
             return None
         # One partition: the rows are the records in their order.
         producer_ids, epochs, sequences = self.producer_columns(np.arange(n, dtype=np.int64))
